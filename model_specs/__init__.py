@@ -1,0 +1,1 @@
+"""Bundled model architecture specs (YAML), one file per model; the file stem is the spec name."""

@@ -1,0 +1,154 @@
+"""HardwareSpec: one accelerator's datasheet numbers (dense peaks only), with sources.
+
+YAML values use the units in their field names (GB, GB/s, TFLOP/s, MB, MHz, W); the
+properties convert to SI base units (bytes, bytes/s, FLOP/s) for the calculator.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, HttpUrl, field_validator, model_validator
+
+from .dtypes import COMPUTE_DTYPES
+from .errors import InvalidInputError
+
+#: Public defaults for the `achievable` ceiling when a spec carries no fractions of its own.
+#: Matmul: Maximum Achievable Matmul FLOPS (MAMF) table, stas00/ml-engineering
+#: compute/accelerator/README.md @744d01e: bf16 80.3% H100 SXM, 86.9% A100 SXM; fp8 70.9% H100.
+#: Bandwidth: large-copy measurements land at 85-92% of HBM spec (A800 PCIe 89%,
+#: mli/transformers-benchmarks#4; H20 82%, NVIDIA/cuda-samples#366); 0.88 is the midpoint.
+DEFAULT_MATMUL_FRACTION: dict[str, float] = {
+    "fp32": 0.80, "tf32": 0.80, "bf16": 0.80, "fp16": 0.80,
+    "fp8": 0.71, "int8": 0.71, "int4": 0.71,
+}
+DEFAULT_BANDWIDTH_FRACTION = 0.88
+DEFAULT_ACHIEVABLE_SOURCE = (
+    "public defaults: matmul from the MAMF table in stas00/ml-engineering "
+    "compute/accelerator/README.md (bf16 0.80, fp8 0.71); bandwidth 0.88 = midpoint of the "
+    "85-92% large-copy measurements (mli/transformers-benchmarks#4, NVIDIA/cuda-samples#366)"
+)
+
+Fraction = float
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Interconnect(_Frozen):
+    """Scale-up link between devices of one node."""
+
+    kind: Literal["nvlink", "pcie", "infiniband", "xgmi", "ici", "ethernet", "unified", "none"]
+    bandwidth_gb_per_s_per_direction: float | None = Field(default=None, gt=0)
+    latency_us: float = Field(default=1.0, ge=0, description="per-hop latency of a collective")
+    note: str = ""
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float | None:
+        b = self.bandwidth_gb_per_s_per_direction
+        return None if b is None else b * 1e9
+
+
+class Achievable(_Frozen):
+    """Fractions of the datasheet ceilings that real kernels reach, with where they come from."""
+
+    matmul_fraction: dict[str, Fraction] = Field(default_factory=dict)
+    memory_bandwidth_fraction: Fraction | None = Field(default=None, gt=0, le=1)
+    kernel_overhead_us: float = Field(default=0.0, ge=0, description="fixed cost per kernel")
+    source: str
+
+    @field_validator("matmul_fraction")
+    @classmethod
+    def _fractions_in_range(cls, v: dict[str, float]) -> dict[str, float]:
+        for dtype, f in v.items():
+            if dtype not in COMPUTE_DTYPES:
+                raise ValueError(f"unknown compute dtype '{dtype}'")
+            if not 0 < f <= 1:
+                raise ValueError(f"fraction for {dtype} must be in (0, 1], got {f}")
+        return v
+
+
+class HardwareSpec(_Frozen):
+    """One accelerator. `dense_peak_tflops` holds dense (non-sparse) peaks per compute dtype;
+    integer dtypes are in TOPS under the same key."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    display_name: str
+    aliases: tuple[str, ...] = ()
+    vendor: str
+    kind: Literal["gpu", "tpu", "npu", "cpu", "soc"] = "gpu"
+    memory_gb: float = Field(gt=0, description="device memory capacity, decimal GB")
+    memory_bandwidth_gb_per_s: float = Field(gt=0)
+    dense_peak_tflops: dict[str, float]
+    l2_cache_mb: float | None = Field(default=None, gt=0)
+    compute_units: int | None = Field(default=None, gt=0)
+    boost_clock_mhz: float | None = Field(default=None, gt=0)
+    interconnect: Interconnect = Interconnect(kind="none")
+    tdp_w: float | None = Field(default=None, gt=0)
+    achievable: Achievable | None = None
+    confidence: Literal["high", "medium", "low", "measured"] = "medium"
+    source: str = Field(min_length=1, description="where the datasheet values come from")
+    source_url: HttpUrl | None = None
+    notes: str = ""
+
+    @field_validator("dense_peak_tflops")
+    @classmethod
+    def _peaks_valid(cls, v: dict[str, float]) -> dict[str, float]:
+        if not v:
+            raise ValueError("at least one dense peak is needed")
+        for dtype, peak in v.items():
+            if dtype not in COMPUTE_DTYPES:
+                raise ValueError(f"unknown compute dtype '{dtype}'; use {', '.join(COMPUTE_DTYPES)}")
+            if peak <= 0:
+                raise ValueError(f"peak for {dtype} must be positive, got {peak}")
+        return v
+
+    @model_validator(mode="after")
+    def _achievable_dtypes_exist(self) -> HardwareSpec:
+        if self.achievable:
+            extra = set(self.achievable.matmul_fraction) - set(self.dense_peak_tflops)
+            if extra:
+                raise ValueError(f"achievable fraction given for dtypes without a peak: {extra}")
+        return self
+
+    # ---- derived values, SI units -------------------------------------------------------
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_gb * 1e9
+
+    @property
+    def memory_bandwidth_bytes_per_s(self) -> float:
+        return self.memory_bandwidth_gb_per_s * 1e9
+
+    def supports(self, dtype: str) -> bool:
+        return dtype in self.dense_peak_tflops
+
+    def peak_flops_per_s(self, dtype: str) -> float:
+        """Dense datasheet peak for `dtype`, FLOP/s. Refuses a dtype the device lacks."""
+        if dtype not in self.dense_peak_tflops:
+            have = ", ".join(self.dense_peak_tflops)
+            raise InvalidInputError(
+                f"{self.name} has no {dtype} peak (it has: {have}); choose a supported dtype"
+            )
+        return self.dense_peak_tflops[dtype] * 1e12
+
+    def ridge_point_flops_per_byte(self, dtype: str = "bf16") -> float:
+        """Arithmetic intensity where compute and memory time are equal: peak / bandwidth."""
+        return self.peak_flops_per_s(dtype) / self.memory_bandwidth_bytes_per_s
+
+    def matmul_fraction(self, dtype: str) -> float:
+        if self.achievable and dtype in self.achievable.matmul_fraction:
+            return self.achievable.matmul_fraction[dtype]
+        return DEFAULT_MATMUL_FRACTION[dtype]
+
+    def bandwidth_fraction(self) -> float:
+        if self.achievable and self.achievable.memory_bandwidth_fraction is not None:
+            return self.achievable.memory_bandwidth_fraction
+        return DEFAULT_BANDWIDTH_FRACTION
+
+    def kernel_overhead_s(self) -> float:
+        return (self.achievable.kernel_overhead_us if self.achievable else 0.0) * 1e-6
+
+    def achievable_source(self) -> str:
+        return self.achievable.source if self.achievable else DEFAULT_ACHIEVABLE_SOURCE
