@@ -1,0 +1,47 @@
+"""Options and parsing shared by several commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from ..errors import InvalidInputError
+
+# Tables are wide: when output is not a terminal, do not squeeze them into 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
+
+SpecsDir = Annotated[
+    list[Path] | None,
+    typer.Option("--specs-dir", help="extra folder with hardware_specs/ and/or model_specs/ "
+                 "subfolders (repeatable; also $ROOFLINE_SPECS_PATH)"),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
+
+
+def int_list(text: str, what: str) -> list[int]:
+    """'1,16,64' -> [1, 16, 64]; each value a positive integer."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InvalidInputError(f"{what} must be comma-separated integers, got '{text}'") from None
+    if not values:
+        raise InvalidInputError(f"give at least one {what}")
+    bad = [v for v in values if v < 1]
+    if bad:
+        raise InvalidInputError(f"{what} must be at least 1, got {bad[0]}")
+    return values
+
+
+def positive(value: int, what: str) -> int:
+    if value < 1:
+        raise InvalidInputError(f"{what} must be at least 1, got {value}")
+    return value
+
+
+def print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2))

@@ -1,0 +1,47 @@
+"""`roofline estimate`: TTFT, TPOT, E2E, throughput and memory for a model on a device."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..catalog import load_hardware, load_model
+from ..cost import CEILINGS
+from ..errors import InvalidInputError
+from ..phases import estimate as run_estimate
+from ..precision import Precision
+from ..report import breakdown_table, estimate_table
+from . import app
+from .common import JsonFlag, SpecsDir, console, int_list, positive, print_json
+
+
+@app.command()
+def estimate(
+    model: Annotated[str, typer.Argument(help="model name, alias, or path to a YAML spec")] = "llama-3.1-8b",
+    hardware: Annotated[str, typer.Option("--hardware", "-h", help="device name, alias, or YAML path")] = "h100-sxm",
+    batch: Annotated[str, typer.Option(help="batch sizes B, comma-separated")] = "1,16,64",
+    prompt: Annotated[int, typer.Option(help="prompt tokens P per sequence")] = 1024,
+    gen: Annotated[int, typer.Option(help="generated tokens G per sequence")] = 256,
+    dtype: Annotated[str, typer.Option(help="weights, activations and KV format")] = "bf16",
+    ceiling: Annotated[str, typer.Option(help="datasheet (speed of light) or achievable")] = "achievable",
+    breakdown: Annotated[bool, typer.Option(help="per-operator FLOPs, bytes, intensity, bound")] = False,
+    json_out: JsonFlag = False,
+    specs_dir: SpecsDir = None,
+) -> None:
+    """Estimate prefill and decode latency, throughput and memory per batch size."""
+    if ceiling not in CEILINGS:
+        raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
+    m = load_model(model, specs_dir or ())
+    hw = load_hardware(hardware, specs_dir or ())
+    e = run_estimate(m, hw, int_list(batch, "batch size"), positive(prompt, "--prompt"),
+                     positive(gen, "--gen"), Precision.uniform(dtype), ceiling)  # type: ignore[arg-type]
+    if json_out:
+        print_json(e.as_dict())
+        return
+    console.print(estimate_table(e))
+    if breakdown:
+        b = e.cases[0].batch
+        console.print(breakdown_table(f"prefill: B={b}, T={e.cases[0].prompt_tokens}, S=0", e.prefill))
+        console.print(breakdown_table(f"decode (first step): B={b}, T=1, S={e.cases[0].prompt_tokens}",
+                                      e.decode))

@@ -1,0 +1,60 @@
+"""`roofline hardware list|show` and `roofline models list|show`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..catalog import hardware_catalog, load_hardware, load_model, model_catalog
+from ..report import hardware_table, models_table
+from . import hardware_app, models_app
+from .common import JsonFlag, SpecsDir, console, print_json
+
+
+@hardware_app.command("list")
+def hardware_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> None:
+    """List the known devices (bundled and from your spec folders)."""
+    specs = hardware_catalog(specs_dir or ()).load_all()
+    if json_out:
+        print_json([{"name": h.name, "display_name": h.display_name, "aliases": list(h.aliases)}
+                    for h in specs])
+    else:
+        console.print(hardware_table(specs))
+
+
+@hardware_app.command("show")
+def hardware_show(name: Annotated[str, typer.Argument(help="device name, alias or YAML path")],
+                  specs_dir: SpecsDir = None) -> None:
+    """Print one device's full spec as JSON, with derived values."""
+    h = load_hardware(name, specs_dir or ())
+    out = h.model_dump(mode="json")
+    out["derived"] = {
+        "memory_bytes": h.memory_bytes,
+        "memory_bandwidth_bytes_per_s": h.memory_bandwidth_bytes_per_s,
+        "ridge_point_flops_per_byte": {d: h.ridge_point_flops_per_byte(d)
+                                       for d in h.dense_peak_tflops},
+    }
+    print_json(out)
+
+
+@models_app.command("list")
+def models_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> None:
+    """List the known models (bundled and from your spec folders)."""
+    specs = model_catalog(specs_dir or ()).load_all()
+    if json_out:
+        print_json([{"name": m.name, "display_name": m.display_name, "aliases": list(m.aliases),
+                     "params": m.total_params} for m in specs])
+    else:
+        console.print(models_table(specs))
+
+
+@models_app.command("show")
+def models_show(name: Annotated[str, typer.Argument(help="model name, alias or YAML path")],
+                specs_dir: SpecsDir = None) -> None:
+    """Print one model's full spec as JSON, with derived parameter counts."""
+    m = load_model(name, specs_dir or ())
+    out = m.model_dump(mode="json")
+    out["derived"] = {"params": vars(m.params) | {"total": m.total_params},
+                      "kv_elems_per_token": m.kv_elems_per_token}
+    print_json(out)

@@ -1,0 +1,74 @@
+"""Rich tables rendered from the same result objects the JSON dumps."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from .cost import StepCost
+from .hardware import HardwareSpec
+from .model import ModelSpec
+from .phases import Estimate
+from .units import seconds, si
+
+
+def estimate_table(e: Estimate) -> Table:
+    p = e.precision
+    t = Table(title=f"{e.model.display_name} on {e.hardware.display_name} — "
+                    f"weights {p.weights}, activations {p.activations}, KV {p.kv}; "
+                    f"ceiling: {e.ceiling}",
+              caption=f"ceiling source: {e.ceiling_source}", caption_justify="left")
+    for col in ("batch", "prompt+gen", "weights", "KV cache", "activations", "memory", "fits",
+                "TTFT", "TPOT", "E2E", "decode tok/s", "throughput tok/s"):
+        t.add_column(col, justify="right")
+    for c in e.cases:
+        t.add_row(str(c.batch), f"{c.prompt_tokens}+{c.gen_tokens}", si(c.weights_bytes, "B"),
+                  si(c.kv_cache_bytes, "B"), si(c.activation_bytes, "B"),
+                  si(c.memory_bytes, "B"), "yes" if c.fits else "[red]no[/red]",
+                  seconds(c.ttft_s), seconds(c.tpot_s), seconds(c.e2e_s),
+                  f"{c.decode_tokens_per_s:,.0f}", f"{c.throughput_tokens_per_s:,.0f}")
+    return t
+
+
+def breakdown_table(title: str, s: StepCost) -> Table:
+    t = Table(title=title)
+    for col in ("operator", "FLOPs", "weights", "activations", "KV", "intensity FLOP/B",
+                "bound", "time", "share"):
+        t.add_column(col, justify="right" if col != "operator" else "left")
+    total = float(s.time_s)
+    for o in s.ops:
+        time_s = float(o.time_s)
+        t.add_row(o.name, si(float(o.flops), "FLOP"), si(float(o.weight_bytes), "B"),
+                  si(float(o.act_bytes), "B"), si(float(o.kv_bytes), "B"),
+                  f"{float(o.intensity_flops_per_byte):.3g}",
+                  "compute" if bool(o.compute_bound) else "memory",
+                  seconds(time_s), f"{100 * time_s / total:.1f}%")
+    t.add_row("[b]total[/b]", si(float(s.flops), "FLOP"), si(float(s.weight_bytes), "B"), "",
+              si(float(s.kv_bytes), "B"), f"{float(s.intensity_flops_per_byte):.3g}", "",
+              seconds(total), "100%")
+    return t
+
+
+def hardware_table(specs: list[HardwareSpec]) -> Table:
+    t = Table(title="hardware specs (dense peaks)")
+    for col in ("name", "device", "memory", "bandwidth", "bf16/fp16 peak", "fp8 peak",
+                "ridge FLOP/B", "confidence"):
+        t.add_column(col)
+    for h in specs:
+        half = "bf16" if h.supports("bf16") else "fp16" if h.supports("fp16") else None
+        t.add_row(h.name, h.display_name, si(h.memory_bytes, "B"),
+                  si(h.memory_bandwidth_bytes_per_s, "B/s"),
+                  si(h.peak_flops_per_s(half), "FLOP/s") if half else "—",
+                  si(h.peak_flops_per_s("fp8"), "FLOP/s") if h.supports("fp8") else "—",
+                  f"{h.ridge_point_flops_per_byte(half):.0f}" if half else "—", h.confidence)
+    return t
+
+
+def models_table(specs: list[ModelSpec]) -> Table:
+    t = Table(title="model specs")
+    for col in ("name", "model", "params", "L", "D", "N", "K", "H", "F", "V", "max context"):
+        t.add_column(col)
+    for m in specs:
+        t.add_row(m.name, m.display_name, si(m.total_params, ""), str(m.layers),
+                  str(m.d_model), str(m.heads), str(m.kv_heads), str(m.head_dim),
+                  str(m.d_ff), str(m.vocab_size), f"{m.max_context:,}")
+    return t
