@@ -128,7 +128,8 @@ class Catalog(Generic[Spec]):
 
 
 def _looks_like_path(s: str) -> bool:
-    return s.endswith((".yaml", ".yml")) or os.sep in s
+    """A YAML file name, or an existing file ('meta-llama/Llama-2-7b-hf' is an alias)."""
+    return s.endswith((".yaml", ".yml")) or Path(s).is_file()
 
 
 @lru_cache(maxsize=256)

@@ -133,12 +133,5 @@ def test_hf_repo_id_is_indexed_as_alias() -> None:
     assert load_model("Llama-2-13b-hf").name == "llama-2-13b"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=SpecError,
-    reason="roofline.catalog._looks_like_path treats any name containing os.sep ('/') as a "
-           "file path, so HF repo ids like 'meta-llama/Llama-2-13b-hf' never reach the alias "
-           "index; remove this marker once the catalog checks the alias index first",
-)
 def test_load_model_resolves_hf_repo_id() -> None:
     assert load_model("meta-llama/Llama-2-13b-hf").name == "llama-2-13b"
