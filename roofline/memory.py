@@ -1,7 +1,10 @@
-"""Memory held on the device: weights, KV cache, activations; and what fits.
+"""Memory held on the device: weights, KV cache or recurrent state, activations; what fits.
 
-Weights count every parameter (the whole embedding table lives in memory even though a step
-reads only the gathered rows). KV cache is sized for the full context each sequence reaches.
+Weights count every parameter (all experts of a MoE; the whole embedding table, though a step
+reads only the gathered rows). The KV cache is sized for the context each sequence reaches:
+global layers hold all S tokens, local (sliding-window) layers min(S, W), layers sharing
+another layer's KV hold nothing; SSM and linear-attention layers hold a constant state. All of
+it is stored at the KV format.
 """
 
 from __future__ import annotations
@@ -23,20 +26,36 @@ def weights_bytes(m: ModelSpec, p: Precision) -> float:
 
 
 def kv_bytes_per_token(m: ModelSpec, p: Precision) -> float:
-    """2 · L · K · H values per token at the KV format."""
+    """Cached values per token over the KV-owning attention layers at the KV format
+    (2·L·K·H for a dense model); local layers stop growing once S reaches the window."""
     return m.kv_elems_per_token * p.kv_bytes
 
 
+def kv_elems_per_sequence(m: ModelSpec, context: ArrayLike) -> ArrayLike:
+    """Values one sequence of S tokens keeps: per KV-owning layer e = 2·K·H (MLA: r + R),
+    L_global·S·e + L_local·min(S, W)·e, plus the constant SSM / linear-attention state."""
+    e = m.kv_elems_per_token_layer
+    held = m.kv_owner_layers("global") * context * e
+    local = m.kv_owner_layers("local")
+    if local:
+        held = held + local * np.minimum(context, m.attention.sliding_window) * e
+    return held + m.state_elems_per_sequence
+
+
 def kv_cache_bytes(m: ModelSpec, p: Precision, batch: ArrayLike, context: ArrayLike) -> ArrayLike:
-    """KV cache of B sequences of S tokens: B · S · 2LKH · bytes."""
-    return batch * context * kv_bytes_per_token(m, p)
+    """KV cache (and recurrent state) of B sequences of S tokens: B · per-sequence · bytes."""
+    return batch * kv_elems_per_sequence(m, context) * p.kv_bytes
 
 
 def activation_bytes(m: ModelSpec, p: Precision, batch: ArrayLike, new_tokens: ArrayLike
                      ) -> ArrayLike:
     """Peak live activations of one step: layers run one after another, so the largest is
-    one MLP's input, residual and hidden state, B·T·(2D + F·inputs), plus fp32 logits B·V."""
-    hidden = 2 * m.d_model + (m.mlp_matrices - 1) * m.d_ff
+    one FFN's (or SSM's) input, residual and hidden state, B·T·(2D + widest hidden),
+    plus fp32 logits B·V."""
+    widths = [(m.mlp_matrices - 1) * m.d_ff, 2 * m.d_inner]
+    if m.moe is not None:
+        widths.append(m.moe.top_k * (m.mlp_matrices - 1) * m.moe.expert_d_ff)
+    hidden = 2 * m.d_model + max(widths)
     return (batch * new_tokens * hidden * p.activation_bytes
             + batch * m.vocab_size * LOGIT_BYTES)
 
@@ -50,6 +69,21 @@ def max_batch(m: ModelSpec, hw: HardwareSpec, p: Precision, context: ArrayLike) 
 
 
 def max_context(m: ModelSpec, hw: HardwareSpec, p: Precision, batch: ArrayLike) -> ArrayLike:
-    """Longest context at which B sequences' KV still fits beside the weights (tokens)."""
-    free = hw.memory_bytes - weights_bytes(m, p) - activation_bytes(m, p, batch, 1)
-    return np.maximum(np.floor(free / (batch * kv_bytes_per_token(m, p))), 0).astype(int)
+    """Longest context at which B sequences' KV and state still fit beside the weights
+    (tokens; inf when the cache stops growing and what it reaches fits: SSMs, all-local
+    attention; 0 when not even the constant part fits). The per-sequence cache is
+    c0 + a·min(S, W) + g·S, piecewise linear, solved on each piece."""
+    b = np.asarray(batch, dtype=float)
+    free = (hw.memory_bytes - weights_bytes(m, p) - activation_bytes(m, p, b, 1)) \
+        / (b * p.kv_bytes)  # values per sequence that fit
+    e = m.kv_elems_per_token_layer
+    g = m.kv_owner_layers("global") * e
+    a = m.kv_owner_layers("local") * e
+    c0 = m.state_elems_per_sequence
+    W = m.attention.sliding_window or 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        before_w = np.where(a + g > 0, (free - c0) / (a + g), np.inf)
+        after_w = np.where(g > 0, (free - c0 - a * W) / g if g else np.inf, np.inf)
+    s = np.where(before_w <= W, before_w, after_w) if a else after_w
+    s = np.where(free < c0, 0.0, s)
+    return np.floor(np.maximum(s, 0.0))

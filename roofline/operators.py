@@ -1,28 +1,40 @@
-"""One operator decomposition of a forward step, for prefill and decode alike.
+"""One operator decomposition of a forward step, for prefill and decode alike, every family.
 
 A step processes B sequences, each with T new tokens on top of S cached tokens:
 prefill is T = prompt, S = 0; decode is T = 1, S = context so far. B and S may be numpy
 arrays (they broadcast), so a whole batch x context grid is one call.
 
+`operators` walks the model's layer groups (distinct layer kinds with their counts): each
+group contributes its token mixer's operators (softmax attention, MLA, sliding window, linear
+attention, SSM) and its FFN's (dense MLP or MoE), once per layer kind, scaled by the count.
+Operators of the same name from different groups are summed, so a hybrid's breakdown still
+has one line per operator name. Family-specific operators carry a family prefix:
+`mla/kv_down`, `mla/absorbed_scores`, `local/scores+av`, `linear/state_update`, `moe/experts`,
+`ssm/scan`.
+
 Every operator reports element counts, not bytes: FLOPs, weights read, activations read and
-written, KV-cache values read and written. `roofline.cost` turns elements into bytes with a
-`Precision`, so a format change never touches this file. Counts follow what kernels move:
-a matmul reads its whole weight once per step, an embedding lookup reads only the gathered
-rows, and attention reads K and V once per step (FlashAttention-style, scores never stored).
+written, KV-cache (or recurrent state) values read and written. `roofline.cost` turns elements
+into bytes with a `Precision`, so a format change never touches this file. Counts follow what
+kernels move: a matmul reads its whole weight once per step, an embedding lookup reads only
+the gathered rows, attention reads K and V once per step (FlashAttention-style, scores never
+stored), and a recurrent state is read and written once per step.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from .errors import InvalidInputError
-from .model import ModelSpec
+from .model import LayerKind, ModelSpec
 
 ArrayLike = int | float | np.ndarray
-OpKind = Literal["matmul", "attention", "elementwise", "gather"]
+OpKind = Literal["matmul", "attention", "elementwise", "gather", "scan"]
+
+_COUNTED = ("flops", "weight_elems", "act_elems", "kv_read_elems", "kv_write_elems", "launches")
 
 
 @dataclass(frozen=True)
@@ -39,14 +51,24 @@ class Op:
     launches: int = 1  # kernels per step, for a fixed per-kernel overhead
 
 
+def _scaled(op: Op, n: int) -> Op:
+    return dataclasses.replace(op, **{f: getattr(op, f) * n for f in _COUNTED})
+
+
+def _summed(a: Op, b: Op) -> Op:
+    return dataclasses.replace(a, **{f: getattr(a, f) + getattr(b, f) for f in _COUNTED})
+
+
 @dataclass(frozen=True)
 class Step:
-    """Shape of one forward step. B and S may be arrays; T is the same for every sequence."""
+    """Shape of one forward step. B and S may be arrays; T is the same for every sequence.
+    `causal=False` is bidirectional attention over all S + T positions (diffusion LMs)."""
 
     batch: ArrayLike  # B
     new_tokens: ArrayLike  # T
     cached_tokens: ArrayLike = 0  # S
     logits: Literal["last", "all"] = "last"  # LM head on the last position or all T
+    causal: bool = True
 
     def __post_init__(self) -> None:
         if np.any(np.asarray(self.batch) < 1):
@@ -57,55 +79,224 @@ class Step:
             raise InvalidInputError("cached tokens cannot be negative")
 
 
-def attended_pairs(T: ArrayLike, S: ArrayLike) -> ArrayLike:
-    """Query-key pairs a causal step computes: each of T new tokens sees the S cached
-    tokens and the new ones up to itself, T·S + T(T+1)/2. Decode (T=1): S + 1."""
-    return T * S + T * (T + 1) / 2
+def attended_pairs(T: ArrayLike, S: ArrayLike, window: int | None = None,
+                   causal: bool = True) -> ArrayLike:
+    """Query-key pairs a step computes. Causal: each of T new tokens sees the S cached tokens
+    and the new ones up to itself, T·S + T(T+1)/2 (decode: S + 1). With a window W, new token
+    t (1-based) sees min(S + t, W): for the a = clip(W - S, 0, T) tokens still inside the
+    window a·S + a(a+1)/2, then W each. Bidirectional: T·(S + T)."""
+    if not causal:
+        return T * (S + T)
+    if window is None:
+        return T * S + T * (T + 1) / 2
+    a = np.clip(window - S, 0, T)
+    return a * S + a * (a + 1) / 2 + (T - a) * window
 
 
-def attention_ops(m: ModelSpec, s: Step) -> list[Op]:
-    """Self-attention of one layer type, times L. Shapes: x (B,T,D), q (B,T,N,H), kv (B,S+T,K,H)."""
-    B, T, S, L = s.batch, s.new_tokens, s.cached_tokens, m.layers
+def kv_tokens_read(T: ArrayLike, S: ArrayLike, window: int | None = None) -> ArrayLike:
+    """Cached + new tokens whose K,V one attention layer reads: S + T; with a window W only
+    positions from S - W + 1 on are needed, min(S + T, W + T - 1)."""
+    if window is None:
+        return S + T
+    return np.minimum(S + T, window + T - 1)
+
+
+def expected_experts_touched(E: int, k: int, tokens: ArrayLike) -> ArrayLike:
+    """Distinct experts a batch of n = B·T tokens routes to, per MoE layer, assuming each token
+    picks its k of E experts uniformly: E·(1 − (1 − k/E)^n). One token touches k; many
+    tokens touch nearly all E, so decode bytes grow with batch until every expert is read."""
+    return E * (1 - (1 - k / E) ** tokens)
+
+
+def _softmax_attention(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
+    """One softmax attention layer. x (B,T,D), q (B,T,N,H), kv (B,S+T,K,H)."""
+    B, T, S = s.batch, s.new_tokens, s.cached_tokens
+    window = m.attention.sliding_window if kind.mixer == "local" else None
     D, qd, kvd = m.d_model, m.q_dim, m.kv_dim
-    qkv_out = qd + 2 * kvd
+    kv_out = 2 * kvd if kind.owns_kv else 0  # shared-KV layers project only Q
+    qkv_out = qd + kv_out
     bias = m.linear_bias != "none"
-    pairs = attended_pairs(T, S)
+    pairs = attended_pairs(T, S, window, s.causal)
+    core = "local/scores+av" if window else "attention/scores+av"
     return [
-        Op("attention/qkv", "matmul",
-           flops=L * 2 * B * T * D * qkv_out,
-           weight_elems=L * (D * qkv_out + (qkv_out if bias else 0)),
-           act_elems=L * B * T * (D + qkv_out), launches=L),
+        Op("attention/qkv", "matmul", flops=2 * B * T * D * qkv_out,
+           weight_elems=D * qkv_out + (qkv_out if bias else 0),
+           act_elems=B * T * (D + qkv_out)),
         # scores Q·Kᵀ and probabilities·V: 2 FLOPs per multiply-add, N·H per pair each
-        Op("attention/scores+av", "attention",
-           flops=L * B * 4 * pairs * qd,
-           act_elems=L * B * T * 2 * qd,  # read Q, write O
-           kv_read_elems=L * B * (S + T) * 2 * kvd,
-           kv_write_elems=L * B * T * 2 * kvd, launches=L),
-        Op("attention/out", "matmul",
-           flops=L * 2 * B * T * qd * D,
-           weight_elems=L * (qd * D + (D if m.linear_bias == "all" else 0)),
-           act_elems=L * B * T * (qd + D), launches=L),
+        Op(core, "attention", flops=B * 4 * pairs * qd,
+           act_elems=B * T * 2 * qd,  # read Q, write O
+           kv_read_elems=B * kv_tokens_read(T, S, window) * 2 * kvd,
+           kv_write_elems=B * T * kv_out),
+        Op("attention/out", "matmul", flops=2 * B * T * qd * D,
+           weight_elems=qd * D + (D if m.linear_bias == "all" else 0),
+           act_elems=B * T * (qd + D)),
     ]
 
 
-def mlp_ops(m: ModelSpec, s: Step) -> list[Op]:
-    """Dense MLP, times L. Gated: (gate, up) D→2F, act·mul, down F→D; plain: D→F, act, F→D."""
-    B, T, L, D, F = s.batch, s.new_tokens, m.layers, m.d_model, m.d_ff
+def _mla(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
+    """One MLA layer (DeepSeek-V2/V3). The cache holds, per token, a latent c (r =
+    kv_lora_rank) and one RoPE key shared by all heads (R = qk_rope_head_dim).
+    absorbed: W_UK folds into the query (q_nope·W_UK: N·n → N·r) and W_UV applies after
+    attention, so scores and AV run over the latent like MQA with head dim r + R;
+    naive: every cached latent is up-projected to N heads of K (n + R) and V (v) each step."""
+    a = m.attention
+    B, T, S = s.batch, s.new_tokens, s.cached_tokens
+    D, N, r, R = m.d_model, m.heads, a.kv_lora_rank, a.qk_rope_head_dim
+    n, v = a.qk_nope_head_dim, a.v_head_dim
+    window = a.sliding_window if kind.mixer == "local" else None
+    pairs = attended_pairs(T, S, window, s.causal)
+    ctx = kv_tokens_read(T, S, window)
+    latent = r + R
+    q_w = D * N * (n + R) if a.q_lora_rank is None else a.q_lora_rank * (D + N * (n + R))
+    ops = [Op("mla/q_proj", "matmul", flops=2 * B * T * q_w, weight_elems=q_w,
+              act_elems=B * T * (D + N * (n + R)))]
+    if kind.owns_kv:
+        ops.append(Op("mla/kv_down", "matmul", flops=2 * B * T * D * latent,
+                      weight_elems=D * latent, act_elems=B * T * D, kv_write_elems=B * T * latent))
+    if a.mla_decode == "absorbed":
+        ops += [
+            Op("mla/q_absorb", "matmul", flops=2 * B * T * N * n * r, weight_elems=N * n * r,
+               act_elems=B * T * N * (n + r)),
+            Op("mla/absorbed_scores", "attention", flops=B * 2 * pairs * N * (2 * r + R),
+               act_elems=B * T * N * (2 * r + R), kv_read_elems=B * ctx * latent),
+            Op("mla/v_up", "matmul", flops=2 * B * T * N * r * v, weight_elems=N * r * v,
+               act_elems=B * T * N * (r + v)),
+        ]
+    else:
+        ops += [
+            Op("mla/kv_up", "matmul", flops=2 * B * ctx * r * N * (n + v),
+               weight_elems=r * N * (n + v), act_elems=B * ctx * N * (n + v),
+               kv_read_elems=B * ctx * latent),
+            Op("mla/scores+av", "attention", flops=B * 2 * pairs * N * (n + R + v),
+               act_elems=B * T * N * (n + R + v) + B * ctx * N * (n + v)),
+        ]
+    ops.append(Op("attention/out", "matmul", flops=2 * B * T * N * v * D,
+                  weight_elems=N * v * D, act_elems=B * T * (N * v + D)))
+    return ops
+
+
+def _linear_attention(m: ModelSpec, s: Step) -> list[Op]:
+    """One linear-attention layer: state per head Z (H x H) updated Z += k·vᵀ and read o = q·Z
+    per token (2·H² FLOPs each per head); the N·H² state is read and written once per step."""
+    B, T, D = s.batch, s.new_tokens, m.d_model
+    nh = m.heads * m.head_dim
+    gate = m.linear_attention.output_gate
+    proj = 3 * nh + (nh if gate else 0)
+    state = m.linear_state_elems_per_layer
+    return [
+        Op("linear/qkv", "matmul", flops=2 * B * T * D * proj, weight_elems=D * proj,
+           act_elems=B * T * (D + proj)),
+        Op("linear/state_update", "scan", flops=B * T * 4 * nh * m.head_dim,
+           act_elems=B * T * 4 * nh, kv_read_elems=B * state, kv_write_elems=B * state),
+        Op("attention/out", "matmul", flops=2 * B * T * nh * D, weight_elems=nh * D,
+           act_elems=B * T * (nh + D)),
+    ]
+
+
+def _ssm(m: ModelSpec, s: Step) -> list[Op]:
+    """One Mamba layer. in_proj D → (z, x[, B, C, Δ]); causal conv over conv_dim channels
+    (window d_conv); Δ/B/C from x (Mamba-1: x_proj + dt_proj); the selective scan updates
+    h = exp(Δ·A)·h + Δ·B·x and reads y = C·h, ≈6 FLOPs per state element per token;
+    out_proj d_inner → D. The scan state d_inner·d_state and the conv window are read and
+    written once per step (constant in S)."""
+    ssm, B, T, D, Di = m.ssm, s.batch, s.new_tokens, m.d_model, m.d_inner
+    conv_dim, ds = m.ssm_conv_dim, ssm.d_state
+    if ssm.kind == "mamba1":
+        in_w = D * 2 * Di
+        R = m.ssm_dt_rank
+        dt_w = Di * (R + 2 * ds) + R * Di
+    else:
+        in_w = D * (2 * Di + 2 * ssm.n_groups * ds + m.ssm_heads)
+        dt_w = 0
+    conv_state = conv_dim * ssm.d_conv
+    scan_state = Di * ds
+    ops = [
+        Op("ssm/in_proj", "matmul", flops=2 * B * T * in_w, weight_elems=in_w,
+           act_elems=B * T * (D + in_w // D)),
+        Op("ssm/conv", "elementwise", flops=2 * B * T * conv_dim * ssm.d_conv,
+           weight_elems=conv_state + conv_dim, act_elems=2 * B * T * conv_dim,
+           kv_read_elems=B * conv_state, kv_write_elems=B * conv_state),
+    ]
+    if dt_w:
+        ops.append(Op("ssm/dt_proj", "matmul", flops=2 * B * T * dt_w, weight_elems=dt_w,
+                      act_elems=B * T * (Di + R + 2 * ds + Di)))
+    ops += [
+        Op("ssm/scan", "scan", flops=6 * B * T * scan_state,
+           weight_elems=Di * ds if ssm.kind == "mamba1" else 3 * m.ssm_heads,
+           act_elems=B * T * (3 * Di + 2 * ds * ssm.n_groups),
+           kv_read_elems=B * scan_state, kv_write_elems=B * scan_state),
+        Op("ssm/out_proj", "matmul", flops=2 * B * T * Di * D, weight_elems=Di * D,
+           act_elems=B * T * (Di + D)),
+    ]
+    return ops
+
+
+def _mixer_ops(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
+    if kind.mixer == "ssm":
+        return _ssm(m, s)
+    if kind.mixer == "linear":
+        return _linear_attention(m, s)
+    if m.attention.kind == "mla":
+        return _mla(m, s, kind)
+    return _softmax_attention(m, s, kind)
+
+
+def _dense_mlp(m: ModelSpec, s: Step) -> list[Op]:
+    """One dense MLP. Gated: (gate, up) D→2F, act·mul, down F→D; plain: D→F, act, F→D."""
+    B, T, D, F = s.batch, s.new_tokens, m.d_model, m.d_ff
     n_in = m.mlp_matrices - 1  # 2 input projections when gated, else 1
     bias = m.linear_bias == "all"
     return [
-        Op("mlp/up", "matmul",
-           flops=L * 2 * B * T * D * F * n_in,
-           weight_elems=L * (D * F * n_in + (n_in * F if bias else 0)),
-           act_elems=L * B * T * (D + n_in * F), launches=L),
-        Op("mlp/act", "elementwise",
-           flops=L * B * T * F * (5 if n_in == 2 else 4),
-           act_elems=L * B * T * F * (n_in + 1), launches=L),
-        Op("mlp/down", "matmul",
-           flops=L * 2 * B * T * F * D,
-           weight_elems=L * (F * D + (D if bias else 0)),
-           act_elems=L * B * T * (F + D), launches=L),
+        Op("mlp/up", "matmul", flops=2 * B * T * D * F * n_in,
+           weight_elems=D * F * n_in + (n_in * F if bias else 0),
+           act_elems=B * T * (D + n_in * F)),
+        Op("mlp/act", "elementwise", flops=B * T * F * (5 if n_in == 2 else 4),
+           act_elems=B * T * F * (n_in + 1)),
+        Op("mlp/down", "matmul", flops=2 * B * T * F * D,
+           weight_elems=F * D + (D if bias else 0), act_elems=B * T * (F + D)),
     ]
+
+
+def _moe(m: ModelSpec, s: Step) -> list[Op]:
+    """One MoE layer: router D→E, k routed experts per token, plus always-on shared experts.
+    FLOPs follow the k experts each token uses; weight bytes follow the experts the batch
+    touches, `expected_experts_touched(E, k, B·T)` (all E once the batch is large)."""
+    e, B, T, D = m.moe, s.batch, s.new_tokens, m.d_model
+    mats = m.mlp_matrices
+    touched = expected_experts_touched(e.experts, e.top_k, B * T)
+    per_expert = mats * D * e.expert_d_ff
+    ops = [
+        Op("moe/router", "matmul", flops=2 * B * T * D * e.experts, weight_elems=D * e.experts,
+           act_elems=B * T * (D + e.experts)),
+        Op("moe/experts", "matmul", flops=2 * B * T * e.top_k * per_expert,
+           weight_elems=touched * per_expert,
+           act_elems=B * T * e.top_k * (2 * D + mats * e.expert_d_ff)),
+    ]
+    if e.shared_experts:
+        per_shared = e.shared_experts * mats * D * (e.shared_d_ff or e.expert_d_ff)
+        ops.append(Op("moe/shared_experts", "matmul", flops=2 * B * T * per_shared,
+                      weight_elems=per_shared,
+                      act_elems=B * T * (2 * D + per_shared // D)))
+    return ops
+
+
+def _ffn_ops(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
+    if kind.ffn == "moe":
+        return _moe(m, s)
+    if kind.ffn == "dense":
+        return _dense_mlp(m, s)
+    return []
+
+
+def layer_ops(m: ModelSpec, s: Step) -> list[Op]:
+    """Every layer's operators: per layer group, one layer's ops times the group's count;
+    same-named operators of different groups summed (launches add up)."""
+    merged: dict[str, Op] = {}
+    for g in m.layer_groups:
+        for op in (*_mixer_ops(m, s, g.kind), *_ffn_ops(m, s, g.kind)):
+            op = _scaled(op, g.count)
+            merged[op.name] = _summed(merged[op.name], op) if op.name in merged else op
+    return list(merged.values())
 
 
 def norm_ops(m: ModelSpec, s: Step) -> list[Op]:
@@ -135,5 +326,4 @@ def lm_head_ops(m: ModelSpec, s: Step) -> list[Op]:
 
 def operators(m: ModelSpec, s: Step) -> list[Op]:
     """All operators of one forward step of model `m`, in execution order."""
-    return [*embedding_ops(m, s), *attention_ops(m, s), *mlp_ops(m, s), *norm_ops(m, s),
-            *lm_head_ops(m, s)]
+    return [*embedding_ops(m, s), *layer_ops(m, s), *norm_ops(m, s), *lm_head_ops(m, s)]

@@ -14,10 +14,9 @@ import yaml
 
 from roofline.catalog import load_model, model_catalog, normalise
 from roofline.dtypes import bytes_per_element
-from roofline.errors import SpecError
 
 SPECS_DIR = Path(__file__).resolve().parent.parent / "model_specs"
-TOLERANCE = 0.005  # 0.5 %
+TOLERANCE = 0.005  # 0.5 % (issue 3 asks 1 %; every spec meets the tighter bound)
 
 # Falcon-40B's checkpoint stores lm_head.weight as its own tensor although it is tied to the
 # word embedding (65,024 x 8,192); the published element count includes that copy.
@@ -45,6 +44,26 @@ PUBLISHED = [
      "the '41.8B' figure; counts the tied lm_head copy", FALCON_40B_STORED_HEAD_COPY),
     ("gpt-3-175b", 175_000_000_000,
      "Brown et al. 2020, arXiv:2005.14165, Table 2.1: 175.0B (rounded; formula gives 174.6B)", 0),
+    # Architectures beyond the dense transformer (issue 3). Exact numbers where the checkpoint
+    # metadata gives them, else the rounded headline figure of the card/paper named.
+    ("mistral-7b-v0.1", 7_241_732_096,
+     "HF safetensors metadata, mistralai/Mistral-7B-v0.1 (sliding window 4096)", 0),
+    ("mixtral-8x7b", 46_702_792_704, "HF safetensors metadata, mistralai/Mixtral-8x7B-v0.1", 0),
+    ("mixtral-8x22b", 141_000_000_000, "Mistral AI announcement, April 2024: 141B total", 0),
+    ("qwen3-30b-a3b", 30_500_000_000, "Qwen/Qwen3-30B-A3B model card: 30.5B total", 0),
+    ("deepseek-v2-lite", 15_700_000_000, "deepseek-ai/DeepSeek-V2-Lite model card: 15.7B", 0),
+    ("deepseek-v3", 671_000_000_000,
+     "DeepSeek-V3 report, arXiv:2412.19437: 671B total (Hub 685B adds the 14B MTP module)", 0),
+    ("gemma-2-9b", 9_240_000_000, "google/gemma-2-9b Hub page: 9.24B params", 0),
+    ("gemma-2-27b", 27_200_000_000, "google/gemma-2-27b Hub page: 27.2B params", 0),
+    ("gemma-3-27b", 1_416_000_000 + 25_600_000_000,
+     "Gemma 3 report, arXiv:2503.19786, Table 1: 1,416M embedding + 25,600M non-embedding "
+     "(417M vision encoder excluded)", 0),
+    ("mamba-2.8b", 2_770_000_000, "state-spaces/mamba-2.8b Hub page: 2.77B params", 0),
+    ("mamba2-2.7b", 2_700_000_000, "Dao & Gu 2024, arXiv:2405.21060: Mamba-2 2.7B", 0),
+    ("jamba-v0.1", 51_600_000_000, "ai21labs/Jamba-v0.1 Hub page: 51.6B params", 0),
+    ("minimax-text-01", 456_000_000_000, "MiniMax-01 report, arXiv:2501.08313: 456B total", 0),
+    ("llada-8b", 8_020_000_000, "Nie et al. 2025, arXiv:2502.09992, Table 5: 8.02B", 0),
 ]
 
 
