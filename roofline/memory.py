@@ -9,11 +9,13 @@ it is stored at the KV format.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .hardware import HardwareSpec
 from .model import ModelSpec
-from .operators import ArrayLike
+from .operators import ArrayLike, Step
 from .precision import Precision
 
 #: Logits are kept in fp32 for sampling (4 bytes per vocabulary entry).
@@ -87,3 +89,49 @@ def max_context(m: ModelSpec, hw: HardwareSpec, p: Precision, batch: ArrayLike) 
     s = np.where(before_w <= W, before_w, after_w) if a else after_w
     s = np.where(free < c0, 0.0, s)
     return np.floor(np.maximum(s, 0.0))
+
+
+@dataclass(frozen=True)
+class CacheSummary:
+    """What one model keeps and reads per sequence at one context, on one device.
+
+    `kv_bytes_per_token`: the per-token KV of the KV-owning attention layers before any window
+    (0 for pure SSMs); `kv_bytes_per_sequence`: everything one sequence holds at `context`
+    (windows applied, constant state included); `decode_read_bytes`: bytes one decode step
+    of one sequence reads and writes at S = context (weights + KV/state + activations)."""
+
+    model: str
+    hardware: str
+    context: int
+    kv_dtype: str
+    kv_bytes_per_token: float
+    kv_bytes_per_sequence: float
+    state_bytes_per_sequence: float
+    decode_kv_read_bytes: float
+    decode_read_bytes: float
+    weights_bytes: float
+    max_batch: int
+    max_context: float  # inf: the cache stops growing and fits at any context
+
+    def as_dict(self) -> dict:
+        d = dict(vars(self))
+        d["max_context"] = None if np.isinf(self.max_context) else int(self.max_context)
+        return d
+
+
+def cache_summary(m: ModelSpec, hw: HardwareSpec, p: Precision, context: int) -> CacheSummary:
+    """KV/state per token and per sequence, decode bytes, max batch and max context."""
+    from .cost import step_cost  # cost imports operators only; kept local to read as a leaf
+
+    decode = step_cost(m, hw, Step(1, 1, context), p, "datasheet")
+    return CacheSummary(
+        model=m.name, hardware=hw.name, context=context, kv_dtype=p.kv,
+        kv_bytes_per_token=kv_bytes_per_token(m, p),
+        kv_bytes_per_sequence=float(kv_cache_bytes(m, p, 1, context)),
+        state_bytes_per_sequence=m.state_elems_per_sequence * p.kv_bytes,
+        decode_kv_read_bytes=float(sum(o.op.kv_read_elems for o in decode.ops)) * p.kv_bytes,
+        decode_read_bytes=float(decode.bytes),
+        weights_bytes=weights_bytes(m, p),
+        max_batch=int(max_batch(m, hw, p, context)),
+        max_context=float(max_context(m, hw, p, 1)),
+    )

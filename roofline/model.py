@@ -150,6 +150,14 @@ class DiffusionSpec(_Frozen):
     gen_length: int = Field(gt=0, description="tokens generated per answer")
     block_length: int | None = Field(default=None, gt=0, description="semi-autoregressive block")
 
+    @model_validator(mode="after")
+    def _blocks(self) -> DiffusionSpec:
+        b = self.block_length
+        if b is not None and (self.gen_length % b or self.steps % (self.gen_length // b)):
+            raise ValueError(f"gen_length ({self.gen_length}) must be a multiple of block_length "
+                             f"({b}) and steps ({self.steps}) a multiple of the block count")
+        return self
+
 
 @dataclass(frozen=True)
 class LayerKind:

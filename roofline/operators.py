@@ -188,7 +188,7 @@ def _linear_attention(m: ModelSpec, s: Step) -> list[Op]:
            act_elems=B * T * (D + proj)),
         Op("linear/state_update", "scan", flops=B * T * 4 * nh * m.head_dim,
            act_elems=B * T * 4 * nh, kv_read_elems=B * state, kv_write_elems=B * state),
-        Op("attention/out", "matmul", flops=2 * B * T * nh * D, weight_elems=nh * D,
+        Op("linear/out", "matmul", flops=2 * B * T * nh * D, weight_elems=nh * D,
            act_elems=B * T * (nh + D)),
     ]
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from rich.table import Table
 
 from .cost import StepCost
+from .diffusion import DiffusionComparison
 from .hardware import HardwareSpec
+from .memory import CacheSummary
 from .model import ModelSpec
 from .phases import Estimate
 from .units import seconds, si
@@ -71,4 +73,34 @@ def models_table(specs: list[ModelSpec]) -> Table:
         t.add_row(m.name, m.display_name, si(m.total_params, ""), str(m.layers),
                   str(m.d_model), str(m.heads), str(m.kv_heads), str(m.head_dim),
                   str(m.d_ff), str(m.vocab_size), f"{m.max_context:,}")
+    return t
+
+
+def kv_table(rows: list[CacheSummary], device: str) -> Table:
+    r0 = rows[0]
+    t = Table(title=f"KV cache / state at S = {r0.context:,} tokens, KV {r0.kv_dtype}, on {device}",
+              caption="per token: KV-owning attention layers before any window; per sequence: "
+                      "windows applied, constant SSM/linear state included",
+              caption_justify="left")
+    for col in ("model", "KV per token", "per sequence", "of which state", "decode reads (B=1)",
+                "weights", "max batch", "max context"):
+        t.add_column(col, justify="left" if col == "model" else "right")
+    for r in rows:
+        t.add_row(r.model, si(r.kv_bytes_per_token, "B"), si(r.kv_bytes_per_sequence, "B"),
+                  si(r.state_bytes_per_sequence, "B"), si(r.decode_read_bytes, "B"),
+                  si(r.weights_bytes, "B"), f"{r.max_batch:,}",
+                  "unbounded" if r.max_context == float("inf") else f"{int(r.max_context):,}")
+    return t
+
+
+def diffusion_table(c: DiffusionComparison) -> Table:
+    t = Table(title=f"{c.model}: diffusion ({c.steps} steps over {c.prompt_tokens}+"
+                    f"{c.gen_tokens} tokens) vs autoregressive, B={c.batch}, {c.hardware}")
+    for col in ("decoding", "per step", "steps", "total", "tokens/s"):
+        t.add_column(col, justify="left" if col == "decoding" else "right")
+    t.add_row("diffusion (bidirectional, no KV cache)", seconds(c.diffusion_step_s),
+              str(c.steps), seconds(c.diffusion_s), f"{c.diffusion_tokens_per_s:,.1f}")
+    t.add_row("autoregressive (TTFT + (L-1)·TPOT)", seconds(c.autoregressive_tpot_s),
+              str(c.gen_tokens - 1), seconds(c.autoregressive_s),
+              f"{c.autoregressive_tokens_per_s:,.1f}")
     return t

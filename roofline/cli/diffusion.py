@@ -1,0 +1,38 @@
+"""`roofline diffusion`: a diffusion LM's tokens/s against autoregressive decoding."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..catalog import load_hardware, load_model
+from ..diffusion import compare_diffusion
+from ..precision import Precision
+from ..report import diffusion_table
+from . import app
+from .common import JsonFlag, SpecsDir, console, print_json
+
+
+@app.command()
+def diffusion(
+    model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")] = "llada-8b",
+    hardware: Annotated[str, typer.Option("--hardware", "-h", help="device name or YAML path")
+                        ] = "h100-sxm",
+    prompt: Annotated[int, typer.Option(help="prompt tokens P")] = 512,
+    gen: Annotated[int | None, typer.Option(help="answer tokens L (default: the spec's)")] = None,
+    steps: Annotated[int | None, typer.Option(help="refinement steps N (default: the spec's)")
+                     ] = None,
+    batch: Annotated[int, typer.Option(help="sequences B")] = 1,
+    dtype: Annotated[str, typer.Option(help="weights, activations and KV format")] = "bf16",
+    json_out: JsonFlag = False,
+    specs_dir: SpecsDir = None,
+) -> None:
+    """N full forwards over prompt + answer vs TTFT + (L-1)·TPOT of the same model."""
+    c = compare_diffusion(load_model(model, specs_dir or ()),
+                          load_hardware(hardware, specs_dir or ()), prompt, gen, steps, batch,
+                          Precision.uniform(dtype))
+    if json_out:
+        print_json(c.as_dict())
+    else:
+        console.print(diffusion_table(c))

@@ -1,0 +1,87 @@
+"""Diffusion LMs against autoregressive decoding, with the same calculator for both.
+
+A masked-diffusion LM (LLaDA) writes an answer of L tokens by refining all of them over N
+steps; each step is a full bidirectional forward over prompt + answer, P + L tokens, with no
+KV cache (the answer changes every step), logits for every position. Its time is
+N · t_step(B, T = P + L). The autoregressive model of the same size (the same spec with
+causal attention and a KV cache) takes TTFT + (L − 1) · TPOT. Decode at small batch reads all
+weights once per token, so it is memory-bound; a diffusion step reads them once per N/L
+tokens but does (P + L)·L/N times the FLOPs per token, so it turns compute-bound quickly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .cost import Ceiling, step_cost
+from .errors import InvalidInputError
+from .hardware import HardwareSpec
+from .model import ModelSpec
+from .operators import Step
+from .phases import estimate
+from .precision import Precision
+
+
+@dataclass(frozen=True)
+class DiffusionComparison:
+    model: str
+    hardware: str
+    batch: int
+    prompt_tokens: int
+    gen_tokens: int
+    steps: int
+    diffusion_step_s: float  # one full forward over P + L tokens
+    autoregressive_ttft_s: float
+    autoregressive_tpot_s: float
+
+    @property
+    def diffusion_s(self) -> float:
+        return self.steps * self.diffusion_step_s
+
+    @property
+    def autoregressive_s(self) -> float:
+        return self.autoregressive_ttft_s + (self.gen_tokens - 1) * self.autoregressive_tpot_s
+
+    @property
+    def diffusion_tokens_per_s(self) -> float:
+        return self.batch * self.gen_tokens / self.diffusion_s
+
+    @property
+    def autoregressive_tokens_per_s(self) -> float:
+        return self.batch * self.gen_tokens / self.autoregressive_s
+
+    @property
+    def diffusion_speedup(self) -> float:
+        """Autoregressive time over diffusion time (> 1: diffusion is faster)."""
+        return self.autoregressive_s / self.diffusion_s
+
+    def as_dict(self) -> dict:
+        d = dict(vars(self))
+        for k in ("diffusion_s", "autoregressive_s", "diffusion_tokens_per_s",
+                  "autoregressive_tokens_per_s", "diffusion_speedup"):
+            d[k] = getattr(self, k)
+        return d
+
+
+def compare_diffusion(model: ModelSpec, hw: HardwareSpec, prompt: int, gen: int | None = None,
+                      steps: int | None = None, batch: int = 1,
+                      precision: Precision = Precision(),
+                      ceiling: Ceiling = "achievable") -> DiffusionComparison:
+    """N diffusion steps over P + L tokens vs autoregressive TTFT + (L − 1)·TPOT, same model.
+    `gen` and `steps` default to the spec's `diffusion` block."""
+    d = model.diffusion
+    gen = gen if gen is not None else (d.gen_length if d else None)
+    steps = steps if steps is not None else (d.steps if d else None)
+    if gen is None or steps is None:
+        raise InvalidInputError(f"{model.name} has no diffusion block; give --gen and --steps")
+    if min(prompt, gen, steps, batch) < 1:
+        raise InvalidInputError("prompt, gen, steps and batch must each be at least 1")
+    if prompt + gen > model.max_context:
+        raise InvalidInputError(f"prompt + gen = {prompt + gen} exceeds {model.name}'s max "
+                                f"context of {model.max_context}; shorten them")
+    full = Step(batch, prompt + gen, 0, logits="all", causal=False)
+    step_s = float(step_cost(model, hw, full, precision, ceiling).time_s)
+    ar = estimate(model.model_copy(update={"diffusion": None}), hw, [batch], prompt, gen,
+                  precision, ceiling).cases[0]
+    return DiffusionComparison(model.name, hw.name, batch, prompt, gen, steps, step_s,
+                               ar.ttft_s, ar.tpot_s)
