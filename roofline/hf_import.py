@@ -1,0 +1,268 @@
+"""Hugging Face `config.json` → ModelSpec, for the architectures listed in `SUPPORTED`.
+
+Pure: the caller reads the files; nothing here touches the network or the disk. Each
+supported `architectures` value maps to one reader that translates the config's fields
+(with the transformers class defaults where a config omits them) into ModelSpec fields;
+the result is validated like any YAML spec.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from .dtypes import bytes_per_element
+from .errors import SpecError
+from .model import ModelSpec
+
+Config = dict[str, Any]
+
+_ACT = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
+        "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "relu": "relu"}
+_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def _get(c: Config, key: str, default: Any = None) -> Any:
+    v = c.get(key, default)
+    if v is None and default is None:
+        raise SpecError(f"config.json has no '{key}', which this architecture needs")
+    return default if v is None else v
+
+
+def _decoder(c: Config, tie_default: bool) -> dict:
+    """Fields every Llama-like decoder config shares."""
+    D, N = _get(c, "hidden_size"), _get(c, "num_attention_heads")
+    act = c.get("hidden_act") or c.get("hidden_activation") or "silu"
+    if act not in _ACT:
+        raise SpecError(f"config.json: activation '{act}' is not modelled; "
+                        f"known: {', '.join(_ACT)}")
+    return dict(
+        layers=_get(c, "num_hidden_layers"), d_model=D, heads=N,
+        kv_heads=c.get("num_key_value_heads") or N,
+        head_dim=c.get("head_dim") or D // N,
+        d_ff=_get(c, "intermediate_size", 0), activation=_ACT[act],
+        vocab_size=_get(c, "vocab_size"),
+        tied_embeddings=bool(c.get("tie_word_embeddings", tie_default)),
+        max_context=_get(c, "max_position_embeddings", 1 << 20),
+    )
+
+
+def _window(spec: dict, c: Config) -> dict:
+    """A set sliding_window narrower than the context makes every layer local."""
+    w = c.get("sliding_window")
+    use = c.get("use_sliding_window", True)
+    if w and use and w < spec["max_context"]:
+        spec["layer_pattern"] = ["local"]
+        spec["attention"] = {**spec.get("attention", {}), "sliding_window": w}
+    return spec
+
+
+def _llama(c: Config) -> dict:
+    s = _decoder(c, tie_default=False)
+    if c.get("attention_bias"):
+        s["linear_bias"] = "qkv"
+    return _window(s, c)
+
+
+def _qwen2(c: Config) -> dict:
+    return _window({**_decoder(c, tie_default=False), "linear_bias": "qkv"}, c)
+
+
+def _qwen3(c: Config) -> dict:
+    return _window({**_decoder(c, tie_default=False), "attention": {"qk_norm": True}}, c)
+
+
+def _mixtral(c: Config) -> dict:
+    s = _decoder(c, tie_default=False)
+    s["moe"] = {"experts": _get(c, "num_local_experts"), "top_k": _get(c, "num_experts_per_tok"),
+                "expert_d_ff": s.pop("d_ff")}
+    return _window(s, c)
+
+
+def _qwen3_moe(c: Config) -> dict:
+    s = _qwen3(c)
+    if c.get("mlp_only_layers"):
+        raise SpecError("config.json: mlp_only_layers (dense layers at listed indices) is not "
+                        "modelled; use dense_first_layers/period in a YAML spec")
+    period = c.get("decoder_sparse_step", 1)
+    s["moe"] = {"experts": _get(c, "num_experts"), "top_k": _get(c, "num_experts_per_tok"),
+                "expert_d_ff": _get(c, "moe_intermediate_size"), "period": period,
+                "offset": period - 1}
+    if period == 1:
+        s["d_ff"] = 0
+    return s
+
+
+def _gemma(c: Config, pattern: list[str], qk_norm: bool) -> dict:
+    s = _decoder(c, tie_default=True)
+    types = c.get("layer_types")
+    if types:
+        known = {"sliding_attention": "local", "full_attention": "global"}
+        bad = sorted(set(types) - set(known))
+        if bad:
+            raise SpecError(f"config.json: layer_types entry '{bad[0]}' is not modelled")
+        pattern = [known[t] for t in types]
+    s.update(norms_per_layer=4, layer_pattern=pattern,
+             attention={"sliding_window": _get(c, "sliding_window"), "qk_norm": qk_norm})
+    return s
+
+
+def _gemma2(c: Config) -> dict:
+    return _gemma(c, ["local", "global"], qk_norm=False)
+
+
+def _gemma3(c: Config) -> dict:
+    c = c.get("text_config", c)
+    every = c.get("sliding_window_pattern", 6)
+    return _gemma(c, ["local"] * (every - 1) + ["global"], qk_norm=True)
+
+
+def _deepseek(c: Config) -> dict:
+    s = _decoder(c, tie_default=False)
+    rope, nope = _get(c, "qk_rope_head_dim"), _get(c, "qk_nope_head_dim")
+    s.update(kv_heads=s["heads"], head_dim=rope + nope)
+    s["attention"] = {"kind": "mla", "kv_lora_rank": _get(c, "kv_lora_rank"),
+                      "q_lora_rank": c.get("q_lora_rank"), "qk_rope_head_dim": rope,
+                      "qk_nope_head_dim": nope, "v_head_dim": _get(c, "v_head_dim")}
+    if c.get("n_routed_experts"):
+        s["moe"] = {"experts": c["n_routed_experts"], "top_k": _get(c, "num_experts_per_tok"),
+                    "expert_d_ff": _get(c, "moe_intermediate_size"),
+                    "shared_experts": c.get("n_shared_experts") or 0,
+                    "dense_first_layers": c.get("first_k_dense_replace", 0),
+                    "period": c.get("moe_layer_freq", 1)}
+    return s
+
+
+def _falcon(c: Config) -> dict:
+    D, N = _get(c, "hidden_size"), _get(c, "num_attention_heads")
+    new = bool(c.get("new_decoder_architecture"))
+    kv = c.get("num_kv_heads") if new else (1 if c.get("multi_query", True) else N)
+    return dict(layers=_get(c, "num_hidden_layers"), d_model=D, heads=N, kv_heads=kv,
+                head_dim=D // N, d_ff=c.get("ffn_hidden_size") or 4 * D, mlp="plain",
+                activation="gelu", vocab_size=_get(c, "vocab_size"),
+                tied_embeddings=bool(c.get("tie_word_embeddings", True)), norm="layernorm",
+                position="alibi" if c.get("alibi") else "rope",
+                max_context=c.get("max_position_embeddings", 2048),
+                linear_bias="all" if c.get("bias") else "none",
+                parallel_block=bool(c.get("parallel_attn", True)),
+                norms_per_layer=2 if new else 1)
+
+
+def _gpt_neox(c: Config) -> dict:
+    s = _decoder(c, tie_default=False)
+    s.update(kv_heads=s["heads"], mlp="plain", norm="layernorm", linear_bias="all",
+             activation=_ACT[c.get("hidden_act", "gelu")],
+             parallel_block=bool(c.get("use_parallel_residual", True)))
+    return s
+
+
+def _mamba_common(c: Config, tie_default: bool) -> dict:
+    return dict(layers=_get(c, "num_hidden_layers"), d_model=_get(c, "hidden_size"),
+                vocab_size=_get(c, "vocab_size"),
+                tied_embeddings=bool(c.get("tie_word_embeddings", tie_default)),
+                position="none", max_context=1 << 20, norms_per_layer=1, layer_pattern=["ssm"])
+
+
+def _mamba(c: Config) -> dict:
+    s = _mamba_common(c, tie_default=True)
+    D = s["d_model"]
+    rank = c.get("time_step_rank", "auto")
+    s["ssm"] = {"kind": "mamba1", "d_state": _get(c, "state_size"),
+                "d_conv": _get(c, "conv_kernel"), "expand": _get(c, "expand"),
+                "dt_rank": -(-D // 16) if rank == "auto" else rank,
+                "conv_bias": bool(c.get("use_conv_bias", True))}
+    return s
+
+
+def _mamba2(c: Config) -> dict:
+    s = _mamba_common(c, tie_default=False)
+    s["ssm"] = {"kind": "mamba2", "d_state": _get(c, "state_size"),
+                "d_conv": _get(c, "conv_kernel"), "expand": _get(c, "expand"),
+                "head_dim": _get(c, "head_dim"), "n_groups": c.get("n_groups", 1),
+                "conv_bias": bool(c.get("use_conv_bias", True))}
+    return s
+
+
+def _jamba(c: Config) -> dict:
+    s = _decoder(c, tie_default=False)
+    period, offset = _get(c, "attn_layer_period"), _get(c, "attn_layer_offset", 0)
+    s.update(position="none",
+             layer_pattern=["global" if i == offset else "ssm" for i in range(period)])
+    s["ssm"] = {"kind": "mamba1", "d_state": _get(c, "mamba_d_state"),
+                "d_conv": _get(c, "mamba_d_conv"), "expand": _get(c, "mamba_expand"),
+                "dt_rank": _get(c, "mamba_dt_rank"),
+                "conv_bias": bool(c.get("mamba_conv_bias", True)), "inner_norms": True}
+    if c.get("num_experts", 1) > 1:
+        s["moe"] = {"experts": c["num_experts"], "top_k": _get(c, "num_experts_per_tok"),
+                    "expert_d_ff": s["d_ff"], "period": _get(c, "expert_layer_period"),
+                    "offset": _get(c, "expert_layer_offset", 0)}
+    return s
+
+
+SUPPORTED: dict[str, Callable[[Config], dict]] = {
+    "LlamaForCausalLM": _llama, "MistralForCausalLM": _llama, "Phi3ForCausalLM": _llama,
+    "MixtralForCausalLM": _mixtral, "Qwen2ForCausalLM": _qwen2, "Qwen3ForCausalLM": _qwen3,
+    "Qwen3MoeForCausalLM": _qwen3_moe, "Gemma2ForCausalLM": _gemma2,
+    "Gemma3ForCausalLM": _gemma3, "Gemma3ForConditionalGeneration": _gemma3,
+    "DeepseekV2ForCausalLM": _deepseek, "DeepseekV3ForCausalLM": _deepseek,
+    "FalconForCausalLM": _falcon, "GPTNeoXForCausalLM": _gpt_neox,
+    "MambaForCausalLM": _mamba, "Mamba2ForCausalLM": _mamba2, "JambaForCausalLM": _jamba,
+}
+
+
+def spec_name(text: str) -> str:
+    """'mistralai/Mixtral-8x7B-v0.1' -> 'mixtral-8x7b-v0.1' (a valid spec name)."""
+    base = text.rstrip("/").split("/")[-1].lower()
+    name = re.sub(r"[^a-z0-9.\-]+", "-", base).strip("-.")
+    if not name:
+        raise SpecError(f"cannot make a spec name from '{text}'; pass --name")
+    return name
+
+
+def spec_from_hf_config(config: Config, name: str, source: str) -> ModelSpec:
+    """Translate one config.json (already parsed) into a validated ModelSpec."""
+    archs = config.get("architectures") or []
+    arch = next((a for a in archs if a in SUPPORTED), None)
+    if arch is None:
+        got = ", ".join(archs) if archs else "none given"
+        raise SpecError(f"{source}: unsupported architectures ({got}); supported: "
+                        f"{', '.join(sorted(SUPPORTED))}")
+    fields = SUPPORTED[arch](config)
+    data = {"name": spec_name(name), "display_name": name, "family": config.get("model_type", arch),
+            "source": f"{source} ({arch}, imported by `roofline models import`)", **fields}
+    try:
+        return ModelSpec.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise SpecError(f"{source}: the imported spec is invalid at '{field}': "
+                        f"{first['msg']}") from None
+
+
+@dataclass(frozen=True)
+class CheckpointCheck:
+    """The spec's weight bytes at the checkpoint dtype against the index's total_size."""
+
+    checkpoint_bytes: int
+    dtype: str
+    spec_weights_bytes: float
+
+    @property
+    def difference_bytes(self) -> float:
+        return self.spec_weights_bytes - self.checkpoint_bytes
+
+    @property
+    def relative_difference(self) -> float:
+        return self.difference_bytes / self.checkpoint_bytes
+
+
+def check_checkpoint(spec: ModelSpec, config: Config, total_size_bytes: int) -> CheckpointCheck:
+    """Compare total_size of model.safetensors.index.json with params · bytes at the config's
+    torch_dtype (bf16 when the config does not say)."""
+    dtype = _DTYPE.get(str(config.get("torch_dtype", "bfloat16")), "bf16")
+    return CheckpointCheck(int(total_size_bytes), dtype,
+                           spec.total_params * bytes_per_element(dtype))
