@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, Step
@@ -123,6 +124,9 @@ def cache_summary(m: ModelSpec, hw: HardwareSpec, p: Precision, context: int) ->
     """KV/state per token and per sequence, decode bytes, max batch and max context."""
     from .cost import step_cost  # cost imports operators only; kept local to read as a leaf
 
+    if context > m.max_context:
+        raise InvalidInputError(f"context {context:,} exceeds {m.name}'s max context of "
+                                f"{m.max_context:,}; lower --context")
     decode = step_cost(m, hw, Step(1, 1, context), p, "datasheet")
     return CacheSummary(
         model=m.name, hardware=hw.name, context=context, kv_dtype=p.kv,
