@@ -1,0 +1,49 @@
+"""Diffusion LM (LLaDA-8B) against autoregressive decoding of the same model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from roofline.catalog import load_hardware, load_model
+from roofline.cli import main
+from roofline.cost import step_cost
+from roofline.diffusion import compare_diffusion
+from roofline.operators import Step, attended_pairs
+
+
+def test_bidirectional_pairs() -> None:
+    # every one of T positions attends to all S + T: T·(S + T); causal about half of it
+    assert attended_pairs(768, 0, causal=False) == 768 * 768
+    assert attended_pairs(768, 0) == 768 * 769 / 2
+
+
+def test_diffusion_is_n_full_forwards() -> None:
+    m, hw = load_model("llada-8b"), load_hardware("h100-sxm")
+    c = compare_diffusion(m, hw, prompt=512, gen=256, steps=64)
+    step = step_cost(m, hw, Step(1, 768, 0, logits="all", causal=False)).time_s
+    assert c.diffusion_step_s == pytest.approx(float(step))
+    assert c.diffusion_s == pytest.approx(64 * float(step))
+    assert c.diffusion_tokens_per_s == pytest.approx(256 / c.diffusion_s)
+    assert c.autoregressive_s == pytest.approx(c.autoregressive_ttft_s
+                                               + 255 * c.autoregressive_tpot_s)
+
+
+def test_fewer_steps_is_faster_and_one_token_per_step_is_slower() -> None:
+    m, hw = load_model("llada-8b"), load_hardware("h100-sxm")
+    # one token per step (N = L, LLaDA's default): each step is a compute-heavy forward
+    # over P + L tokens, slower than a memory-bound decode step at B = 1
+    assert compare_diffusion(m, hw, 512).diffusion_speedup < 1
+    # 8 tokens per step: faster than autoregressive at B = 1
+    assert compare_diffusion(m, hw, 512, steps=32).diffusion_speedup > 1
+
+
+def test_cli_json_and_refusals(capsys) -> None:
+    main(["diffusion", "llada-8b", "--steps", "64", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["steps"] == 64 and out["gen_tokens"] == 256
+    with pytest.raises(SystemExit) as exc:
+        main(["diffusion", "llama-3.1-8b"])
+    assert exc.value.code == 1
+    assert "has no diffusion block" in capsys.readouterr().err

@@ -1,0 +1,85 @@
+"""`roofline models import`: config.json fixtures (tests/fixtures/hf, written from the
+published configs) → specs whose parameter counts match the catalog and published totals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roofline.catalog import load_model
+from roofline.cli import main
+from roofline.hf_import import SUPPORTED
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hf"
+
+
+def _import(capsys, folder: str, *extra: str) -> str:
+    main(["models", "import", str(FIXTURES / folder / "config.json"), *extra])
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("folder", "catalog_name"), [
+    ("Llama-2-13b-hf", "llama-2-13b"),
+    ("Mistral-7B-v0.1", "mistral-7b-v0.1"),
+    ("Mixtral-8x7B-v0.1", "mixtral-8x7b"),
+    ("Qwen2.5-7B", "qwen2.5-7b"),
+    ("Qwen3-30B-A3B", "qwen3-30b-a3b"),
+    ("gemma-2-9b", "gemma-2-9b"),
+    ("gemma-3-27b-pt", "gemma-3-27b"),
+    ("DeepSeek-V2-Lite", "deepseek-v2-lite"),
+    ("DeepSeek-V3", "deepseek-v3"),
+    ("falcon-40b", "falcon-40b"),
+    ("mamba-2.8b-hf", "mamba-2.8b"),
+    ("mamba2-2.7b", "mamba2-2.7b"),
+    ("Jamba-v0.1", "jamba-v0.1"),
+])
+def test_import_matches_catalog(tmp_path: Path, capsys, folder: str, catalog_name: str) -> None:
+    out = tmp_path / "spec.yaml"
+    main(["models", "import", str(FIXTURES / folder / "config.json"), "-o", str(out)])
+    capsys.readouterr()
+    imported, catalog = load_model(str(out)), load_model(catalog_name)
+    assert imported.total_params == catalog.total_params
+    assert imported.kv_elems_per_token == catalog.kv_elems_per_token
+    assert imported.state_elems_per_sequence == catalog.state_elems_per_sequence
+    assert [(g.kind, g.count) for g in imported.layer_groups] == \
+        [(g.kind, g.count) for g in catalog.layer_groups]
+
+
+@pytest.mark.parametrize(("folder", "published", "source"), [
+    ("gpt-neox-20b", 20_554_567_680, "EleutherAI/gpt-neox-20b safetensors metadata (20.6B)"),
+    ("Phi-3-mini-4k-instruct", 3_821_079_552,
+     "microsoft/Phi-3-mini-4k-instruct safetensors metadata (model card: 3.8B)"),
+])
+def test_import_without_catalog_spec_matches_published(capsys, folder: str, published: int,
+                                                       source: str) -> None:
+    text = _import(capsys, folder)
+    assert f"{published:,} parameters" in text, source
+
+
+def test_safetensors_index_difference_is_reported(capsys) -> None:
+    # total_size 93,405,585,408 B = 46,702,792,704 params · 2 B (bf16): no difference
+    text = _import(capsys, "Mixtral-8x7B-v0.1")
+    assert "model.safetensors.index.json: total_size 93.4 GB" in text
+    assert "difference +0 B (+0.00%)" in text
+
+
+def test_name_option(capsys) -> None:
+    text = _import(capsys, "Mistral-7B-v0.1", "--name", "my-mistral")
+    assert "\nname: my-mistral\n" in text
+
+
+def test_unsupported_architecture_lists_supported(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["models", "import", str(FIXTURES / "unsupported-bert" / "config.json")])
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unsupported architectures (BertForMaskedLM)" in err
+    assert all(a in err for a in SUPPORTED)
+
+
+def test_missing_file_is_one_line(capsys, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["models", "import", str(tmp_path / "config.json")])
+    assert exc.value.code == 1
+    assert "cannot read" in capsys.readouterr().err
