@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from roofline.catalog import load_hardware, load_model, model_catalog
 from roofline.cli import main
 from roofline.cost import step_cost
-from roofline.memory import kv_cache_bytes, max_context
+from roofline.memory import activation_bytes, kv_cache_bytes, max_context, weights_bytes
 from roofline.model import ModelSpec
 from roofline.operators import (
     Step,
@@ -298,3 +298,15 @@ def test_self_contradicting_specs_are_refused(tmp_path: Path, capsys, update: di
     assert exc.value.code == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "gemma-2-9b", "gemma-3-27b", "jamba-v0.1",
+                                  "characterai-style-illustrative", "deepseek-v2-lite"])
+@pytest.mark.parametrize("batch", [1, 7])
+def test_max_context_is_the_edge_of_memory(name: str, batch: int) -> None:
+    """The piecewise solution lands on the last context that fits: S fits, S + 1 does not."""
+    m, hw = load_model(name), load_hardware("h200")
+    S = float(max_context(m, hw, BF16, batch))
+    fixed = weights_bytes(m, BF16) + activation_bytes(m, BF16, batch, 1)
+    assert fixed + kv_cache_bytes(m, BF16, batch, S) <= hw.memory_bytes
+    assert fixed + kv_cache_bytes(m, BF16, batch, S + 1) > hw.memory_bytes

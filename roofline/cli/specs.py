@@ -56,5 +56,10 @@ def models_show(name: Annotated[str, typer.Argument(help="model name, alias or Y
     m = load_model(name, specs_dir or ())
     out = m.model_dump(mode="json")
     out["derived"] = {"params": vars(m.params) | {"total": m.total_params},
-                      "kv_elems_per_token": m.kv_elems_per_token}
+                      "active_params": m.active_params,
+                      "kv_elems_per_token": m.kv_elems_per_token,
+                      "state_elems_per_sequence": m.state_elems_per_sequence,
+                      "layer_groups": [{"mixer": g.kind.mixer, "ffn": g.kind.ffn,
+                                        "owns_kv": g.kind.owns_kv, "count": g.count}
+                                       for g in m.layer_groups]}
     print_json(out)
