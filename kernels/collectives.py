@@ -1,8 +1,9 @@
 """Collective benchmark: all-reduce and all-to-all time vs message size, with torch.distributed.
 
 Launched with `torch.multiprocessing.start_processes` (one process per rank; NCCL over the
-GPUs, gloo over loopback on CPU), or under `torchrun` through `benchmark_rank`. Times are the median of `reps`
-runs after `warmup`, each between barriers (CUDA events on GPU, perf_counter on CPU), on rank 0.
+GPUs, gloo over loopback on CPU); `benchmark_rank` also runs inside any initialised process
+group, e.g. one torchrun started. Times are the median of `reps` runs after `warmup`, each
+between barriers (CUDA events on GPU, perf_counter on CPU), on rank 0.
 Bus bandwidth follows NCCL's convention so it is comparable across group sizes: all-reduce
 busbw = M/t · 2(n−1)/n, all-to-all busbw = M/t · (n−1)/n, with M the bytes on each rank.
 """
