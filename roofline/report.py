@@ -12,18 +12,22 @@ from .units import seconds, si
 
 
 def estimate_table(e: Estimate) -> Table:
-    p = e.precision
+    p, par = e.precision, e.parallel
+    gpus = "" if par.gpus == 1 else (
+        f"; {par.gpus} GPUs = TP {par.tp} × PP {par.pp} × EP {par.ep} × {par.replicas} "
+        f"replica(s) over {e.hardware.interconnect.kind}")
     t = Table(title=f"{e.model.display_name} on {e.hardware.display_name} — "
-                    f"weights {p.weights}, activations {p.activations}, KV {p.kv}; "
-                    f"ceiling: {e.ceiling}",
-              caption=f"ceiling source: {e.ceiling_source}", caption_justify="left")
-    for col in ("batch", "prompt+gen", "weights", "KV cache", "activations", "memory", "fits",
-                "TTFT", "TPOT", "E2E", "decode tok/s", "throughput tok/s"):
+                    f"weights {p.weights}, activations {p.activations}, KV {p.kv} "
+                    f"(compute {p.compute}){gpus}; ceiling: {e.ceiling}",
+              caption=f"memory columns are per GPU. ceiling source: {e.ceiling_source}",
+              caption_justify="left")
+    for col in ("batch", "prompt+gen", "weights", "KV cache", "activations", "memory/GPU",
+                "fits", "TTFT", "TPOT", "E2E", "decode tok/s", "throughput tok/s"):
         t.add_column(col, justify="right")
     for c in e.cases:
         t.add_row(str(c.batch), f"{c.prompt_tokens}+{c.gen_tokens}", si(c.weights_bytes, "B"),
                   si(c.kv_cache_bytes, "B"), si(c.activation_bytes, "B"),
-                  si(c.memory_bytes, "B"), "yes" if c.fits else "[red]no[/red]",
+                  si(c.memory_bytes_per_gpu, "B"), "yes" if c.fits else "[red]no[/red]",
                   seconds(c.ttft_s), seconds(c.tpot_s), seconds(c.e2e_s),
                   f"{c.decode_tokens_per_s:,.0f}", f"{c.throughput_tokens_per_s:,.0f}")
     return t

@@ -81,7 +81,7 @@ def test_datasheet_ceiling_is_said(capsys):
     (["estimate", "llama-2-7b", "--dtype", "fp5"], "unknown dtype 'fp5'"),
     (["estimate", "llama-2-7b", "--ceiling", "magic"], "unknown ceiling"),
     (["estimate", "llama-2-13b", "--batch", "256"], "batch 256 needs"),
-    (["estimate", "llama-2-7b", "--hardware", "a100-sxm-80gb", "--dtype", "fp8"], "no fp8 peak"),
+    (["estimate", "llama-2-7b", "--hardware", "a100-sxm-80gb", "--dtype", "fp8"], "no fp8 compute"),
     (["hardware", "show", "nope"], "unknown hardware 'nope'"),
 ])
 def test_bad_input_is_one_clear_line(capsys, args, message):
