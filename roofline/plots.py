@@ -258,8 +258,8 @@ def frontier_chart(estimates: Sequence[Estimate]) -> Figure:
         if fits.any() and over.any():
             last = np.flatnonzero(fits)[-1]
             ax.annotate(f"memory limit: B={e.cases[last].batch} fits in {capacity}",
-                        (x[last], y[last]), xytext=(-10, 12), textcoords="offset points",
-                        ha="right", fontsize=8, color=colour, fontweight="bold",
+                        (x[last], y[last]), xytext=(14, -34), textcoords="offset points",
+                        ha="left", fontsize=8, color=colour, fontweight="bold",
                         arrowprops={"arrowstyle": "->", "color": colour})
         elif not fits.any():
             ax.annotate(f"nothing fits in {capacity}", (x[0], y[0]), xytext=(5, 8),
