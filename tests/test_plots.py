@@ -58,7 +58,8 @@ def test_roofline_roofs_and_ridge_points(tmp_path):
     assert roof[0, 1] == pytest.approx(3.35e12 * roof[0, 0])
     # fp8 and int8 share 1978.9 T and are one roof; every dtype appears once
     assert by_gid(fig, "roof:fp8/int8").get_xydata()[1, 1] == 1978.9e12
-    roofs = {a.get_gid() for a in fig.axes[0].get_lines() if (a.get_gid() or "").startswith("roof:")}
+    gids = {a.get_gid() or "" for a in fig.axes[0].get_lines()}
+    roofs = {g for g in gids if g.startswith("roof:")}
     assert roofs == {"roof:fp8/int8", "roof:bf16/fp16", "roof:tf32", "roof:fp32"}
 
 
