@@ -93,25 +93,33 @@ def _figure(figsize: tuple[float, float] = FIGSIZE_IN, ncols: int = 1) -> tuple[
 
 def _log_axes(ax: Axes, xlabel: str, ylabel: str, x_unit: str | None, y_unit: str | None) -> None:
     """Log-log axes; a unit gives engineering-prefixed tick labels, None gives plain numbers."""
-    from matplotlib.ticker import EngFormatter, FuncFormatter
+    from matplotlib.ticker import NullFormatter
 
-    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.xaxis.set_major_formatter(EngFormatter(unit=x_unit) if x_unit is not None else plain)
-    ax.yaxis.set_major_formatter(EngFormatter(unit=y_unit) if y_unit is not None else plain)
+    ax.xaxis.set_major_formatter(_tick_formatter(x_unit))
+    ax.yaxis.set_major_formatter(_tick_formatter(y_unit))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(True, which="major", alpha=0.35)
     ax.grid(True, which="minor", alpha=0.1)
 
 
-def _label_minor_ticks(axis, unit: str) -> None:
+def _tick_formatter(unit: str | None):
+    """Engineering prefixes with a unit (`20 ms`), plain numbers without one (`0.1`)."""
+    from matplotlib.ticker import EngFormatter, FuncFormatter
+
+    return EngFormatter(unit=unit) if unit is not None else FuncFormatter(lambda v, _: f"{v:g}")
+
+
+def _label_minor_ticks(axis, unit: str | None) -> None:
     """Label the 2x and 5x ticks between decades too, for axes spanning few decades."""
-    from matplotlib.ticker import EngFormatter, LogLocator
+    from matplotlib.ticker import LogLocator
 
     axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
-    axis.set_minor_formatter(EngFormatter(unit=unit))
+    axis.set_minor_formatter(_tick_formatter(unit))
     axis.set_tick_params(which="minor", labelsize=8)
 
 
@@ -354,6 +362,7 @@ def serve_chart(latency_samples_s: Mapping[str, Sequence[float]],
     fig, axes = _figure(WIDE_FIGSIZE_IN, 2) if sweeps else _figure()
     ax = axes[0]
     _log_axes(ax, f"{latency_name} (s)", "fraction of requests at or below", "s", None)
+    _label_minor_ticks(ax.xaxis, "s")
     ax.set_yscale("linear")
     ax.set_ylim(0, 1.02)
     for i, (policy, samples) in enumerate(latency_samples_s.items()):
@@ -366,6 +375,8 @@ def serve_chart(latency_samples_s: Mapping[str, Sequence[float]],
         ax = axes[1]
         names = list(latency_samples_s)
         _log_axes(ax, "arrival rate (requests/s)", "throughput (tokens/s)", None, "tok/s")
+        _label_minor_ticks(ax.xaxis, None)
+        _label_minor_ticks(ax.yaxis, "tok/s")
         for r in sweeps:
             i = names.index(r.policy) if r.policy in names else len(names)
             ax.plot(r.arrival_rate_per_s, r.throughput_tokens_per_s, "-o", ms=4,
