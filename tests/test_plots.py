@@ -4,6 +4,7 @@ result objects' numbers, read back from the figure's artists (found by their gid
 from __future__ import annotations
 
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
@@ -222,3 +223,9 @@ def test_cli_without_matplotlib_says_what_to_install(tmp_path, monkeypatch, caps
         main(["plot", "roofline", "-o", str(tmp_path / "c.png")])
     assert exit_info.value.code == 1
     assert "pip install 'roofline[plot]'" in capsys.readouterr().err
+
+
+def test_cli_import_does_not_load_matplotlib():
+    code = "import sys, roofline.cli; sys.exit('matplotlib' in sys.modules)"
+    root = Path(__file__).resolve().parent.parent
+    assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
