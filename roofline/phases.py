@@ -86,6 +86,7 @@ class Estimate:
     cases: tuple[Case, ...]
     prefill: StepCost  # breakdown at the first batch size
     decode: StepCost  # breakdown at the first batch size, S = P (first decode step)
+    max_batch: int  # largest B whose memory (as in Case.memory_bytes) fits at P + G tokens
 
     def as_dict(self) -> dict:
         return {
@@ -97,6 +98,7 @@ class Estimate:
                           "activations": self.precision.activations, "kv": self.precision.kv},
             "ridge_point_flops_per_byte": self.hardware.ridge_point_flops_per_byte(
                 self.precision.compute),
+            "max_batch": self.max_batch,
             "cases": [c.as_dict() for c in self.cases],
         }
 
@@ -138,4 +140,6 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
     first = batches[0]
     prefill = step_cost(model, hw, Step(first, prompt, 0), precision, ceiling)
     decode = step_cost(model, hw, Step(first, 1, prompt), precision, ceiling)
-    return Estimate(model, hw, precision, ceiling, prefill.ceilings.source, cases, prefill, decode)
+    fit = int(memory.max_batch(model, hw, precision, prompt + gen, prompt))
+    return Estimate(model, hw, precision, ceiling, prefill.ceilings.source, cases, prefill, decode,
+                    fit)

@@ -1,0 +1,1 @@
+"""PyTorch microbenchmarks that time the shapes the calculator models (imported only by `roofline measure`)."""
