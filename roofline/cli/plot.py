@@ -88,8 +88,7 @@ def batch_cmd(
     text: TextFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
-    """Latency-throughput frontier over batch sizes, memory limit marked; one curve per
-    model x device."""
+    """Latency-throughput frontier over batch sizes (one curve per model x device)."""
     _check_ceiling(ceiling)
     batches = int_list(batch, "batch size")
     specs = [load_model(m, specs_dir or ()) for m in models]
