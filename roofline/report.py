@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.table import Table
 
 from .cost import StepCost
@@ -75,4 +77,22 @@ def models_table(specs: list[ModelSpec]) -> Table:
         t.add_row(m.name, m.display_name, si(m.total_params, ""), str(m.layers),
                   str(m.d_model), str(m.heads), str(m.kv_heads), str(m.head_dim),
                   str(m.d_ff), str(m.vocab_size), f"{m.max_context:,}")
+    return t
+
+
+def frontier_table(estimates: Sequence[Estimate], bar_width: int = 30) -> Table:
+    """The latency-throughput frontier as text: one row per batch size, a bar of decode tok/s
+    scaled to the fastest row; batches that do not fit in device memory are dimmed."""
+    top = max(c.decode_tokens_per_s for e in estimates for c in e.cases)
+    t = Table(title="decode latency vs throughput over batch size")
+    for col in ("model", "device", "batch", "TPOT", "decode tok/s", "memory", "fits", ""):
+        t.add_column(col, justify="left" if col in ("model", "device", "") else "right")
+    for e in estimates:
+        for c in e.cases:
+            bar = "█" * max(1, round(bar_width * c.decode_tokens_per_s / top))
+            t.add_row(e.model.display_name, e.hardware.display_name, str(c.batch),
+                      seconds(c.tpot_s), f"{c.decode_tokens_per_s:,.0f}",
+                      si(c.memory_bytes, "B"), "yes" if c.fits else "[red]no[/red]",
+                      bar if c.fits else f"[dim]{bar}[/dim]", style=None if c.fits else "dim")
+        t.add_section()
     return t
