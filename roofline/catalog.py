@@ -73,7 +73,8 @@ def _user_dirs(extra: Sequence[str | Path]) -> list[Path]:
     dirs = [Path(d) for d in extra] + [Path(d) for d in env.split(os.pathsep) if d]
     for d in dirs:
         if not d.is_dir():
-            raise SpecError(f"spec folder '{d}' does not exist (from --specs-dir or ${SPECS_PATH_ENV})")
+            raise SpecError(
+                f"spec folder '{d}' does not exist (from --specs-dir or ${SPECS_PATH_ENV})")
     return dirs
 
 

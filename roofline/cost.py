@@ -43,6 +43,11 @@ class Ceilings:
                        hw.achievable_source())
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
 
+    @property
+    def ridge_point_flops_per_byte(self) -> float:
+        """Intensity where this ceiling's compute and memory times are equal."""
+        return self.flops_per_s / self.bytes_per_s
+
 
 @dataclass(frozen=True)
 class OpCost:
@@ -79,6 +84,11 @@ class OpCost:
     @property
     def compute_bound(self) -> ArrayLike:
         return self.compute_s > self.memory_s
+
+    @property
+    def attained_flops_per_s(self) -> ArrayLike:
+        """FLOPs over predicted time: where the operator sits under the roofline."""
+        return self.op.flops / self.time_s
 
 
 def op_cost(op: Op, p: Precision, c: Ceilings) -> OpCost:

@@ -99,7 +99,8 @@ class HardwareSpec(_Frozen):
             raise ValueError("at least one dense peak is needed")
         for dtype, peak in v.items():
             if dtype not in COMPUTE_DTYPES:
-                raise ValueError(f"unknown compute dtype '{dtype}'; use {', '.join(COMPUTE_DTYPES)}")
+                known = ", ".join(COMPUTE_DTYPES)
+                raise ValueError(f"unknown compute dtype '{dtype}'; use {known}")
             if peak <= 0:
                 raise ValueError(f"peak for {dtype} must be positive, got {peak}")
         return v

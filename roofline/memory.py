@@ -63,11 +63,13 @@ def activation_bytes(m: ModelSpec, p: Precision, batch: ArrayLike, new_tokens: A
             + batch * m.vocab_size * LOGIT_BYTES)
 
 
-def max_batch(m: ModelSpec, hw: HardwareSpec, p: Precision, context: ArrayLike) -> ArrayLike:
-    """Largest B whose weights + KV at `context` + decode activations fit in device memory
+def max_batch(m: ModelSpec, hw: HardwareSpec, p: Precision, context: ArrayLike,
+              new_tokens: ArrayLike = 1) -> ArrayLike:
+    """Largest B whose weights + KV at `context` + the activations of a step of `new_tokens`
+    per sequence (1 for decode, P for a whole-batch prefill) fit in device memory
     (0 when the weights alone do not fit)."""
     free = hw.memory_bytes - weights_bytes(m, p)
-    per_seq = kv_cache_bytes(m, p, 1, context) + activation_bytes(m, p, 1, 1)
+    per_seq = kv_cache_bytes(m, p, 1, context) + activation_bytes(m, p, 1, new_tokens)
     return np.maximum(np.floor(free / per_seq), 0).astype(int)
 
 

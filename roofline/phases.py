@@ -6,7 +6,9 @@ Definitions (used everywhere, written once):
   S = P + j - 1 tokens cached before it (the KV cache grows step by step).
 - E2E: TTFT + (G - 1) · TPOT.
 - decode tokens/s: B / TPOT. Throughput: B · G / E2E, all sequences' generated tokens over
-  the whole request time.
+  the whole request time. With m replicas both are ×m; B is the batch of one replica.
+- Memory terms are per GPU (the fullest one, see `parallel.memory_per_gpu`); `memory_bytes`
+  is what all GPUs together provision.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import memory
-from .cost import Ceiling, StepCost, step_cost
+from .cost import Ceiling, StepCost
 from .errors import InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
 from .operators import Step
+from .parallel import Parallel, ParallelStepCost, memory_per_gpu, parallel_step_cost
 from .precision import Precision
 
 
@@ -38,14 +40,20 @@ class Case:
     capacity_bytes: float
     ttft_s: float
     tpot_s: float
+    gpus: int = 1  # all GPUs of all replicas
+    replicas: int = 1
 
     @property
-    def memory_bytes(self) -> float:
+    def memory_bytes_per_gpu(self) -> float:
         return self.weights_bytes + self.kv_cache_bytes + self.activation_bytes
 
     @property
+    def memory_bytes(self) -> float:
+        return self.memory_bytes_per_gpu * self.gpus
+
+    @property
     def fits(self) -> bool:
-        return self.memory_bytes <= self.capacity_bytes
+        return self.memory_bytes_per_gpu <= self.capacity_bytes
 
     @property
     def e2e_s(self) -> float:
@@ -53,15 +61,16 @@ class Case:
 
     @property
     def decode_tokens_per_s(self) -> float:
-        return self.batch / self.tpot_s
+        return self.replicas * self.batch / self.tpot_s
 
     @property
     def throughput_tokens_per_s(self) -> float:
-        return self.batch * self.gen_tokens / self.e2e_s
+        return self.replicas * self.batch * self.gen_tokens / self.e2e_s
 
     def as_dict(self) -> dict:
-        keys = ("batch", "prompt_tokens", "gen_tokens", "weights_bytes", "kv_cache_bytes",
-                "activation_bytes", "memory_bytes", "fits", "ttft_s", "tpot_s", "e2e_s",
+        keys = ("batch", "prompt_tokens", "gen_tokens", "gpus", "weights_bytes",
+                "kv_cache_bytes", "activation_bytes", "memory_bytes_per_gpu", "memory_bytes",
+                "fits", "ttft_s", "tpot_s", "e2e_s",
                 "decode_tokens_per_s", "throughput_tokens_per_s")
         return {k: _plain(getattr(self, k)) for k in keys}
 
@@ -84,8 +93,12 @@ class Estimate:
     ceiling: Ceiling
     ceiling_source: str
     cases: tuple[Case, ...]
-    prefill: StepCost  # breakdown at the first batch size
+    prefill: StepCost  # breakdown at the first batch size (one TP rank)
     decode: StepCost  # breakdown at the first batch size, S = P (first decode step)
+    max_batch: int  # largest B per replica whose per-GPU memory fits at P + G tokens
+    parallel: Parallel = Parallel()
+    prefill_comm_s: float = 0.0  # collectives of the prefill step at the first batch size
+    decode_comm_s: float = 0.0
 
     def as_dict(self) -> dict:
         return {
@@ -94,25 +107,32 @@ class Estimate:
             "ceiling": self.ceiling,
             "ceiling_source": self.ceiling_source,
             "precision": {"weights": self.precision.weights,
-                          "activations": self.precision.activations, "kv": self.precision.kv},
+                          "activations": self.precision.activations, "kv": self.precision.kv,
+                          "compute": self.precision.compute},
+            "parallel": {"tp": self.parallel.tp, "pp": self.parallel.pp, "ep": self.parallel.ep,
+                         "replicas": self.parallel.replicas, "gpus": self.parallel.gpus,
+                         "interconnect": self.hardware.interconnect.kind},
             "ridge_point_flops_per_byte": self.hardware.ridge_point_flops_per_byte(
                 self.precision.compute),
+            "max_batch": self.max_batch,
             "cases": [c.as_dict() for c in self.cases],
         }
 
 
 def mean_tpot_s(model: ModelSpec, hw: HardwareSpec, batch: np.ndarray, prompt: int, gen: int,
-                precision: Precision, ceiling: Ceiling) -> np.ndarray:
+                precision: Precision, ceiling: Ceiling, parallel: Parallel = Parallel()
+                ) -> np.ndarray:
     """Mean decode step time over the G-1 steps after the first token, per batch size.
     With G = 1 there is no such step; the next step's time (S = P) is reported."""
     S = prompt + np.arange(max(gen - 1, 1))  # cached tokens before each step
     B = np.asarray(batch)[:, None]
-    return step_cost(model, hw, Step(B, 1, S[None, :]), precision, ceiling).time_s.mean(axis=1)
+    step = Step(B, 1, S[None, :])
+    return parallel_step_cost(model, hw, step, precision, parallel, ceiling).time_s.mean(axis=1)
 
 
 def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
              prompt: int = 1024, gen: int = 256, precision: Precision = Precision(),
-             ceiling: Ceiling = "achievable") -> Estimate:
+             ceiling: Ceiling = "achievable", parallel: Parallel = Parallel()) -> Estimate:
     """Prefill + decode metrics and memory for each batch size (see module docstring)."""
     if not batches:
         raise InvalidInputError("give at least one batch size")
@@ -124,18 +144,27 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
         raise InvalidInputError(
             f"prompt + gen = {prompt + gen} tokens exceeds {model.name}'s max context of "
             f"{model.max_context}; shorten them")
+    precision.check(hw)
     B = np.asarray(batches, dtype=float)
-    ttft = step_cost(model, hw, Step(B, prompt, 0), precision, ceiling).time_s
-    tpot = mean_tpot_s(model, hw, B, prompt, gen, precision, ceiling)
-    kv = memory.kv_cache_bytes(model, precision, B, prompt + gen)
-    act = memory.activation_bytes(model, precision, B, prompt)
-    w = memory.weights_bytes(model, precision)
+
+    def cost(step: Step) -> ParallelStepCost:
+        return parallel_step_cost(model, hw, step, precision, parallel, ceiling)
+
+    ttft = cost(Step(B, prompt, 0)).time_s
+    tpot = mean_tpot_s(model, hw, B, prompt, gen, precision, ceiling, parallel)
+    mem = memory_per_gpu(model, precision, parallel, B, prompt, prompt + gen)
     cases = tuple(
-        Case(int(b), prompt, gen, w, float(kv[i]), float(act[i]), hw.memory_bytes,
-             float(ttft[i]), float(tpot[i]))
+        Case(int(b), prompt, gen, float(mem.weights_bytes), float(mem.kv_cache_bytes[i]),
+             float(mem.activation_bytes[i]), hw.memory_bytes, float(ttft[i]), float(tpot[i]),
+             parallel.gpus, parallel.replicas)
         for i, b in enumerate(batches)
     )
     first = batches[0]
-    prefill = step_cost(model, hw, Step(first, prompt, 0), precision, ceiling)
-    decode = step_cost(model, hw, Step(first, 1, prompt), precision, ceiling)
-    return Estimate(model, hw, precision, ceiling, prefill.ceilings.source, cases, prefill, decode)
+    prefill, decode = cost(Step(first, prompt, 0)), cost(Step(first, 1, prompt))
+    # per-GPU memory is weights + B · (KV + activations per sequence): solve for B
+    one = memory_per_gpu(model, precision, parallel, 1, prompt, prompt + gen)
+    per_seq = float(one.kv_cache_bytes + one.activation_bytes)
+    fit = max(int((hw.memory_bytes - float(one.weights_bytes)) // per_seq), 0)
+    return Estimate(model, hw, precision, ceiling, prefill.compute.ceilings.source, cases,
+                    prefill.compute, decode.compute, fit, parallel, float(prefill.comm_s),
+                    float(decode.comm_s))

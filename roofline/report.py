@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.table import Table
 
 from .cost import StepCost
@@ -14,18 +16,22 @@ from .units import seconds, si
 
 
 def estimate_table(e: Estimate) -> Table:
-    p = e.precision
+    p, par = e.precision, e.parallel
+    gpus = "" if par.gpus == 1 else (
+        f"; {par.gpus} GPUs = TP {par.tp} × PP {par.pp} × EP {par.ep} × {par.replicas} "
+        f"replica(s) over {e.hardware.interconnect.kind}")
     t = Table(title=f"{e.model.display_name} on {e.hardware.display_name} — "
-                    f"weights {p.weights}, activations {p.activations}, KV {p.kv}; "
-                    f"ceiling: {e.ceiling}",
-              caption=f"ceiling source: {e.ceiling_source}", caption_justify="left")
-    for col in ("batch", "prompt+gen", "weights", "KV cache", "activations", "memory", "fits",
-                "TTFT", "TPOT", "E2E", "decode tok/s", "throughput tok/s"):
+                    f"weights {p.weights}, activations {p.activations}, KV {p.kv} "
+                    f"(compute {p.compute}){gpus}; ceiling: {e.ceiling}",
+              caption=f"memory columns are per GPU. ceiling source: {e.ceiling_source}",
+              caption_justify="left")
+    for col in ("batch", "prompt+gen", "weights", "KV cache", "activations", "memory/GPU",
+                "fits", "TTFT", "TPOT", "E2E", "decode tok/s", "throughput tok/s"):
         t.add_column(col, justify="right")
     for c in e.cases:
         t.add_row(str(c.batch), f"{c.prompt_tokens}+{c.gen_tokens}", si(c.weights_bytes, "B"),
                   si(c.kv_cache_bytes, "B"), si(c.activation_bytes, "B"),
-                  si(c.memory_bytes, "B"), "yes" if c.fits else "[red]no[/red]",
+                  si(c.memory_bytes_per_gpu, "B"), "yes" if c.fits else "[red]no[/red]",
                   seconds(c.ttft_s), seconds(c.tpot_s), seconds(c.e2e_s),
                   f"{c.decode_tokens_per_s:,.0f}", f"{c.throughput_tokens_per_s:,.0f}")
     return t
@@ -73,6 +79,24 @@ def models_table(specs: list[ModelSpec]) -> Table:
         t.add_row(m.name, m.display_name, si(m.total_params, ""), str(m.layers),
                   str(m.d_model), str(m.heads), str(m.kv_heads), str(m.head_dim),
                   str(m.d_ff), str(m.vocab_size), f"{m.max_context:,}")
+    return t
+
+
+def frontier_table(estimates: Sequence[Estimate], bar_width: int = 30) -> Table:
+    """The latency-throughput frontier as text: one row per batch size, a bar of decode tok/s
+    scaled to the fastest row; batches that do not fit in device memory are dimmed."""
+    top = max(c.decode_tokens_per_s for e in estimates for c in e.cases)
+    t = Table(title="decode latency vs throughput over batch size")
+    for col in ("model", "device", "batch", "TPOT", "decode tok/s", "memory", "fits", ""):
+        t.add_column(col, justify="left" if col in ("model", "device", "") else "right")
+    for e in estimates:
+        for c in e.cases:
+            bar = "█" * max(1, round(bar_width * c.decode_tokens_per_s / top))
+            t.add_row(e.model.display_name, e.hardware.display_name, str(c.batch),
+                      seconds(c.tpot_s), f"{c.decode_tokens_per_s:,.0f}",
+                      si(c.memory_bytes, "B"), "yes" if c.fits else "[red]no[/red]",
+                      bar if c.fits else f"[dim]{bar}[/dim]", style=None if c.fits else "dim")
+        t.add_section()
     return t
 
 

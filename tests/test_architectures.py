@@ -26,6 +26,7 @@ from roofline.operators import (
     kv_tokens_read,
     operators,
 )
+from roofline.parallel import min_gpus_to_fit, tp_shard
 from roofline.precision import Precision
 
 BF16 = Precision()
@@ -234,9 +235,12 @@ def test_shared_kv_layers_read_but_do_not_write() -> None:
 
 @pytest.mark.parametrize("name", [s.name for s in model_catalog().load_all()])
 def test_estimate_runs_for_every_catalog_model(name: str, capsys) -> None:
+    """On H200s, with the fewest GPUs (TP, then PP) that hold batch 8."""
     m = load_model(name)
     prompt = min(1024, m.max_context // 2)
-    main(["estimate", name, "--batch", "1,8", "--prompt", str(prompt), "--gen", "16", "--json"])
+    par = min_gpus_to_fit(m, load_hardware("h200"), BF16, 8, prompt, prompt + 16)
+    main(["estimate", name, "--hardware", "h200", "--batch", "1,8", "--prompt", str(prompt),
+          "--gen", "16", "--tp", str(par.tp), "--pp", str(par.pp), "--json"])
     out = yaml.safe_load(capsys.readouterr().out)
     assert out["model"] == name and all(c["tpot_s"] > 0 for c in out["cases"])
 
@@ -254,7 +258,9 @@ def test_estimate_runs_for_every_catalog_model(name: str, capsys) -> None:
 ])
 def test_breakdown_names_family_operators(name: str, family_ops: set[str], capsys) -> None:
     assert family_ops <= _op_names(load_model(name), Step(1, 1, 512))
-    main(["estimate", name, "--batch", "1", "--prompt", "512", "--gen", "8", "--breakdown"])
+    par = min_gpus_to_fit(load_model(name), load_hardware("h200"), BF16, 1, 512, 520)
+    main(["estimate", name, "--hardware", "h200", "--batch", "1", "--prompt", "512", "--gen",
+          "8", "--tp", str(par.tp), "--pp", str(par.pp), "--breakdown"])
     out = capsys.readouterr().out
     assert all(op in out for op in family_ops)
 
@@ -310,3 +316,21 @@ def test_max_context_is_the_edge_of_memory(name: str, batch: int) -> None:
     fixed = weights_bytes(m, BF16) + activation_bytes(m, BF16, batch, 1)
     assert fixed + kv_cache_bytes(m, BF16, batch, S) <= hw.memory_bytes
     assert fixed + kv_cache_bytes(m, BF16, batch, S + 1) > hw.memory_bytes
+
+
+def test_tensor_parallel_splits_experts_like_mlps() -> None:
+    """Mixtral-8x7B on TP 2: heads, kv heads, every expert's F and the vocabulary halve;
+    router and norms are replicated."""
+    D, L = 4096, 32
+    attn = D * (16 * 128 + 2 * 4 * 128) + 16 * 128 * D      # 20,971,520
+    moe = 8 * 3 * D * (14_336 // 2) + D * 8                  # 704,675,840
+    total = 2 * 16_000 * D + L * (attn + moe + 2 * D) + D
+    assert tp_shard(load_model("mixtral-8x7b"), 2).total_params == total == 23_352_053_760
+
+
+def test_tensor_parallel_of_ssm_is_refused(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", "mamba-2.8b", "--tp", "2"])
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "SSM (Mamba) layers is not modelled" in err

@@ -32,6 +32,8 @@ PUBLISHED = [
     ("llama-2-70b", 68_976_648_192, "HF safetensors metadata, meta-llama/Llama-2-70b-hf", 0),
     ("llama-3.1-8b", 8_030_261_248, "HF safetensors metadata, meta-llama/Llama-3.1-8B", 0),
     ("llama-3.1-70b", 70_553_706_496, "HF safetensors metadata, meta-llama/Llama-3.1-70B", 0),
+    ("llama-3.2-1b", 1_235_814_400,
+     "HF safetensors metadata, meta-llama/Llama-3.2-1B (tied embeddings stored once)", 0),
     ("llama-3.1-405b", 405_853_388_800,
      "HF safetensors metadata, meta-llama/Llama-3.1-405B (BF16)", 0),
     ("mistral-7b", 7_248_023_552, "HF safetensors metadata, mistralai/Mistral-7B-v0.3", 0),

@@ -25,7 +25,16 @@ app.add_typer(hardware_app, name="hardware")
 app.add_typer(models_app, name="models")
 
 # Command modules register themselves on the apps above.
-from . import diffusion, estimate, kv, models_import, specs  # noqa: E402,F401
+from . import (  # noqa: E402,F401
+    collectives,
+    diffusion,
+    estimate,
+    kv,
+    models_import,
+    plot,
+    specs,
+    speculate,
+)
 
 
 def main(argv: list[str] | None = None) -> None:

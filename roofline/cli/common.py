@@ -8,12 +8,19 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from ..errors import InvalidInputError
 
-# Tables are wide: when output is not a terminal, do not squeeze them into 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 160)
+
+def __getattr__(name: str) -> Any:
+    """`console` is created on first use: `--json` runs never import rich's console."""
+    if name == "console":
+        from rich.console import Console
+
+        # Tables are wide: when output is not a terminal, do not squeeze them into 80 columns.
+        globals()["console"] = Console(width=None if sys.stdout.isatty() else 160)
+        return globals()["console"]
+    raise AttributeError(name)
 
 SpecsDir = Annotated[
     list[Path] | None,

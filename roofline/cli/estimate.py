@@ -8,24 +8,39 @@ import typer
 
 from ..catalog import load_hardware, load_model
 from ..cost import CEILINGS
-from ..errors import InvalidInputError
+from ..errors import DoesNotFitError, InvalidInputError
+from ..parallel import Parallel
 from ..phases import estimate as run_estimate
 from ..precision import Precision
-from ..report import breakdown_table, estimate_table
-from . import app
-from .common import JsonFlag, SpecsDir, console, int_list, positive, print_json
+from ..units import seconds, si
+from . import app, common
+from .common import JsonFlag, SpecsDir, int_list, positive, print_json
+
+Opt = typer.Option
 
 
 @app.command()
 def estimate(
-    model: Annotated[str, typer.Argument(help="model name, alias, or path to a YAML spec")] = "llama-3.1-8b",
-    hardware: Annotated[str, typer.Option("--hardware", "-h", help="device name, alias, or YAML path")] = "h100-sxm",
-    batch: Annotated[str, typer.Option(help="batch sizes B, comma-separated")] = "1,16,64",
-    prompt: Annotated[int, typer.Option(help="prompt tokens P per sequence")] = 1024,
-    gen: Annotated[int, typer.Option(help="generated tokens G per sequence")] = 256,
-    dtype: Annotated[str, typer.Option(help="weights, activations and KV format")] = "bf16",
-    ceiling: Annotated[str, typer.Option(help="datasheet (speed of light) or achievable")] = "achievable",
-    breakdown: Annotated[bool, typer.Option(help="per-operator FLOPs, bytes, intensity, bound")] = False,
+    model: Annotated[str, typer.Argument(
+        help="model name, alias, or path to a YAML spec")] = "llama-3.1-8b",
+    hardware: Annotated[str, Opt("--hardware", "-h",
+                                 help="device name, alias, or YAML path")] = "h100-sxm",
+    batch: Annotated[str, Opt(help="batch sizes B per replica, comma-separated")] = "1,16,64",
+    prompt: Annotated[int, Opt(help="prompt tokens P per sequence")] = 1024,
+    gen: Annotated[int, Opt(help="generated tokens G per sequence")] = 256,
+    dtype: Annotated[str, Opt(help="shorthand for weights, activations and KV format (a "
+                              "weight-only format keeps bf16 activations and KV)")] = "bf16",
+    weights: Annotated[str | None, Opt(help="weight format: bf16, fp16, fp8, int8, int4, "
+                                       "int4-g128, nf4, nf4-dq, mxfp4, nvfp4")] = None,
+    activations: Annotated[str | None, Opt(help="activation format; sets the compute peak "
+                                           "(bf16, fp16, fp8, int8, fp32, tf32)")] = None,
+    kv: Annotated[str | None, Opt(help="KV-cache format")] = None,
+    tp: Annotated[int, Opt(help="tensor-parallel GPUs")] = 1,
+    pp: Annotated[int, Opt(help="pipeline-parallel stages")] = 1,
+    ep: Annotated[int, Opt(help="expert-parallel GPUs (MoE models)")] = 1,
+    replicas: Annotated[int, Opt(help="independent copies (throughput ×m)")] = 1,
+    ceiling: Annotated[str, Opt(help="datasheet (speed of light) or achievable")] = "achievable",
+    breakdown: Annotated[bool, Opt(help="per-operator FLOPs, bytes, intensity, bound")] = False,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -34,14 +49,32 @@ def estimate(
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
     m = load_model(model, specs_dir or ())
     hw = load_hardware(hardware, specs_dir or ())
+    base = Precision.uniform(dtype)
+    precision = Precision(weights or base.weights, activations or base.activations,
+                          kv or base.kv)
     e = run_estimate(m, hw, int_list(batch, "batch size"), positive(prompt, "--prompt"),
-                     positive(gen, "--gen"), Precision.uniform(dtype), ceiling)  # type: ignore[arg-type]
+                     positive(gen, "--gen"), precision, ceiling,  # type: ignore[arg-type]
+                     Parallel(tp, pp, ep, replicas))
     if json_out:
         print_json(e.as_dict())
-        return
-    console.print(estimate_table(e))
-    if breakdown:
-        b = e.cases[0].batch
-        console.print(breakdown_table(f"prefill: B={b}, T={e.cases[0].prompt_tokens}, S=0", e.prefill))
-        console.print(breakdown_table(f"decode (first step): B={b}, T=1, S={e.cases[0].prompt_tokens}",
-                                      e.decode))
+    else:
+        from ..report import breakdown_table, estimate_table
+
+        common.console.print(estimate_table(e))
+        if breakdown:
+            b, P = e.cases[0].batch, e.cases[0].prompt_tokens
+            rank = "" if e.parallel.tp == 1 else f" (one of {e.parallel.tp} TP ranks)"
+            common.console.print(breakdown_table(
+                f"prefill: B={b}, T={P}, S=0{rank}; collectives "
+                f"{seconds(e.prefill_comm_s)} more", e.prefill))
+            common.console.print(breakdown_table(
+                f"decode (first step): B={b}, T=1, S={P}{rank}; collectives "
+                f"{seconds(e.decode_comm_s)} more", e.decode))
+    too_big = [c for c in e.cases if not c.fits]
+    if too_big:
+        c = too_big[0]
+        raise DoesNotFitError(
+            f"batch {c.batch} needs {si(c.memory_bytes_per_gpu, 'B')} per GPU but {hw.name} "
+            f"has {si(hw.memory_bytes, 'B')}; the largest batch that fits at "
+            f"{c.prompt_tokens + c.gen_tokens} tokens is {e.max_batch}: lower --batch, "
+            "shorten --prompt/--gen, use a smaller format, or add GPUs (--tp/--pp)")

@@ -7,9 +7,8 @@ from typing import Annotated
 import typer
 
 from ..catalog import hardware_catalog, load_hardware, load_model, model_catalog
-from ..report import hardware_table, models_table
-from . import hardware_app, models_app
-from .common import JsonFlag, SpecsDir, console, print_json
+from . import common, hardware_app, models_app
+from .common import JsonFlag, SpecsDir, print_json
 
 
 @hardware_app.command("list")
@@ -20,7 +19,9 @@ def hardware_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> Non
         print_json([{"name": h.name, "display_name": h.display_name, "aliases": list(h.aliases)}
                     for h in specs])
     else:
-        console.print(hardware_table(specs))
+        from ..report import hardware_table
+
+        common.console.print(hardware_table(specs))
 
 
 @hardware_app.command("show")
@@ -46,7 +47,9 @@ def models_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> None:
         print_json([{"name": m.name, "display_name": m.display_name, "aliases": list(m.aliases),
                      "params": m.total_params} for m in specs])
     else:
-        console.print(models_table(specs))
+        from ..report import models_table
+
+        common.console.print(models_table(specs))
 
 
 @models_app.command("show")

@@ -1,0 +1,27 @@
+"""roofline: how fast can this LLM run on that hardware, why, and is my system near it?
+
+The public API, used by the CLI, notebooks and other tools alike::
+
+    from roofline import load_model, load_hardware, estimate, decode_step_s
+    m, hw = load_model("llama-2-13b"), load_hardware("h100-sxm")
+    e = estimate(m, hw, batches=[1, 64], prompt=1024, gen=256, ceiling="datasheet")
+    grid = decode_step_s(m, hw, B[:, None], S[None, :])  # a whole batch x context grid
+"""
+
+from .catalog import hardware_catalog, load_hardware, load_model, model_catalog
+from .cost import decode_step_s, prefill_s, step_cost
+from .errors import RooflineError
+from .hardware import HardwareSpec
+from .memory import kv_cache_bytes, max_batch, weights_bytes
+from .model import ModelSpec
+from .operators import Step, operators
+from .phases import Estimate, estimate
+from .precision import Precision
+
+__all__ = [
+    "Estimate", "HardwareSpec", "ModelSpec", "Precision", "RooflineError", "Step",
+    "decode_step_s", "estimate", "hardware_catalog", "kv_cache_bytes", "load_hardware",
+    "load_model", "max_batch", "model_catalog", "operators", "prefill_s", "step_cost",
+    "weights_bytes",
+]
+__version__ = "0.1.0"

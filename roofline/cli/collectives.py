@@ -1,0 +1,74 @@
+"""`roofline collectives`: measured all-reduce / all-to-all vs message size, model beside it."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ..catalog import load_hardware
+from ..errors import InvalidInputError
+from ..units import seconds, si
+from . import app
+from .common import JsonFlag, SpecsDir, console, print_json
+
+Opt = typer.Option
+
+
+def sizes(text: str) -> list[int]:
+    try:
+        values = [int(float(v)) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InvalidInputError(f"--sizes must be comma-separated byte counts, got '{text}'"
+                                ) from None
+    if not values or min(values) < 4:
+        raise InvalidInputError("--sizes needs at least one message of 4 bytes or more")
+    return values
+
+
+@app.command()
+def collectives(
+    world_size: Annotated[int, Opt("--world-size", "-n", help="ranks (GPUs, or CPU processes)")
+                          ] = 2,
+    sizes_text: Annotated[str, Opt("--sizes", help="message bytes per rank, comma-separated")
+                          ] = "1e3,1e4,1e5,1e6,1e7",
+    backend: Annotated[str | None, Opt(help="nccl or gloo (default: nccl with CUDA, else gloo)")
+                       ] = None,
+    hardware: Annotated[str | None, Opt("--hardware", "-h",
+                                        help="device whose interconnect the model uses for "
+                                             "the predicted column")] = None,
+    reps: Annotated[int, Opt(help="timed repetitions per point (median reported)")] = 20,
+    warmup: Annotated[int, Opt(help="untimed repetitions first")] = 3,
+    json_out: JsonFlag = False,
+    specs_dir: SpecsDir = None,
+) -> None:
+    """Time all-reduce and all-to-all with torch.distributed and print the model beside them."""
+    if world_size < 2:
+        raise InvalidInputError("--world-size must be at least 2 for a collective")
+    if backend not in (None, "nccl", "gloo"):
+        raise InvalidInputError(f"unknown backend '{backend}'; use nccl or gloo")
+    if reps < 1 or warmup < 0:
+        raise InvalidInputError("--reps must be at least 1 and --warmup at least 0")
+    message_sizes = sizes(sizes_text)
+    ic = load_hardware(hardware, specs_dir or ()).interconnect if hardware else None
+    if importlib.util.find_spec("torch") is None:
+        raise InvalidInputError("torch is not installed; install the measure extra: "
+                                "pip install 'roofline[measure]'")
+    from kernels.collectives import environment, run_collectives
+
+    results = run_collectives(world_size, message_sizes, ic, backend, reps, warmup)
+    if json_out:
+        print_json({"environment": environment(), "hardware": hardware,
+                    "results": [r.as_dict() for r in results]})
+        return
+    t = Table(title=f"collectives: {world_size} ranks, {results[0].backend}; median of {reps}"
+                    + (f"; model on {hardware}'s {ic.kind}" if ic else ""))
+    for col in ("op", "bytes/rank", "median", "min", "max", "bus bandwidth", "model"):
+        t.add_column(col, justify="right")
+    for r in results:
+        t.add_row(r.op, si(r.message_bytes, "B"), seconds(r.median_s), seconds(r.min_s),
+                  seconds(r.max_s), si(r.bus_bandwidth_bytes_per_s, "B/s"),
+                  seconds(r.predicted_s) if r.predicted_s is not None else "—")
+    console.print(t)

@@ -1,0 +1,251 @@
+"""Many GPUs: tensor, pipeline and expert parallelism, and replicas.
+
+A transformation of the one calculator, not a second one:
+- Tensor parallel (TP, n GPUs, Megatron-style): each rank holds N/n query heads, max(1, K/n)
+  kv heads (kv heads are replicated when K < n), F/n of the MLP and ⌈V/n⌉ of the vocabulary;
+  norms are replicated. One rank is itself a ModelSpec (`tp_shard`), so its ops, bytes and
+  memory come from `operators`/`step_cost`/`memory` unchanged. Each layer adds two all-reduces
+  (after attention out and after MLP down) of the B·T·D activations.
+- Pipeline parallel (PP, p stages): each GPU holds ⌈L/p⌉ layers. One batch passes the stages
+  one after another, so a step still costs all L layers plus p−1 hand-offs of B·T·D
+  activations: PP buys memory, never TPOT for one request. (Interleaving micro-batches of
+  many requests to keep stages busy is not modelled.)
+- Expert parallel (EP): shards the experts of a mixture-of-experts model and adds all-to-all
+  dispatch/combine; refused for dense models, which have no experts to shard.
+- Replicas: m independent copies; throughput ×m, latency unchanged.
+
+Collective cost on the spec's interconnect (bandwidth β per direction per GPU, hop latency λ),
+for a message of M bytes per GPU over n GPUs (Patarasuk & Yuan ring; NCCL's "bus bandwidth"):
+- all-reduce (ring): 2(n−1)/n · M/β + 2(n−1)·λ
+- all-to-all: (n−1)/n · M/β + (n−1)·λ
+- send/recv (stage hand-off): M/β + λ
+Communication is not overlapped with compute (conservative for decode, where it cannot hide).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from . import memory
+from .cost import Ceiling, StepCost, step_cost
+from .errors import InvalidInputError
+from .hardware import HardwareSpec, Interconnect
+from .model import ModelSpec
+from .operators import ArrayLike, Step
+from .precision import Precision
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """How one model is spread: tp × pp × ep GPUs per replica, `replicas` copies."""
+
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    replicas: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "ep", "replicas"):
+            if getattr(self, name) < 1:
+                raise InvalidInputError(f"--{name} must be at least 1, got {getattr(self, name)}")
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp * self.ep
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_replica * self.replicas
+
+
+# ---- collectives ----------------------------------------------------------------------------
+def _link(ic: Interconnect, n: int) -> tuple[float, float]:
+    """(β bytes/s, λ s) of the interconnect; refuses a multi-GPU group without one."""
+    bw = ic.bandwidth_bytes_per_s
+    if n > 1 and (bw is None or ic.kind in ("none", "unified")):
+        raise InvalidInputError(
+            f"this device's spec has no interconnect bandwidth (kind '{ic.kind}'), so a group "
+            f"of {n} GPUs cannot be costed; use 1 GPU or a device with a link in its spec")
+    return (bw or math.inf), ic.latency_us * 1e-6
+
+
+def all_reduce_s(message_bytes: ArrayLike, n: int, ic: Interconnect) -> ArrayLike:
+    """Ring all-reduce of M bytes on each of n GPUs: 2(n−1)/n · M/β + 2(n−1)·λ."""
+    if n == 1:
+        return 0 * message_bytes
+    bw, lat = _link(ic, n)
+    return 2 * (n - 1) / n * message_bytes / bw + 2 * (n - 1) * lat
+
+
+def all_to_all_s(message_bytes: ArrayLike, n: int, ic: Interconnect) -> ArrayLike:
+    """All-to-all of M bytes per GPU (M/n to each peer): (n−1)/n · M/β + (n−1)·λ."""
+    if n == 1:
+        return 0 * message_bytes
+    bw, lat = _link(ic, n)
+    return (n - 1) / n * message_bytes / bw + (n - 1) * lat
+
+
+def send_recv_s(message_bytes: ArrayLike, ic: Interconnect) -> ArrayLike:
+    """Point-to-point hand-off of M bytes between neighbouring stages: M/β + λ."""
+    bw, lat = _link(ic, 2)
+    return message_bytes / bw + lat
+
+
+# ---- the sharded model ----------------------------------------------------------------------
+def tp_shard(m: ModelSpec, tp: int) -> ModelSpec:
+    """The part of `m` one of `tp` tensor-parallel ranks holds and runs (see module docstring).
+    Refuses degrees that do not split the heads, kv heads or MLP evenly."""
+    if tp == 1:
+        return m
+    N, K, F = m.heads, m.kv_heads, m.d_ff
+    if N % tp:
+        raise InvalidInputError(f"--tp {tp} does not divide {m.name}'s {N} query heads; "
+                                f"use a divisor of {N}")
+    if K % tp and tp % K:
+        raise InvalidInputError(
+            f"--tp {tp} neither divides {m.name}'s {K} kv heads nor is a multiple of them "
+            "(kv heads cannot be split or evenly replicated); use a divisor or multiple of "
+            f"{K} that divides {N}")
+    if F % tp:
+        raise InvalidInputError(f"--tp {tp} does not divide {m.name}'s MLP width F = {F}")
+    if m.ssm is not None:
+        raise InvalidInputError(f"--tp {tp}: tensor parallelism of {m.name}'s SSM (Mamba) "
+                                "layers is not modelled; use --pp")
+    update = {"name": f"{m.name}-tp{tp}", "heads": N // tp, "kv_heads": max(1, K // tp),
+              "d_ff": F // tp, "vocab_size": -(-m.vocab_size // tp)}
+    if m.moe is not None:  # every expert's FFN split like a dense MLP (Megatron TP on experts)
+        e = m.moe
+        widths = [e.expert_d_ff] + ([e.shared_d_ff] if e.shared_d_ff else [])
+        if any(w % tp for w in widths):
+            raise InvalidInputError(f"--tp {tp} does not divide {m.name}'s expert width "
+                                    f"{e.expert_d_ff}")
+        update["moe"] = e.model_dump() | {"expert_d_ff": e.expert_d_ff // tp,
+                                          "shared_d_ff": e.shared_d_ff and e.shared_d_ff // tp}
+    return ModelSpec.model_validate(m.model_dump() | update)
+
+
+def pp_stage(m: ModelSpec, pp: int) -> ModelSpec:
+    """The largest pipeline stage's layers, ⌈L/p⌉ (it sets per-GPU KV and weight memory)."""
+    if pp > m.layers:
+        raise InvalidInputError(f"--pp {pp} exceeds {m.name}'s {m.layers} layers")
+    if pp == 1:
+        return m
+    return ModelSpec.model_validate(m.model_dump() | {"layers": -(-m.layers // pp)})
+
+
+def check(m: ModelSpec, hw: HardwareSpec, par: Parallel) -> None:
+    """Refuse what cannot be modelled: EP on a dense model, a group without a link."""
+    if par.ep > 1 and m.moe is None:
+        raise InvalidInputError(f"--ep {par.ep}: {m.name} is a dense model with no experts to "
+                                "shard; use --tp or --pp")
+    if par.ep > 1:
+        raise InvalidInputError(f"--ep {par.ep}: expert parallelism is not modelled yet; "
+                                "use --tp (experts split like MLPs) or --pp")
+    tp_shard(m, par.tp)
+    pp_stage(m, par.pp)
+    _link(hw.interconnect, par.gpus_per_replica)
+
+
+# ---- step cost ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Collective:
+    """`count` collectives of one kind per step, each moving `message_bytes` per GPU."""
+
+    name: str
+    kind: Literal["all-reduce", "all-to-all", "send-recv"]
+    count: int
+    message_bytes: ArrayLike
+    each_s: ArrayLike
+
+    @property
+    def time_s(self) -> ArrayLike:
+        return self.count * self.each_s
+
+
+@dataclass(frozen=True)
+class ParallelStepCost:
+    """One step on a parallel deployment: one TP rank's operators over all L layers (the PP
+    stages run one after another) plus the collectives, not overlapped."""
+
+    compute: StepCost
+    collectives: tuple[Collective, ...]
+
+    @property
+    def comm_s(self) -> ArrayLike:
+        return sum((c.time_s for c in self.collectives), 0 * self.compute.time_s)
+
+    @property
+    def time_s(self) -> ArrayLike:
+        return self.compute.time_s + self.comm_s
+
+
+def parallel_step_cost(model: ModelSpec, hw: HardwareSpec, step: Step, precision: Precision,
+                       par: Parallel, ceiling: Ceiling = "achievable") -> ParallelStepCost:
+    """Cost of one forward step of `model` spread over `par` (see module docstring)."""
+    check(model, hw, par)
+    compute = step_cost(tp_shard(model, par.tp), hw, step, precision, ceiling)
+    hidden_bytes = step.batch * step.new_tokens * model.d_model * precision.activation_bytes
+    ic = hw.interconnect
+    collectives = []
+    if par.tp > 1:
+        collectives.append(Collective("tp/all-reduce", "all-reduce", 2 * model.layers,
+                                      hidden_bytes, all_reduce_s(hidden_bytes, par.tp, ic)))
+    if par.pp > 1:
+        collectives.append(Collective("pp/hand-off", "send-recv", par.pp - 1, hidden_bytes,
+                                      send_recv_s(hidden_bytes, ic)))
+    return ParallelStepCost(compute, tuple(collectives))
+
+
+# ---- memory per GPU -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GpuMemory:
+    """Bytes on the fullest GPU: TP rank of the largest PP stage. Total is derived."""
+
+    weights_bytes: float
+    kv_cache_bytes: ArrayLike
+    activation_bytes: ArrayLike
+
+    @property
+    def total_bytes(self) -> ArrayLike:
+        return self.weights_bytes + self.kv_cache_bytes + self.activation_bytes
+
+
+def memory_per_gpu(m: ModelSpec, p: Precision, par: Parallel, batch: ArrayLike,
+                   prompt: ArrayLike, context: ArrayLike) -> GpuMemory:
+    """Weights, KV for `context` tokens and prefill activations on the fullest GPU. A stage
+    holds the embedding or the LM head, not both, unless there is one stage (or they are tied
+    and the last stage keeps its own copy)."""
+    stage = pp_stage(tp_shard(m, par.tp), par.pp)
+    ends = stage.params
+    shared_end = 0 if par.pp == 1 or m.tied_embeddings else min(
+        ends.embedding + ends.positional, ends.lm_head)
+    weights = memory.weights_bytes(stage, p) - shared_end * p.weight_bytes
+    return GpuMemory(weights, memory.kv_cache_bytes(stage, p, batch, context),
+                     memory.activation_bytes(stage, p, batch, prompt))
+
+
+#: TP degrees tried before adding pipeline stages: one node of up to 8 GPUs.
+TP_DEGREES: tuple[int, ...] = (1, 2, 4, 8)
+
+
+def min_gpus_to_fit(m: ModelSpec, hw: HardwareSpec, p: Precision, batch: int, prompt: int,
+                    context: int) -> Parallel | None:
+    """The smallest deployment that fits: TP 1, 2, 4, 8 (those that split the model), then
+    pipeline stages over TP 8 nodes. None when even one layer per stage does not fit."""
+    tps = [t for t in TP_DEGREES if _splits(m, t)]
+    candidates = [Parallel(tp=t) for t in tps]
+    candidates += [Parallel(tp=tps[-1], pp=s) for s in range(2, m.layers + 1)]
+    for par in candidates:
+        if memory_per_gpu(m, p, par, batch, prompt, context).total_bytes <= hw.memory_bytes:
+            return par
+    return None
+
+
+def _splits(m: ModelSpec, tp: int) -> bool:
+    try:
+        tp_shard(m, tp)
+    except InvalidInputError:
+        return False
+    return True

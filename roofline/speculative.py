@@ -1,0 +1,158 @@
+"""Speculative decoding: a cheap drafter proposes K tokens, the target verifies them at once.
+
+One cycle (Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding"):
+- draft: K decode steps of the draft model (T=1, over S, S+1, ..., S+K−1 cached tokens);
+- verify: one target step over the K+1 positions (T=K+1 on S cached, logits at all T) —
+  from the same calculator, so a large B·(K+1) can turn the target compute-bound;
+- each drafted token is accepted with probability min(1, p/q); with a per-token acceptance
+  α (i.i.d.), the tokens produced per cycle are E = Σ_{i=0..K} α^i = (1 − α^(K+1)) / (1 − α)
+  (K+1 when α = 1): the accepted prefix plus one token from the target at the first rejection
+  (or a bonus token when all K are accepted).
+Speed-up over plain decoding = t_target_step · E / (K·t_draft + t_verify) ≤ K+1, since
+E ≤ K+1 and verifying K+1 tokens costs at least one plain step.
+
+Draft-free heads (Medusa, EAGLE): K extra heads on the target, each costing a fraction f of
+one target layer's decode time; they are evaluated beside the verification step, so a cycle
+is K·f·t_layer + t_verify. The same E applies with α the per-head acceptance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .cost import Ceiling, step_cost
+from .errors import InvalidInputError
+from .hardware import HardwareSpec
+from .model import ModelSpec
+from .operators import ArrayLike, Step
+from .precision import Precision
+
+
+def check_acceptance(alpha: ArrayLike) -> None:
+    a = np.asarray(alpha, dtype=float)
+    if np.any(~np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
+        raise InvalidInputError(f"acceptance must be a probability in [0, 1], got {alpha}")
+
+
+def expected_tokens_per_step(alpha: ArrayLike, k: ArrayLike) -> ArrayLike:
+    """E = (1 − α^(K+1)) / (1 − α): tokens one target step yields; K+1 at α = 1."""
+    check_acceptance(alpha)
+    a = np.asarray(alpha, dtype=float)
+    k = np.asarray(k)
+    safe = np.where(a < 1, a, 0.5)  # avoid 0/0; the α = 1 branch is taken below
+    return np.where(a < 1, (1 - safe ** (k + 1)) / (1 - safe), k + 1.0)
+
+
+@dataclass(frozen=True)
+class SpeculativeCost:
+    """One speculative cycle's named terms (seconds); derived rates follow from them."""
+
+    k: int  # K drafted tokens per cycle
+    acceptance: float  # α
+    draft_s: float  # K draft steps (or K heads)
+    verify_s: float  # target step over K+1 tokens
+    target_step_s: float  # plain target decode step, the baseline
+
+    @property
+    def cycle_s(self) -> float:
+        return self.draft_s + self.verify_s
+
+    @property
+    def expected_tokens_per_step(self) -> float:
+        return float(expected_tokens_per_step(self.acceptance, self.k))
+
+    @property
+    def time_per_token_s(self) -> float:
+        return self.cycle_s / self.expected_tokens_per_step
+
+    @property
+    def speedup(self) -> float:
+        return self.target_step_s / self.time_per_token_s
+
+    def as_dict(self) -> dict:
+        keys = ("k", "acceptance", "draft_s", "verify_s", "target_step_s", "cycle_s",
+                "expected_tokens_per_step", "time_per_token_s", "speedup")
+        return {key: getattr(self, key) for key in keys}
+
+
+@dataclass(frozen=True)
+class Drafter:
+    """Where the K proposals come from: a draft model, or `heads` on the target costing
+    `head_layer_fraction` of one target layer each."""
+
+    model: ModelSpec | None = None
+    head_layer_fraction: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.model is None) == (self.head_layer_fraction is None):
+            raise InvalidInputError("give either a draft model or a head cost, not both")
+        if self.head_layer_fraction is not None and self.head_layer_fraction <= 0:
+            raise InvalidInputError("the head cost must be a positive fraction of a layer")
+
+
+def _check_pair(target: ModelSpec, draft: ModelSpec) -> None:
+    if draft.vocab_size != target.vocab_size:
+        raise InvalidInputError(
+            f"draft {draft.name} has a {draft.vocab_size:,}-token vocabulary but target "
+            f"{target.name} has {target.vocab_size:,}: speculative decoding compares the two "
+            "distributions token by token; pick a draft with the target's tokenizer")
+
+
+def layer_decode_s(m: ModelSpec, hw: HardwareSpec, step: Step, precision: Precision,
+                   ceiling: Ceiling) -> ArrayLike:
+    """One transformer layer's share of a step: the step of L layers minus that of L−1."""
+    fewer = ModelSpec.model_validate(m.model_dump() | {"layers": m.layers - 1})
+    return (step_cost(m, hw, step, precision, ceiling).time_s
+            - step_cost(fewer, hw, step, precision, ceiling).time_s)
+
+
+def speculative_cost(target: ModelSpec, drafter: Drafter, hw: HardwareSpec, k: int,
+                     acceptance: float, batch: int = 1, context: int = 1024,
+                     precision: Precision = Precision(),
+                     ceiling: Ceiling = "achievable") -> SpeculativeCost:
+    """One cycle of K proposals verified by the target, for B sequences at S cached tokens."""
+    if not 1 <= k <= 64:
+        raise InvalidInputError(f"K (draft tokens per step) must be in 1..64, got {k}")
+    check_acceptance(acceptance)
+    if context + k + 1 > target.max_context:
+        raise InvalidInputError(f"context {context} + K + 1 exceeds {target.name}'s max "
+                                f"context of {target.max_context}")
+    precision.check(hw)
+    plain = Step(batch, 1, context)
+    target_step_s = float(step_cost(target, hw, plain, precision, ceiling).time_s)
+    verify_s = float(step_cost(target, hw, Step(batch, k + 1, context, logits="all"),
+                               precision, ceiling).time_s)
+    if drafter.model is not None:
+        _check_pair(target, drafter.model)
+        S = context + np.arange(k)  # the draft's cache grows by one per proposal
+        draft_s = float(np.sum(step_cost(drafter.model, hw, Step(batch, 1, S), precision,
+                                         ceiling).time_s))
+    else:
+        draft_s = float(k * drafter.head_layer_fraction  # type: ignore[operator]
+                        * layer_decode_s(target, hw, plain, precision, ceiling))
+    return SpeculativeCost(k, float(acceptance), draft_s, verify_s, target_step_s)
+
+
+def best_k(costs: list[SpeculativeCost]) -> int:
+    """K with the largest speed-up among cycles of one acceptance."""
+    return max(costs, key=lambda c: c.speedup).k
+
+
+def break_even_acceptance(target: ModelSpec, drafter: Drafter, hw: HardwareSpec, k: int,
+                          batch: int = 1, context: int = 1024,
+                          precision: Precision = Precision(),
+                          ceiling: Ceiling = "achievable") -> float | None:
+    """The α below which speculation slows generation down: E(α) = cycle / target step,
+    solved by bisection (E rises with α, the costs do not depend on it). None if even α = 1
+    does not pay."""
+    c = speculative_cost(target, drafter, hw, k, 1.0, batch, context, precision, ceiling)
+    needed = c.cycle_s / c.target_step_s  # tokens per cycle to break even
+    if needed > k + 1:
+        return None
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_tokens_per_step(mid, k) < needed else (lo, mid)
+    return hi

@@ -1,0 +1,231 @@
+"""Charts: each renders to a file of the expected pixel size, and the plotted data are the
+result objects' numbers, read back from the figure's artists (found by their gid)."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("matplotlib")
+
+from roofline import plots  # noqa: E402
+from roofline.catalog import load_hardware, load_model  # noqa: E402
+from roofline.cli import main  # noqa: E402
+from roofline.phases import estimate  # noqa: E402
+from roofline.precision import Precision  # noqa: E402
+from roofline.sweeps import context_grid, kv_curve  # noqa: E402
+
+H100 = load_hardware("h100-sxm", ())
+LLAMA2_13B = load_model("llama-2-13b", ())
+CHART_PX = (900, 560)  # FIGSIZE_IN (9.0, 5.6) at 100 dpi
+WIDE_PX = (1200, 480)  # WIDE_FIGSIZE_IN (12.0, 4.8) at 100 dpi
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height from the PNG header's IHDR chunk (bytes 16-24, big-endian)."""
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+def by_gid(fig, gid: str):
+    found = [a for a in fig.axes[0].get_children() if a.get_gid() == gid]
+    assert len(found) == 1, f"expected one artist with gid {gid}, found {len(found)}"
+    return found[0]
+
+
+def rendered(fig, tmp_path: Path, name: str = "chart.png") -> Path:
+    path = plots.save(fig, tmp_path / name)
+    assert path.exists() and path.stat().st_size > 0
+    return path
+
+
+# ---- roofline ----------------------------------------------------------------------------
+def test_roofline_roofs_and_ridge_points(tmp_path):
+    fig = plots.roofline_chart(H100)
+    assert png_size(rendered(fig, tmp_path)) == CHART_PX
+    roof = by_gid(fig, "roof:bf16/fp16").get_xydata()
+    # ridge of the H100 SXM bf16 roof: 989.4 TFLOP/s / 3.35 TB/s = 295.34 FLOP/byte
+    assert roof[1] == pytest.approx([989.4e12 / 3.35e12, 989.4e12])
+    assert roof[2, 1] == 989.4e12  # flat compute ceiling
+    # the slope is the bandwidth: y = 3.35e12 B/s * x
+    assert roof[0, 1] == pytest.approx(3.35e12 * roof[0, 0])
+    # fp8 and int8 share 1978.9 T and are one roof; every dtype appears once
+    assert by_gid(fig, "roof:fp8/int8").get_xydata()[1, 1] == 1978.9e12
+    gids = {a.get_gid() or "" for a in fig.axes[0].get_lines()}
+    roofs = {g for g in gids if g.startswith("roof:")}
+    assert roofs == {"roof:fp8/int8", "roof:bf16/fp16", "roof:tf32", "roof:fp32"}
+
+
+def test_roofline_operator_points_are_the_estimates_numbers(tmp_path):
+    estimates = [estimate(LLAMA2_13B, H100, [b], 1024, 1) for b in (1, 64)]
+    fig = plots.roofline_chart(H100, estimates)
+    rendered(fig, tmp_path)
+    for e in estimates:
+        b = e.cases[0].batch
+        for phase, step in (("prefill", e.prefill), ("decode", e.decode)):
+            drawn = np.concatenate([
+                by_gid(fig, f"ops:{phase}:B={b}:{kind}").get_offsets()
+                for kind in ("matmul", "attention", "elementwise")])
+            expected = [(float(o.intensity_flops_per_byte), float(o.attained_flops_per_s))
+                        for o in step.ops if o.flops > 0]
+            assert sorted(map(tuple, drawn)) == pytest.approx(sorted(expected))
+            # the embedding gather has no FLOPs and no place on a log axis
+            assert len(drawn) == len(step.ops) - 1
+    achievable = by_gid(fig, "roof:achievable").get_xydata()
+    c = estimates[0].prefill.ceilings
+    assert achievable[1] == pytest.approx([c.ridge_point_flops_per_byte, c.flops_per_s])
+
+
+def test_roofline_measured_overlay():
+    kernels = [plots.MeasuredKernel("gemm 4096", 1365.0, 700e12),
+               plots.MeasuredKernel("copy", 0.25, 0.5e12)]
+    fig = plots.roofline_chart(H100, measured=kernels)
+    assert by_gid(fig, "measured").get_offsets().tolist() == [[1365.0, 700e12], [0.25, 0.5e12]]
+
+
+# ---- frontier ----------------------------------------------------------------------------
+def test_frontier_marks_the_memory_limit(tmp_path):
+    batches = [1, 2, 4, 8, 16, 32, 64, 128]
+    e = estimate(LLAMA2_13B, H100, batches, 1024, 256)
+    fig = plots.frontier_chart([e])
+    assert png_size(rendered(fig, tmp_path)) == CHART_PX
+    fit = by_gid(fig, "frontier:llama-2-13b:h100-sxm").get_xydata()
+    over = by_gid(fig, "over-memory:llama-2-13b:h100-sxm").get_xydata()
+    # KV per sequence: 2 (K,V) * 40 layers * 40 heads * 128 dims * 2 bytes * 1280 tokens
+    kv_per_seq = 2 * 40 * 40 * 128 * 2 * 1280  # 1.049e9 bytes
+    weights = 2 * LLAMA2_13B.total_params  # bf16
+    assert weights + 32 * kv_per_seq < 80e9 < weights + 64 * kv_per_seq
+    assert len(fit) == 6 and len(over) == 2  # B = 1..32 fit, 64 and 128 do not
+    cases = e.cases
+    assert fit.tolist() == [[c.tpot_s, c.decode_tokens_per_s] for c in cases[:6]]
+    assert over.tolist() == [[c.tpot_s, c.decode_tokens_per_s] for c in cases[6:]]
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "memory limit: B=32 fits in 80 GB" in texts
+
+
+def test_frontier_overlays_models_and_devices(tmp_path):
+    a100 = load_hardware("a100-sxm-80gb", ())
+    m8 = load_model("llama-3.1-8b", ())
+    es = [estimate(m, hw, [1, 8], 512, 64) for m in (LLAMA2_13B, m8) for hw in (H100, a100)]
+    fig = plots.frontier_chart(es)
+    rendered(fig, tmp_path, "frontier.svg")
+    assert (tmp_path / "frontier.svg").read_text().lstrip().startswith("<?xml")
+    assert len([a for a in fig.axes[0].get_lines()
+                if (a.get_gid() or "").startswith("frontier:")]) == 4
+
+
+# ---- KV memory ---------------------------------------------------------------------------
+def test_kv_chart_curves_and_device_line(tmp_path):
+    m8 = load_model("llama-3.1-8b", ())
+    curves = [kv_curve(LLAMA2_13B, Precision()), kv_curve(m8, Precision(kv="fp8"), batch=4)]
+    fig = plots.kv_chart(curves, [H100])
+    assert png_size(rendered(fig, tmp_path)) == CHART_PX
+    for c in curves:
+        xy = by_gid(fig, f"kv:{c.model.name}").get_xydata()
+        assert xy[:, 0].tolist() == c.context_tokens.tolist()
+        assert xy[:, 1].tolist() == c.kv_bytes.tolist()
+    # Llama 2 13B at its 4096-token max context: 2 * 40 * 40 * 128 values * 2 bytes * 4096
+    assert by_gid(fig, "kv:llama-2-13b").get_xydata()[-1].tolist() == [4096, 3_355_443_200]
+    # Llama 3.1 8B, B=4 at 128k in fp8: 4 * 131072 * 2 * 32 * 8 * 128 * 1 byte
+    assert curves[1].kv_bytes[-1] == 4 * 131072 * 2 * 32 * 8 * 128
+    assert by_gid(fig, "memory:h100-sxm").get_ydata()[0] == 80e9
+
+
+def test_kv_curve_takes_another_kv_function():
+    def sliding_window(m, p, batch, context):  # a per-architecture function plugs in here
+        return batch * np.minimum(context, 1024) * m.kv_elems_per_token * p.kv_bytes
+
+    c = kv_curve(LLAMA2_13B, Precision(), kv_bytes=sliding_window)
+    assert c.kv_bytes[-1] == c.kv_bytes[c.context_tokens.tolist().index(1024)]
+
+
+@given(st.integers(1, 2_000_000))
+def test_context_grid_doubles_up_to_the_max(max_context):
+    g = context_grid(max_context)
+    assert g[-1] == max_context
+    assert np.all(np.diff(g) > 0)
+    assert np.all(g[1:-1] == 2 * g[:-2])  # doubling, except the last step to the max
+    assert g[0] == min(256, max_context)
+
+
+# ---- validation and serving (synthetic inputs until measure/validate and serve land) ------
+def test_validation_chart(tmp_path):
+    points = [plots.ValidationPoint("gemm", 1e-3, 1.05e-3, 0.1),
+              plots.ValidationPoint("decode step", 9e-3, 12e-3, 0.1),
+              plots.ValidationPoint("copy", 2e-4, 1.9e-4, 0.1)]
+    fig = plots.validation_chart(points)
+    assert png_size(rendered(fig, tmp_path)) == CHART_PX
+    assert by_gid(fig, "pass").get_offsets().tolist() == [[1e-3, 1.05e-3], [2e-4, 1.9e-4]]
+    assert by_gid(fig, "fail").get_offsets().tolist() == [[9e-3, 12e-3]]  # +33% > 10%
+    assert points[1].relative_error == pytest.approx(12 / 9 - 1)
+    by_gid(fig, "band:0.1")
+
+
+def test_serve_chart(tmp_path):
+    latencies = {"static batching": [0.3, 0.1, 0.2, 0.4], "continuous": [0.05, 0.08]}
+    sweeps = [plots.RateSweep("static batching", [1, 2, 4], [900, 1700, 2000]),
+              plots.RateSweep("continuous", [1, 2, 4], [950, 1900, 3600])]
+    fig = plots.serve_chart(latencies, sweeps, "TTFT")
+    assert png_size(rendered(fig, tmp_path)) == WIDE_PX
+    cdf = by_gid(fig, "cdf:static batching").get_xydata()
+    assert cdf.tolist() == [[0.1, 0.25], [0.2, 0.5], [0.3, 0.75], [0.4, 1.0]]
+    rate = [a for a in fig.axes[1].get_lines() if a.get_gid() == "rate:continuous"][0]
+    assert rate.get_xydata().tolist() == [[1, 950], [2, 1900], [4, 3600]]
+    assert png_size(rendered(plots.serve_chart(latencies), tmp_path, "one.png")) == CHART_PX
+
+
+# ---- through the CLI ---------------------------------------------------------------------
+@pytest.mark.parametrize("args", [
+    ["roofline", "-h", "h100-sxm", "-m", "llama-3.1-8b", "--batch", "1,64", "--prompt", "512"],
+    ["batch", "llama-2-13b", "-h", "h100-sxm", "-h", "a100-sxm-80gb", "--batch", "1,32,64"],
+    ["kv", "llama-2-13b", "llama-3.1-8b", "-h", "l4"],
+])
+def test_cli_writes_charts(tmp_path, capsys, args):
+    out = tmp_path / "c.png"
+    main(["plot", *args, "-o", str(out)])
+    assert png_size(out) == CHART_PX
+    assert f"wrote {out}" in capsys.readouterr().out
+
+
+def test_cli_frontier_as_text_without_output(capsys):
+    main(["plot", "batch", "llama-2-13b", "--batch", "1,64"])
+    out = capsys.readouterr().out
+    assert "Llama 2 13B" in out and "decode tok/s" in out and "no" in out
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["roofline", "-o", "chart.pdf"], "give a file ending in .png or .svg"),
+    (["roofline", "-o", "no/such/dir/c.png"], "does not exist; create it first"),
+    (["batch", "no-such-model", "-o", "c.png"], "no-such-model"),
+    (["roofline", "-m", "llama-2-7b", "--ceiling", "fast", "-o", "c.png"], "unknown ceiling"),
+    (["kv", "llama-2-7b", "--batch", "0", "-o", "c.png"], "--batch must be at least 1"),
+])
+def test_cli_bad_inputs_one_line(tmp_path, monkeypatch, capsys, args, message):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plot", *args])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_cli_without_matplotlib_says_what_to_install(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plot", "roofline", "-o", str(tmp_path / "c.png")])
+    assert exit_info.value.code == 1
+    assert "pip install 'roofline[plot]'" in capsys.readouterr().err
+
+
+def test_cli_import_does_not_load_matplotlib():
+    code = "import sys, roofline.cli; sys.exit('matplotlib' in sys.modules)"
+    root = Path(__file__).resolve().parent.parent
+    assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0

@@ -1,0 +1,65 @@
+"""Invariants of the calculator, checked over many shapes with hypothesis."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofline import memory
+from roofline.catalog import hardware_catalog, load_hardware, load_model, model_catalog
+from roofline.cost import step_cost
+from roofline.operators import Step
+from roofline.precision import Precision
+
+MODELS = model_catalog().names()
+DEVICES = [h.name for h in hardware_catalog().load_all() if h.supports("bf16")]
+P = Precision()
+
+models = st.sampled_from(MODELS)
+devices = st.sampled_from(DEVICES)
+ceilings = st.sampled_from(["datasheet", "achievable"])
+batches = st.integers(1, 4096)
+contexts = st.integers(0, 32768)
+
+
+@settings(max_examples=60, deadline=None)
+@given(models, devices, ceilings, batches, batches, contexts, contexts)
+def test_tpot_and_memory_never_fall_as_batch_or_context_grow(m, hw, ceiling, b1, b2, s1, s2):
+    model, dev = load_model(m), load_hardware(hw)
+    (b1, b2), (s1, s2) = sorted((b1, b2)), sorted((s1, s2))
+    t = step_cost(model, dev, Step(np.array([b1, b2, b1]), 1, np.array([s1, s1, s2])), P,
+                  ceiling).time_s
+    assert t[1] >= t[0] and t[2] >= t[0]
+    mem = memory.kv_cache_bytes(model, P, np.array([b1, b2, b1]), np.array([s1, s1, s2]))
+    assert mem[1] >= mem[0] and mem[2] >= mem[0]
+    assert memory.max_batch(model, dev, P, s2) <= memory.max_batch(model, dev, P, s1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(models, devices, batches, contexts)
+def test_decode_gemm_intensity_stays_below_batch(m, hw, B, S):
+    cost = step_cost(load_model(m), load_hardware(hw), Step(B, 1, S), P, "datasheet")
+    for o in cost.ops:
+        if o.op.kind == "matmul":
+            assert 0 < float(o.intensity_flops_per_byte) < B
+
+
+@settings(max_examples=60, deadline=None)
+@given(models, devices, ceilings, batches, st.integers(1, 8192), contexts)
+def test_every_time_is_positive_and_finite(m, hw, ceiling, B, T, S):
+    cost = step_cost(load_model(m), load_hardware(hw), Step(B, T, S), P, ceiling)
+    for o in cost.ops:
+        t = float(o.time_s)
+        assert np.isfinite(t) and t >= 0
+    assert np.isfinite(float(cost.time_s)) and float(cost.time_s) > 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(models, devices)
+def test_achievable_is_never_faster_than_the_datasheet(m, hw):
+    model, dev = load_model(m), load_hardware(hw)
+    step = Step(np.array([1, 64]), 1, np.array([128, 4096]))
+    fast = step_cost(model, dev, step, P, "datasheet").time_s
+    slow = step_cost(model, dev, step, P, "achievable").time_s
+    assert np.all(slow >= fast)

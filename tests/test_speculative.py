@@ -1,0 +1,148 @@
+"""Speculative decoding: closed form, its Monte-Carlo check, the lossless guarantee, costs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofline.catalog import load_hardware, load_model
+from roofline.cli import main
+from roofline.cost import step_cost
+from roofline.operators import Step
+from roofline.speculative import (
+    Drafter,
+    break_even_acceptance,
+    expected_tokens_per_step,
+    speculative_cost,
+)
+
+# A toy vocabulary of 6 tokens: target p, draft q (fixed, so acceptance is i.i.d.).
+P = np.array([0.30, 0.25, 0.20, 0.15, 0.07, 0.03])
+Q = np.array([0.10, 0.35, 0.25, 0.05, 0.15, 0.10])
+ALPHA = np.minimum(P, Q).sum()  # acceptance of one drafted token: Σ min(p, q) = 0.73
+
+
+@pytest.mark.parametrize("alpha, k, tokens", [
+    (0.0, 4, 1.0),  # every draft rejected: only the target's own token
+    (1.0, 4, 5.0),  # all accepted plus the bonus token: K + 1
+    (0.5, 1, 1.5),  # 1 + 0.5
+    (0.5, 3, 1 + 0.5 + 0.25 + 0.125),
+    (0.8, 4, (1 - 0.8 ** 5) / (1 - 0.8)),  # 3.3616
+])
+def test_expected_tokens_golden(alpha: float, k: int, tokens: float) -> None:
+    assert expected_tokens_per_step(alpha, k) == pytest.approx(tokens, rel=1e-12)
+
+
+def _simulate_cycles(k: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Tokens produced by n cycles: draft x ~ q, accept with min(1, p(x)/q(x)); a cycle
+    stops at the first rejection (+1 resampled token) or after K accepts (+1 bonus token)."""
+    drafts = rng.choice(len(Q), size=(n, k), p=Q)
+    accept = rng.random((n, k)) < np.minimum(1, P[drafts] / Q[drafts])
+    accepted_prefix = np.cumprod(accept, axis=1).sum(axis=1)
+    return accepted_prefix + 1
+
+
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_monte_carlo_agrees_with_closed_form(k: int) -> None:
+    rng = np.random.default_rng(1234)
+    tokens = _simulate_cycles(k, 200_000, rng)
+    closed = expected_tokens_per_step(ALPHA, k)
+    stderr = tokens.std() / np.sqrt(tokens.size)
+    assert abs(tokens.mean() - closed) < 4 * stderr
+
+
+def test_accepted_tokens_follow_the_target_distribution() -> None:
+    """The lossless guarantee: x ~ q kept w.p. min(1, p/q), else resampled from
+    norm(max(0, p − q)), is distributed exactly as p."""
+    rng = np.random.default_rng(99)
+    n = 400_000
+    x = rng.choice(len(Q), size=n, p=Q)
+    keep = rng.random(n) < np.minimum(1, P[x] / Q[x])
+    residual = np.maximum(P - Q, 0)
+    residual /= residual.sum()
+    out = np.where(keep, x, rng.choice(len(P), size=n, p=residual))
+    freq = np.bincount(out, minlength=len(P)) / n
+    assert np.abs(freq - P).max() < 4 * np.sqrt(0.25 / n)  # 4 σ of the widest binomial
+    # the draft alone is visibly different: the test would catch a lossy rule
+    assert np.abs(np.bincount(x, minlength=len(P)) / n - P).max() > 0.1
+
+
+def test_cycle_costs_come_from_the_calculator() -> None:
+    t, d, hw = load_model("llama-3.1-8b"), load_model("llama-3.2-1b"), load_hardware("h100-sxm")
+    c = speculative_cost(t, Drafter(model=d), hw, k=4, acceptance=0.8, batch=2, context=1000)
+    assert c.target_step_s == pytest.approx(float(step_cost(t, hw, Step(2, 1, 1000)).time_s))
+    assert c.verify_s == pytest.approx(
+        float(step_cost(t, hw, Step(2, 5, 1000, logits="all")).time_s))
+    drafts = [float(step_cost(d, hw, Step(2, 1, 1000 + i)).time_s) for i in range(4)]
+    assert c.draft_s == pytest.approx(sum(drafts))
+    tokens = (1 - 0.8 ** 5) / (1 - 0.8)
+    assert c.speedup == pytest.approx(c.target_step_s * tokens / (sum(drafts) + c.verify_s))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(0, 1), st.integers(1, 8), st.sampled_from([1, 16, 256]))
+def test_speedup_at_most_k_plus_one(alpha: float, k: int, batch: int) -> None:
+    t, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    for drafter in (Drafter(model=load_model("llama-3.2-1b")), Drafter(head_layer_fraction=0.5)):
+        c = speculative_cost(t, drafter, hw, k=k, acceptance=alpha, batch=batch)
+        assert 0 < c.speedup <= k + 1
+
+
+def test_heads_cost_a_fraction_of_one_layer() -> None:
+    t, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    c = speculative_cost(t, Drafter(head_layer_fraction=0.5), hw, k=3, acceptance=0.7)
+    plain = float(step_cost(t, hw, Step(1, 1, 1024)).time_s)
+    fewer = t.model_validate(t.model_dump() | {"layers": 31})
+    layer = plain - float(step_cost(fewer, hw, Step(1, 1, 1024)).time_s)
+    assert c.draft_s == pytest.approx(3 * 0.5 * layer)
+    assert 0.9 * plain / 32 < layer < plain / 32  # a layer is most, not all, of 1/L of a step
+
+
+def test_break_even_is_where_speedup_is_one() -> None:
+    t, d, hw = load_model("llama-3.1-8b"), Drafter(model=load_model("llama-3.2-1b")), \
+        load_hardware("h100-sxm")
+    a = break_even_acceptance(t, d, hw, k=4)
+    assert 0 < a < 1
+    assert speculative_cost(t, d, hw, k=4, acceptance=a).speedup == pytest.approx(1, rel=1e-6)
+
+
+def test_llama_3_2_1b_params_by_hand() -> None:
+    """config.json: V=128256, D=2048, F=8192, L=16, N=32, K=8, H=64, tied embeddings."""
+    embedding = 128_256 * 2_048  # 262,668,288, shared with the LM head
+    attention = 2_048 * 32 * 64 * 2 + 2_048 * 8 * 64 * 2  # q, o + k, v: 10,485,760
+    mlp = 3 * 2_048 * 8_192  # 50,331,648
+    total = embedding + 16 * (attention + mlp + 2 * 2_048) + 2_048
+    assert total == 1_235_814_400
+    assert load_model("llama-3.2-1b").total_params == total
+
+
+def test_cli_speculate_json(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--hardware", "h100-sxm",
+          "--k", "1..8", "--acceptance", "0.6,0.85", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["cases"]) == 16
+    for case in out["cases"]:
+        assert {"k", "acceptance", "expected_tokens_per_step", "speedup"} <= set(case)
+    best = {b["acceptance"]: b["best_k"] for b in out["best_k"]}
+    assert best[0.85] >= best[0.6]  # better drafts justify longer drafts
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--acceptance", "1.2"], "[0, 1]"),
+    (["speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--acceptance", "-0.1"], "[0, 1]"),
+    (["speculate", "llama-3.1-8b", "--draft", "llama-2-7b"], "vocabulary"),
+    (["speculate", "llama-3.1-8b"], "--draft"),
+    (["speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--k", "0"], "at least 1"),
+    (["speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--hardware", "a100-sxm-80gb",
+      "--dtype", "fp8"], "no fp8"),
+])
+def test_cli_refuses(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 1
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
