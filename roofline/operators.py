@@ -63,24 +63,30 @@ def attended_pairs(T: ArrayLike, S: ArrayLike) -> ArrayLike:
     return T * S + T * (T + 1) / 2
 
 
+def sdpa_op(B: ArrayLike, T: ArrayLike, S: ArrayLike, N: int, K: int, H: int,
+            layers: int = 1) -> Op:
+    """Attention core of `layers` layers: append T new K,V to the cache, then scores Q·Kᵀ
+    and probabilities·V over S + T keys (2 FLOPs per multiply-add, N·H per pair each).
+    Q (B,N,T,H) is read and O written; the cache (B,K,S+T,H) is read once, K and V each."""
+    return Op("attention/scores+av", "attention",
+              flops=layers * B * 4 * attended_pairs(T, S) * N * H,
+              act_elems=layers * B * T * 2 * N * H,  # read Q, write O
+              kv_read_elems=layers * B * (S + T) * 2 * K * H,
+              kv_write_elems=layers * B * T * 2 * K * H, launches=layers)
+
+
 def attention_ops(m: ModelSpec, s: Step) -> list[Op]:
     """Self-attention of one layer type, times L. Shapes: x (B,T,D), q (B,T,N,H), kv (B,S+T,K,H)."""
     B, T, S, L = s.batch, s.new_tokens, s.cached_tokens, m.layers
     D, qd, kvd = m.d_model, m.q_dim, m.kv_dim
     qkv_out = qd + 2 * kvd
     bias = m.linear_bias != "none"
-    pairs = attended_pairs(T, S)
     return [
         Op("attention/qkv", "matmul",
            flops=L * 2 * B * T * D * qkv_out,
            weight_elems=L * (D * qkv_out + (qkv_out if bias else 0)),
            act_elems=L * B * T * (D + qkv_out), launches=L),
-        # scores Q·Kᵀ and probabilities·V: 2 FLOPs per multiply-add, N·H per pair each
-        Op("attention/scores+av", "attention",
-           flops=L * B * 4 * pairs * qd,
-           act_elems=L * B * T * 2 * qd,  # read Q, write O
-           kv_read_elems=L * B * (S + T) * 2 * kvd,
-           kv_write_elems=L * B * T * 2 * kvd, launches=L),
+        sdpa_op(B, T, S, m.heads, m.kv_heads, m.head_dim, layers=L),
         Op("attention/out", "matmul",
            flops=L * 2 * B * T * qd * D,
            weight_elems=L * (qd * D + (D if m.linear_bias == "all" else 0)),
