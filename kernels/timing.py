@@ -79,13 +79,14 @@ def time_cuda(fn: Callable[[], object], b: Budget, device: torch.device) -> Timi
     n = _repeats(estimate_s, b.measure_s, b)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    for s, e in zip(starts, ends):
+    for s, e in zip(starts, ends, strict=True):
         flush.zero_()  # outside the events: L2 is cold for every call, the flush is not timed
         s.record()
         fn()
         e.record()
     torch.cuda.synchronize(device)
-    return _summary([s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends)], "cuda_events")
+    times = [s.elapsed_time(e) / 1e3 for s, e in zip(starts, ends, strict=True)]
+    return _summary(times, "cuda_events")
 
 
 def time_cuda_graph(fn: Callable[[], object], device: torch.device, calls: int = 20,

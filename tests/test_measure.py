@@ -141,12 +141,13 @@ def test_results_round_trip_and_calibrate(tiny_results, tmp_path, capsys):
     main(["calibrate", str(tiny_results), "-o", str(out)])
     main(["estimate", "tiny-llama-30m", "--hardware", str(out), "--dtype", "fp32",
           "--batch", "1", "--prompt", "16", "--gen", "4", "--json"])
-    est = json.loads(capsys.readouterr().out.split("\n", 1)[1])
+    out_text = capsys.readouterr().out
+    est = json.loads(out_text[out_text.index("\n{") + 1:])
     assert est["hardware"] == hw.name and est["cases"][0]["tpot_s"] > 0
 
 
 def test_validate_gate_exit_codes(tiny_results, capsys):
-    main(["validate", str(tiny_results), "--tolerance", "9", "--json"])  # everything passes
+    main(["validate", str(tiny_results), "--tolerance", "1e6", "--json"])  # all within band
     report = json.loads(capsys.readouterr().out)
     assert report["passed"] and "held-out" in report["protocol"]
     with pytest.raises(SystemExit) as e:

@@ -14,7 +14,6 @@ import yaml
 
 from roofline.catalog import load_model, model_catalog, normalise
 from roofline.dtypes import bytes_per_element
-from roofline.errors import SpecError
 
 SPECS_DIR = Path(__file__).resolve().parent.parent / "model_specs"
 TOLERANCE = 0.005  # 0.5 %

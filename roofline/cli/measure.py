@@ -133,7 +133,7 @@ def _validation_tables(v: Validation) -> list[Table]:
 
 def _validate(results_path: Path, r: Results, hardware: str | None, ceiling: str | None,
               tolerance: float | None, json_out: bool, specs_dir: list[Path] | None) -> None:
-    if tolerance is not None and not 0 < tolerance < 10:
+    if tolerance is not None and not tolerance > 0:
         raise InvalidInputError(f"--tolerance must be a fraction such as 0.25, got {tolerance}")
     if hardware is None:
         hw, ceiling = calibrated_spec(r, results_path), ceiling or "achievable"

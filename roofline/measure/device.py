@@ -101,7 +101,8 @@ def detect_cpu() -> DeviceInfo:
     peaks = ({d: threads * clock_mhz * 1e6 * f for d, f in per_cycle.items()}
              if clock_mhz else {})
     name = info.get("model name") or platform.processor() or "unknown CPU"
-    family = f" (family {info['cpu family']}, model {info['model']})" if "cpu family" in info else ""
+    family = (f" (family {info['cpu family']}, model {info['model']})"
+              if "cpu family" in info else "")
     return DeviceInfo(
         kind="cpu", name=name + family,
         catalog_note="no catalog spec for CPUs; the datasheet spec is derived from detection",
