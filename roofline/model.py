@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -272,7 +271,7 @@ class ModelSpec(_Frozen):
         p = self.layer_pattern
         return [p[i % len(p)] for i in range(self.layers)]
 
-    @cached_property
+    @property
     def layer_kinds(self) -> tuple[LayerKind, ...]:
         """Per layer i: mixer from the cycled pattern, FFN from the MoE block, KV ownership
         from cross-layer sharing (the first of each share group owns the cache)."""

@@ -108,6 +108,19 @@ def expected_experts_touched(E: int, k: int, tokens: ArrayLike) -> ArrayLike:
     return E * (1 - (1 - k / E) ** tokens)
 
 
+def sdpa_op(B: ArrayLike, T: ArrayLike, S: ArrayLike, N: int, K: int, H: int,
+            window: int | None = None, causal: bool = True, writes_kv: bool = True,
+            name: str = "attention/scores+av") -> Op:
+    """Attention core of one layer: append T new K,V to the cache (unless the layer shares
+    another's), then scores Q·Kᵀ and probabilities·V (2 FLOPs per multiply-add, N·H per pair
+    each). Q (B,N,T,H) is read and O written; the cache (B,K,S+T,H) is read once, K and V each.
+    The measured attention kernels are predicted from this same operator."""
+    return Op(name, "attention", flops=B * 4 * attended_pairs(T, S, window, causal) * N * H,
+              act_elems=B * T * 2 * N * H,  # read Q, write O
+              kv_read_elems=B * kv_tokens_read(T, S, window) * 2 * K * H,
+              kv_write_elems=B * T * 2 * K * H if writes_kv else 0)
+
+
 def _softmax_attention(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
     """One softmax attention layer. x (B,T,D), q (B,T,N,H), kv (B,S+T,K,H)."""
     B, T, S = s.batch, s.new_tokens, s.cached_tokens
@@ -116,17 +129,13 @@ def _softmax_attention(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
     kv_out = 2 * kvd if kind.owns_kv else 0  # shared-KV layers project only Q
     qkv_out = qd + kv_out
     bias = m.linear_bias != "none"
-    pairs = attended_pairs(T, S, window, s.causal)
     core = "local/scores+av" if window else "attention/scores+av"
     return [
         Op("attention/qkv", "matmul", flops=2 * B * T * D * qkv_out,
            weight_elems=D * qkv_out + (qkv_out if bias else 0),
            act_elems=B * T * (D + qkv_out)),
-        # scores Q·Kᵀ and probabilities·V: 2 FLOPs per multiply-add, N·H per pair each
-        Op(core, "attention", flops=B * 4 * pairs * qd,
-           act_elems=B * T * 2 * qd,  # read Q, write O
-           kv_read_elems=B * kv_tokens_read(T, S, window) * 2 * kvd,
-           kv_write_elems=B * T * kv_out),
+        sdpa_op(B, T, S, m.heads, m.kv_heads, m.head_dim, window, s.causal, kind.owns_kv,
+                core),
         Op("attention/out", "matmul", flops=2 * B * T * qd * D,
            weight_elems=qd * D + (D if m.linear_bias == "all" else 0),
            act_elems=B * T * (qd + D)),

@@ -30,6 +30,7 @@ from . import (  # noqa: E402,F401
     diffusion,
     estimate,
     kv,
+    measure,
     models_import,
     plot,
     specs,

@@ -1,0 +1,79 @@
+"""Microbenchmarks: GEMM, streaming bandwidth, decode and prefill attention.
+
+Each `*_case` builds its tensors (randn, never zeros: data-dependent power) and returns the
+call to time, the calculator operator of the same shape, and the attention backend if any.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from roofline.measure.kernel_ops import attention_op, gemm_op, stream_op
+from roofline.operators import Op
+
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass(frozen=True)
+class Case:
+    fn: Callable[[], object]
+    op: Op
+    backend: str = ""
+
+
+def gemm_case(M: int, N: int, K: int, dtype: str, device: torch.device) -> Case:
+    """C (M,N) = A (M,K) · Wᵀ with W stored (N,K) as nn.Linear stores it (NT layout)."""
+    t = TORCH_DTYPES[dtype]
+    a = torch.randn(M, K, dtype=t, device=device)
+    w = torch.randn(N, K, dtype=t, device=device)
+    c = torch.randn(M, N, dtype=t, device=device)
+    return Case(lambda: torch.mm(a, w.t(), out=c), gemm_op(M, N, K))
+
+
+def stream_case(kernel: str, elems: int, dtype: str, device: torch.device) -> Case:
+    """copy: dst ← src; read: sum(src); triad: a ← b + s·c (STREAM)."""
+    t = TORCH_DTYPES[dtype]
+    b = torch.randn(elems, dtype=t, device=device)
+    if kernel == "read":
+        out = torch.empty((), dtype=t, device=device)
+        return Case(lambda: torch.sum(b, dim=0, out=out), stream_op(kernel, elems))
+    a = torch.randn(elems, dtype=t, device=device)
+    if kernel == "copy":
+        return Case(lambda: a.copy_(b), stream_op(kernel, elems))
+    c = torch.randn(elems, dtype=t, device=device)
+    return Case(lambda: torch.add(b, c, alpha=0.5, out=a), stream_op(kernel, elems))
+
+
+def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                 gqa: bool) -> str:
+    """Which SDPA backend torch picks for these inputs (private API: guarded)."""
+    try:
+        from torch.nn.attention import SDPBackend
+
+        choice = torch._fused_sdp_choice(q, k, v, None, 0.0, causal, enable_gqa=gqa)
+        return SDPBackend(choice).name.lower()
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return "unknown"
+
+
+def attention_case(B: int, T: int, S: int, N: int, K: int, H: int, dtype: str,
+                   device: torch.device) -> Case:
+    """Append T new tokens' K and V to a cache holding S, then SDPA of T queries over the
+    S + T keys: decode is T = 1 (no mask), prefill is S = 0 (causal)."""
+    t = TORCH_DTYPES[dtype]
+    q = torch.randn(B, N, T, H, dtype=t, device=device)
+    k_new, v_new = (torch.randn(B, K, T, H, dtype=t, device=device) for _ in range(2))
+    k_cache, v_cache = (torch.randn(B, K, S + T, H, dtype=t, device=device) for _ in range(2))
+    causal, gqa = T > 1, N != K
+
+    def fn() -> torch.Tensor:
+        k_cache[:, :, S:].copy_(k_new)
+        v_cache[:, :, S:].copy_(v_new)
+        return F.scaled_dot_product_attention(q, k_cache, v_cache, is_causal=causal,
+                                              enable_gqa=gqa)
+
+    return Case(fn, attention_op(B, T, S, N, K, H), sdpa_backend(q, k_cache, v_cache, causal, gqa))

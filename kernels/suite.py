@@ -1,0 +1,243 @@
+"""Suites of points (`ci`, `quick`, `full`) per device kind, and the runner that times them.
+
+A point is a family, a kernel and a shape. The runner builds each case, times it with the
+harness, records the calculator's FLOPs and bytes for the shape, skips (and reports) sizes
+that run out of memory, and stops cleanly on Ctrl-C keeping what it has measured.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import torch
+
+from roofline.catalog import load_model
+from roofline.errors import InvalidInputError
+from roofline.measure.kernel_ops import op_flops_bytes
+from roofline.measure.results import DeviceInfo, Environment, Point, Results, Skipped
+from roofline.model import ModelSpec
+from roofline.operators import Step, operators
+
+from .llama import LlamaStack
+from .micro import TORCH_DTYPES, Case, attention_case, gemm_case, stream_case
+from .timing import Budget, time_cuda_graph, time_fn
+
+SUITES = ("ci", "quick", "full")
+#: Eager GPU points faster than this are also timed under a CUDA graph (launch-free).
+GRAPH_BELOW_S = 50e-6
+
+
+@dataclass(frozen=True)
+class PointSpec:
+    family: str
+    kernel: str
+    dtype: str
+    shape: dict[str, int]
+    model: str | None = None
+    native: bool = True
+
+    @property
+    def name(self) -> str:
+        dims = " ".join(f"{k}={v}" for k, v in self.shape.items())
+        return f"{self.family} {self.model or self.kernel} {self.dtype} {dims}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    points: tuple[PointSpec, ...]
+    budget: Budget
+    models: tuple[str, ...] = field(default=())
+
+
+def _attention(family: str, dtype: str, B: int, T: int, S: int, N: int, K: int, H: int
+               ) -> PointSpec:
+    return PointSpec(family, "sdpa", dtype, dict(B=B, T=T, S=S, N=N, K=K, H=H))
+
+
+def _steps(models: tuple[str, ...], dtype: str, batches: tuple[int, ...],
+           contexts: tuple[int, ...], prompts: dict[str, tuple[int, ...]]) -> list[PointSpec]:
+    pts = [PointSpec("decode_step", "model", dtype, dict(B=B, T=1, S=S), m)
+           for m in models for B in batches for S in contexts]
+    pts += [PointSpec("prefill_step", "model", dtype, dict(B=1, T=T, S=0), m)
+            for m in models for T in prompts[m]]
+    return pts
+
+
+def cpu_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
+    """CPU: fp32 (bf16 is timed once, small, and flagged when the CPU emulates it)."""
+    big = suite != "ci"
+    d = dtypes[0]
+    pts = [PointSpec("gemm_peak", "gemm", dt, dict(M=n, N=n, K=n),
+                     native=dt in info.native_dtypes)
+           for dt in dtypes
+           for n in (((1024, 2048) if big else (1024,)) if dt in info.native_dtypes else (256,))]
+    # N = K = 4096 fp32: a 64 MiB weight, twice this CPU class's LLC, so M = 1 reads DRAM
+    pts += [PointSpec("gemm_sweep", "gemm", d, dict(M=M, N=4096, K=4096))
+            for M in ((1, 4, 16, 64, 256, 1024) if big else (1, 16, 128))]
+    dram = 32 * 2**20  # elements: 128 MiB fp32 per buffer, 4x a 32 MiB LLC
+    pts += [PointSpec("bandwidth", k, d, dict(elems=dram)) for k in ("copy", "read", "triad")]
+    sweep = (2**10, 2**16, 2**22) + ((2**18, 2**24) if big else ())
+    pts += [PointSpec("bandwidth", "read", d, dict(elems=n)) for n in sweep]
+    attn = ((1, 1024, 8, 4), (4, 4096, 8, 4), (16, 1024, 8, 4), (4, 1024, 8, 8))
+    pts += [_attention("decode_attention", d, B, 1, S, N, K, 64)
+            for B, S, N, K in (attn if big else attn[1:3])]
+    pts += [_attention("prefill_attention", d, 1, T, 0, 8, 4, 64)
+            for T in ((128, 512) if big else (256,))]
+    models = ("tiny-llama-30m", "tiny-llama-120m")
+    prompts = {m: (128, 512) if big else (128,) for m in models}
+    pts += _steps(models, d, (1, 4, 16), (128, 1024), prompts)
+    budget = Budget(0.02, 0.15, min_repeats=3) if suite == "ci" else Budget(0.2, 1.0)
+    return Plan(tuple(pts), budget, models)
+
+
+def cuda_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
+    """GPU: real sizes. Bandwidth buffers 1 GiB (≫ any L2); Llama-3.1-8B whole steps."""
+    big = suite == "full"
+    d = dtypes[0]
+    pts = [PointSpec("gemm_peak", "gemm", dt, dict(M=n, N=n, K=n))
+           for dt in dtypes for n in (4096, 8192)]
+    pts += [PointSpec("gemm_sweep", "gemm", d, dict(M=M, N=8192, K=8192))
+            for M in (1, 4, 16, 64, 256, 1024, 4096, 16384)]
+    dram = 2**29 // 2  # elements: 1 GiB of bf16 per buffer
+    pts += [PointSpec("bandwidth", k, d, dict(elems=dram)) for k in ("copy", "read", "triad")]
+    pts += [PointSpec("bandwidth", "read", d, dict(elems=n))
+            for n in (2**12, 2**16, 2**20, 2**22, 2**24, 2**26)]
+    contexts = (1024, 4096, 16384, 65536) if big else (1024, 4096, 16384)
+    pts += [_attention("decode_attention", d, B, 1, S, 32, K, 128)
+            for B in (1, 8, 32) for S in contexts for K in (8, 32)]
+    pts += [_attention("prefill_attention", d, 1, T, 0, 32, 8, 128) for T in (1024, 4096)]
+    models = ("llama-3.1-8b",)
+    pts += _steps(models, d, (1, 4, 16, 64) if big else (1, 4, 16), (128, 1024),
+                  {"llama-3.1-8b": (128, 1024)})
+    budget = Budget(0.1, 0.5) if suite != "full" else Budget(0.2, 1.0)
+    return Plan(tuple(pts), budget, models)
+
+
+def plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
+    if suite not in SUITES:
+        raise InvalidInputError(f"unknown suite '{suite}'; use one of: {', '.join(SUITES)}")
+    bad = [dt for dt in dtypes if dt not in TORCH_DTYPES]
+    if bad:
+        raise InvalidInputError(f"cannot measure dtype '{bad[0]}'; use {', '.join(TORCH_DTYPES)}")
+    return (cuda_plan if info.kind == "cuda" else cpu_plan)(suite, info, dtypes)
+
+
+def default_dtypes(info: DeviceInfo) -> tuple[str, ...]:
+    """GPU: bf16 first (the dtype every sweep uses), then fp16 and fp32. CPU: fp32, and bf16
+    to show (not average in) emulation when the CPU lacks it."""
+    if info.kind == "cuda":
+        return ("bf16", "fp16", "fp32")
+    return ("fp32", "bf16")
+
+
+class _Models:
+    """One LlamaStack per model, sized for the largest B and S + T of the plan."""
+
+    def __init__(self, specs: dict[str, ModelSpec], points: tuple[PointSpec, ...],
+                 device: torch.device) -> None:
+        self.specs, self.points, self.device = specs, points, device
+        self.built: dict[tuple[str, str], LlamaStack] = {}
+
+    def get(self, p: PointSpec) -> LlamaStack:
+        key = (p.model or "", p.dtype)
+        if key not in self.built:
+            self.built.clear()  # free the previous model before building the next
+            mine = [q.shape for q in self.points if (q.model, q.dtype) == key]
+            batch = max(s["B"] for s in mine)
+            tokens = max(s["S"] + s["T"] for s in mine)
+            self.built[key] = LlamaStack(self.specs[p.model or ""], batch, tokens,
+                                         TORCH_DTYPES[p.dtype], self.device)
+        return self.built[key]
+
+
+def _case(p: PointSpec, device: torch.device, models: _Models) -> Case:
+    s = p.shape
+    if p.kernel == "gemm":
+        return gemm_case(s["M"], s["N"], s["K"], p.dtype, device)
+    if p.kernel in ("copy", "read", "triad"):
+        return stream_case(p.kernel, s["elems"], p.dtype, device)
+    if p.kernel == "sdpa":
+        return attention_case(s["B"], s["T"], s["S"], s["N"], s["K"], s["H"], p.dtype, device)
+    stack = models.get(p)
+    tokens = torch.randint(0, stack.m.vocab_size, (s["B"], s["T"]), device=device)
+    step = Step(s["B"], s["T"], s["S"])
+    return Case(lambda: stack.forward(tokens, s["S"]), _model_op_sum(stack.m, step))
+
+
+def _model_op_sum(m: ModelSpec, step: Step):
+    """The whole step as one operator: the calculator's operators summed (for counts)."""
+    from roofline.operators import Op
+
+    ops = operators(m, step)
+    return Op("step", "matmul", flops=sum(o.flops for o in ops),
+              weight_elems=sum(o.weight_elems for o in ops),
+              act_elems=sum(o.act_elems for o in ops),
+              kv_read_elems=sum(o.kv_read_elems for o in ops),
+              kv_write_elems=sum(o.kv_write_elems for o in ops))
+
+
+def _is_oom(e: BaseException) -> bool:
+    return isinstance(e, torch.OutOfMemoryError) or (
+        isinstance(e, RuntimeError) and "can't allocate memory" in str(e))
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+
+
+def run(info: DeviceInfo, suite: str, dtypes: tuple[str, ...],
+        on_point: Callable[[int, int, str], None] = lambda i, n, name: None) -> Results:
+    """Time every point of the suite; `on_point(i, n, name)` before each. Interrupted runs
+    return what was measured with `complete=False`."""
+    device = torch.device("cuda", info.index or 0) if info.kind == "cuda" else torch.device("cpu")
+    if info.kind == "cpu":
+        torch.set_num_threads(info.threads_used or 1)
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32; recorded below
+    p = plan(suite, info, dtypes)
+    specs = {name: load_model(name) for name in p.models}
+    models = _Models(specs, p.points, device)
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    points: list[Point] = []
+    skipped: list[Skipped] = []
+    complete = True
+    try:
+        for i, ps in enumerate(p.points):
+            on_point(i, len(p.points), ps.name)
+            try:
+                case = _case(ps, device, models)
+                timing = time_fn(case.fn, p.budget, device)
+                graph = (time_cuda_graph(case.fn, device)
+                         if device.type == "cuda" and timing.median_s < GRAPH_BELOW_S else None)
+            except Exception as e:  # noqa: BLE001 - OOM is skipped; anything else re-raised
+                if not _is_oom(e):
+                    raise
+                skipped.append(Skipped(name=ps.name, reason="out of memory"))
+                _sync(device)
+                continue
+            flops, nbytes = op_flops_bytes(case.op, ps.dtype)
+            points.append(Point(family=ps.family, kernel=ps.kernel, name=ps.name,
+                                dtype=ps.dtype, shape=ps.shape, model=ps.model, flops=flops,
+                                bytes=nbytes, timing=timing, graph_timing=graph,
+                                backend=case.backend, native=ps.native))
+            del case
+            _sync(device)
+        on_point(len(p.points), len(p.points), "done")
+    except KeyboardInterrupt:
+        complete = False
+    env = Environment(
+        device=info, torch_version=torch.__version__,
+        python_version=f"{platform.python_implementation()} {sys.version.split()[0]}",
+        threads=torch.get_num_threads(),
+        flags={"cuda.matmul.allow_tf32": str(torch.backends.cuda.matmul.allow_tf32),
+               "cpu_capability": str(torch.backends.cpu.get_cpu_capability())},
+        started_at=started, finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    used = {pt.model for pt in points if pt.model}
+    return Results(suite=suite, complete=complete, environment=env, points=tuple(points),
+                   skipped=tuple(skipped), models={k: v for k, v in specs.items() if k in used})

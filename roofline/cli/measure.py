@@ -1,0 +1,187 @@
+"""`roofline measure`, `calibrate`, `validate` and `check`: the measuring half.
+
+torch is imported only inside `measure`/`check` (through `kernels`), never at CLI start-up.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..catalog import load_hardware
+from ..cost import CEILINGS
+from ..errors import InvalidInputError
+from ..measure.calibrate import calibrated_spec
+from ..measure.results import Results, load_results, write_results
+from ..measure.validate import PROTOCOL, Validation, validate
+from ..units import seconds, si
+from . import app
+from .common import JsonFlag, SpecsDir, console, print_json
+
+Device = Annotated[str, typer.Option(help="auto, cpu, or cuda:N")]
+Suite = Annotated[str, typer.Option(help="ci (≤60 s on a 2-core CPU), quick, or full")]
+
+
+def _measure(device: str, suite: str, dtype: str | None, out: Path) -> Results:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise InvalidInputError("measuring needs torch: pip install 'roofline[measure]' "
+                                "(CPU wheel: pip install torch==2.13.0)") from None
+    from kernels.suite import default_dtypes, run
+
+    from ..measure.device import detect
+
+    info = detect(device)
+    dtypes = tuple(d.strip() for d in dtype.split(",")) if dtype else default_dtypes(info)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        task = bar.add_task(f"measuring {info.name}", total=None)
+        results = run(info, suite, dtypes,
+                      lambda i, n, name: bar.update(task, completed=i, total=n,
+                                                    description=name))
+    write_results(results, out)
+    return results
+
+
+def _summary_table(r: Results) -> Table:
+    dev = r.environment.device
+    peaks = dict(dev.datasheet_peak_flops_per_s)
+    bw = dev.theoretical_bandwidth_bytes_per_s or dev.datasheet_bandwidth_bytes_per_s
+    if dev.catalog_name:
+        hw = load_hardware(dev.catalog_name)
+        peaks = {d: hw.peak_flops_per_s(d) for d in hw.dense_peak_tflops}
+        bw = hw.memory_bandwidth_bytes_per_s
+    t = Table(title=f"{dev.name}: {r.suite} suite, torch {r.environment.torch_version}, "
+                    f"{r.environment.threads} threads")
+    for col in ("point", "median", "p20–p80", "FLOP/s", "% peak", "B/s", "% bw", "note"):
+        t.add_column(col, justify="left" if col in ("point", "note") else "right")
+    for p in r.points:
+        pk, note = peaks.get(p.dtype), p.backend
+        if not p.native:
+            note = f"{p.dtype} emulated (not native): not averaged in"
+        t.add_row(p.name, seconds(p.timing.median_s),
+                  f"{seconds(p.timing.p20_s)}–{seconds(p.timing.p80_s)}",
+                  si(p.flops_per_s, "FLOP/s"),
+                  f"{100 * p.flops_per_s / pk:.0f}%" if pk and p.flops else "—",
+                  si(p.bytes_per_s, "B/s"), f"{100 * p.bytes_per_s / bw:.0f}%" if bw else "—",
+                  note)
+    return t
+
+
+@app.command()
+def measure(
+    device: Device = "auto",
+    suite: Suite = "quick",
+    dtype: Annotated[str | None, typer.Option(help="comma-separated, first one used for "
+                                              "sweeps; default: the device's own")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="results JSON")] = Path(
+        "results.json"),
+) -> None:
+    """Time GEMMs, bandwidth, attention and whole model steps on this machine."""
+    r = _measure(device, suite, dtype, output)
+    console.print(_summary_table(r))
+    for s in r.skipped:
+        console.print(f"skipped {s.name}: {s.reason}")
+    if not r.complete:
+        console.print(f"interrupted: {len(r.points)} points kept in {output}")
+        raise SystemExit(130)
+    console.print(f"wrote {output}")
+
+
+@app.command()
+def calibrate(
+    results: Annotated[Path, typer.Argument(help="results JSON from `roofline measure`")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="hardware YAML "
+                                                "(default: print it)")] = None,
+) -> None:
+    """Write a hardware spec of what this machine achieved (use it with --hardware)."""
+    spec = calibrated_spec(load_results(results), results)
+    text = yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
+    if output is None:
+        print(text, end="")
+        return
+    output.write_text(text, encoding="utf-8")
+    console.print(f"wrote {output}: use `roofline estimate --hardware {output}`")
+
+
+def _validation_tables(v: Validation) -> list[Table]:
+    pts = Table(title=f"predicted vs measured on {v.hardware.name} (ceiling: {v.ceiling})",
+                caption=PROTOCOL, caption_justify="left")
+    for col in ("point", "predicted", "measured", "error", "band", "result"):
+        pts.add_column(col, justify="left" if col == "point" else "right")
+    for r in v.rows:
+        result = (("[green]pass[/green]" if r.passed else "[red]FAIL[/red]") if r.gated
+                  else f"info: {r.note}")
+        pts.add_row(r.point.name, seconds(r.predicted_s) if r.predicted_s == r.predicted_s
+                    else "—", seconds(r.measured_s), f"{100 * r.error:+.0f}%",
+                    f"±{100 * r.band:.0f}%", result)
+    fam = Table(title="per family: |error| of the gated points")
+    for col in ("family", "points", "median |error|", "worst |error|", "band", "failures"):
+        fam.add_column(col, justify="left" if col == "family" else "right")
+    for s in v.summaries():
+        fam.add_row(s.family, str(s.points), f"{100 * s.median_abs_error:.0f}%",
+                    f"{100 * s.worst_abs_error:.0f}%", f"±{100 * s.band:.0f}%",
+                    str(s.failures))
+    return [pts, fam]
+
+
+def _validate(results_path: Path, r: Results, hardware: str | None, ceiling: str | None,
+              tolerance: float | None, json_out: bool, specs_dir: list[Path] | None) -> None:
+    if tolerance is not None and not tolerance > 0:
+        raise InvalidInputError(f"--tolerance must be a fraction such as 0.25, got {tolerance}")
+    if hardware is None:
+        hw, ceiling = calibrated_spec(r, results_path), ceiling or "achievable"
+    else:
+        hw, ceiling = load_hardware(hardware, specs_dir or ()), ceiling or "datasheet"
+    if ceiling not in CEILINGS:
+        raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
+    v = validate(r, hw, ceiling, tolerance)
+    if json_out:
+        print_json(v.as_dict())
+    else:
+        for t in _validation_tables(v):
+            console.print(t)
+    if not v.passed:
+        failed = sum(not row.passed for row in v.rows)
+        raise InvalidInputError(f"{failed} point(s) outside their band; see the table")
+
+
+Hardware = Annotated[str | None, typer.Option(
+    "--hardware", "-h", help="predict on this spec instead of the calibrated one "
+    "(default ceiling then: datasheet)")]
+Ceiling = Annotated[str | None, typer.Option(help="datasheet or achievable")]
+Tolerance = Annotated[float | None, typer.Option(help="one band for every family, e.g. 0.25 "
+                                                 "(default: the per-family bands)")]
+
+
+@app.command("validate")
+def validate_cmd(
+    results: Annotated[Path, typer.Argument(help="results JSON from `roofline measure`")],
+    hardware: Hardware = None,
+    ceiling: Ceiling = None,
+    tolerance: Tolerance = None,
+    json_out: JsonFlag = False,
+    specs_dir: SpecsDir = None,
+) -> None:
+    """Predicted vs measured per point; exit 1 if any point leaves its band. Without
+    --hardware the ceilings are calibrated from the same results (held-out protocol)."""
+    _validate(results, load_results(results), hardware, ceiling, tolerance, json_out, specs_dir)
+
+
+@app.command()
+def check(
+    device: Device = "auto",
+    output: Annotated[Path, typer.Option("--output", "-o", help="results JSON")] = Path(
+        "roofline-check.json"),
+    tolerance: Tolerance = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Measure the ci suite and validate it in one command (for your CI)."""
+    r = _measure(device, "ci", None, output)
+    _validate(output, r, None, None, tolerance, json_out, None)

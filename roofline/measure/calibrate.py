@@ -1,0 +1,113 @@
+"""Calibration: turn a results file into a HardwareSpec of what this machine achieves.
+
+Held-out protocol: only the peak GEMMs and the bandwidth kernels are used here. The GEMM
+sweep, attention and whole decode/prefill steps are left for `validate` to predict.
+
+- matmul fraction per dtype = best achieved peak GEMM FLOP/s / datasheet peak (native dtypes
+  only: an emulated bf16 on a CPU is reported by measure, never calibrated);
+- bandwidth fraction = achieved read-only bandwidth over buffers ≥ 4x the last-level cache /
+  datasheet bandwidth (decode streams weights and KV read-mostly, so the read kernel is the
+  one it resembles);
+- kernel overhead = time of the smallest bandwidth point (a few KiB: pure launch and
+  dispatch cost) less its bytes at the achieved bandwidth.
+When the datasheet figure is unknown (CPU DRAM) or below what was achieved, the achieved
+figure stands in for it with fraction 1, and the spec's notes say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..catalog import load_hardware
+from ..errors import InvalidInputError
+from ..hardware import Achievable, HardwareSpec
+from .results import Point, Results
+
+CALIBRATION_FAMILIES = ("gemm_peak", "bandwidth")
+DRAM_LLC_MULTIPLE = 4
+
+
+@dataclass(frozen=True)
+class Achieved:
+    """What the calibration kernels reached, SI units."""
+
+    matmul_flops_per_s: dict[str, float]
+    bandwidth_bytes_per_s: float
+    kernel_overhead_s: float
+
+
+def is_dram_point(p: Point, llc_bytes: int | None) -> bool:
+    """A bandwidth point whose buffers exceed the last-level cache several times."""
+    elems_bytes = p.bytes / {"copy": 2, "read": 1, "triad": 3}[p.kernel]
+    return llc_bytes is None or elems_bytes >= DRAM_LLC_MULTIPLE * llc_bytes
+
+
+def achieved(results: Results) -> Achieved:
+    llc = results.environment.device.last_level_cache_bytes
+    peaks: dict[str, float] = {}
+    for p in results.family("gemm_peak"):
+        if p.native:
+            peaks[p.dtype] = max(peaks.get(p.dtype, 0.0), p.flops_per_s)
+    bw_points = results.family("bandwidth")
+    dram = [p for p in bw_points if is_dram_point(p, llc)]
+    reads = [p for p in dram if p.kernel == "read"] or dram
+    if not peaks or not reads:
+        raise InvalidInputError(
+            "the results lack a native peak GEMM or a bandwidth kernel over buffers "
+            f"≥ {DRAM_LLC_MULTIPLE}x the last-level cache; re-run `roofline measure` to the end")
+    bw = max(p.bytes_per_s for p in reads)
+    smallest = min(bw_points, key=lambda p: p.bytes)
+    overhead = max(smallest.timing.median_s - smallest.bytes / bw, 0.0)
+    return Achieved(peaks, bw, overhead)
+
+
+def _base(results: Results) -> tuple[dict[str, float], float | None, str, str]:
+    """Datasheet peaks (FLOP/s), bandwidth (B/s) or None, name and display name."""
+    dev = results.environment.device
+    if dev.catalog_name:
+        hw = load_hardware(dev.catalog_name)
+        return ({d: hw.peak_flops_per_s(d) for d in hw.dense_peak_tflops},
+                hw.memory_bandwidth_bytes_per_s, hw.name, hw.display_name)
+    bw = dev.theoretical_bandwidth_bytes_per_s or dev.datasheet_bandwidth_bytes_per_s
+    words = "".join(c if c.isalnum() else " " for c in dev.name.split(" (")[0].lower()).split()
+    return dict(dev.datasheet_peak_flops_per_s), bw, "-".join(words) or dev.kind, dev.name
+
+
+def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
+    """A HardwareSpec whose datasheet fields are the device's and whose `achievable` block
+    holds the measured fractions and overhead, each traced to `source`."""
+    a = achieved(results)
+    peaks, bw, name, display = _base(results)
+    notes = []
+    fractions: dict[str, float] = {}
+    for dtype, flops in a.matmul_flops_per_s.items():
+        if dtype not in peaks or flops > peaks[dtype]:
+            why = "no datasheet peak" if dtype not in peaks else "achieved above datasheet"
+            notes.append(f"{dtype} peak = measured ({why})")
+            peaks[dtype] = flops
+        fractions[dtype] = round(flops / peaks[dtype], 4)
+    if bw is None or a.bandwidth_bytes_per_s > bw:
+        notes.append("memory bandwidth = measured (" +
+                     ("datasheet bandwidth unknown" if bw is None else "achieved above datasheet")
+                     + ")")
+        bw = a.bandwidth_bytes_per_s
+    env = results.environment
+    src = (f"roofline calibrate {source}: measured {env.started_at} on {env.device.name}, "
+           f"torch {env.torch_version}, {env.threads} threads; matmul = best peak GEMM per "
+           "dtype, bandwidth = read-only kernel over buffers >= 4x LLC, kernel overhead = "
+           "smallest bandwidth point")
+    return HardwareSpec(
+        name=f"{name}-calibrated", display_name=f"{display} (calibrated)",
+        vendor=display.split()[0].lower() if display else "unknown",
+        kind="gpu" if env.device.kind == "cuda" else "cpu",
+        memory_gb=(env.device.memory_bytes or 1e9) / 1e9,
+        memory_bandwidth_gb_per_s=bw / 1e9,
+        dense_peak_tflops={d: f / 1e12 for d, f in peaks.items()},
+        l2_cache_mb=(env.device.last_level_cache_bytes or 0) / 1e6 or None,
+        achievable=Achievable(matmul_fraction=fractions,
+                              memory_bandwidth_fraction=round(a.bandwidth_bytes_per_s / bw, 4),
+                              kernel_overhead_us=round(a.kernel_overhead_s * 1e6, 3), source=src),
+        confidence="measured", source=src,
+        notes="; ".join(notes + [env.device.datasheet_note or env.device.catalog_note]),
+    )

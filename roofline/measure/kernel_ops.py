@@ -1,0 +1,49 @@
+"""Calculator operators for the shapes the microbenchmarks time.
+
+Each kernel in `kernels/` reports the FLOPs and bytes of the operator built here, and
+`validate` predicts its time from the same operator with `roofline.cost.op_cost`, so the
+measured and predicted numbers always describe one shape counted one way.
+"""
+
+from __future__ import annotations
+
+from ..cost import Ceilings, op_cost
+from ..hardware import HardwareSpec
+from ..operators import Op, sdpa_op
+from ..precision import Precision
+
+#: Elements each streaming kernel moves per element of its buffers, and its FLOPs per element.
+#: copy: read src + write dst; read: a reduction reads once; triad a = b + s·c: read b, c,
+#: write a (STREAM convention, write-allocate not counted); 2 FLOPs (multiply, add).
+STREAM_ELEMS_MOVED = {"copy": 2, "read": 1, "triad": 3}
+STREAM_FLOPS_PER_ELEM = {"copy": 0, "read": 0, "triad": 2}
+
+
+def gemm_op(M: int, N: int, K: int) -> Op:
+    """C (M,N) = A (M,K) · W (K,N): 2·M·N·K FLOPs; W counted as weights, A and C as
+    activations, as the calculator counts every projection of a layer."""
+    return Op("gemm", "matmul", flops=2 * M * N * K, weight_elems=K * N, act_elems=M * (K + N))
+
+
+def stream_op(kernel: str, elems: int) -> Op:
+    """A bandwidth kernel over buffers of `elems` elements each."""
+    return Op(f"stream/{kernel}", "elementwise", flops=STREAM_FLOPS_PER_ELEM[kernel] * elems,
+              act_elems=STREAM_ELEMS_MOVED[kernel] * elems)
+
+
+def attention_op(B: int, T: int, S: int, N: int, K: int, H: int) -> Op:
+    """One layer's attention core: append T tokens' K,V to a cache of S, attend over S + T."""
+    return sdpa_op(B, T, S, N, K, H)
+
+
+def op_flops_bytes(op: Op, dtype: str) -> tuple[float, float]:
+    """FLOPs and bytes of `op` with every tensor stored in `dtype`."""
+    p = Precision.uniform(dtype)
+    moved = op.weight_elems + op.act_elems + op.kv_read_elems + op.kv_write_elems
+    return float(op.flops), float(moved * p.weight_bytes)
+
+
+def op_time_s(op: Op, hw: HardwareSpec, dtype: str, ceiling: str) -> float:
+    """Predicted time of `op` on `hw` under `ceiling`, the calculator's own roofline."""
+    p = Precision.uniform(dtype)
+    return float(op_cost(op, p, Ceilings.of(hw, p.compute, ceiling)).time_s)  # type: ignore[arg-type]

@@ -1,0 +1,168 @@
+"""Versioned results of `roofline measure`: one JSON file, written atomically.
+
+A results file holds the environment it was measured in, every measured point (shape,
+calculator FLOPs and bytes, timing median and spread), the points skipped and why, and the
+model specs the whole-step points were built from, so `validate` needs nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import SpecError
+from ..model import ModelSpec
+
+SCHEMA_VERSION = 1
+
+Family = Literal["gemm_peak", "gemm_sweep", "bandwidth", "decode_attention",
+                 "prefill_attention", "decode_step", "prefill_step"]
+FAMILIES: tuple[str, ...] = ("gemm_peak", "gemm_sweep", "bandwidth", "decode_attention",
+                             "prefill_attention", "decode_step", "prefill_step")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Timing(_Frozen):
+    """Per-call wall time over `repeats` timed calls, seconds."""
+
+    median_s: float = Field(gt=0)
+    p20_s: float = Field(gt=0)
+    p80_s: float = Field(gt=0)
+    min_s: float = Field(gt=0)
+    repeats: int = Field(ge=1)
+    method: str = Field(description="perf_counter, cuda_events or cuda_graph")
+
+    @property
+    def spread(self) -> float:
+        """(p80 - p20) / median: the relative noise of this point."""
+        return (self.p80_s - self.p20_s) / self.median_s
+
+
+class Point(_Frozen):
+    """One measured shape. FLOPs and bytes are the calculator's counts for this shape."""
+
+    family: Family
+    kernel: str = Field(description="gemm, copy, read, triad, sdpa, model")
+    name: str
+    dtype: str
+    shape: dict[str, int]
+    model: str | None = Field(default=None, description="model spec name (whole steps)")
+    flops: float = Field(ge=0)
+    bytes: float = Field(ge=0)
+    timing: Timing
+    graph_timing: Timing | None = Field(default=None, description="CUDA-graph replay (GPU)")
+    backend: str = ""
+    native: bool = Field(default=True, description="False: dtype emulated on this device")
+
+    @property
+    def flops_per_s(self) -> float:
+        return self.flops / self.timing.median_s
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.bytes / self.timing.median_s
+
+
+class Skipped(_Frozen):
+    name: str
+    reason: str
+
+
+class DeviceInfo(_Frozen):
+    """What detection found. GPU-only and CPU-only fields are None on the other kind."""
+
+    kind: Literal["cpu", "cuda"]
+    name: str
+    index: int | None = None
+    catalog_name: str | None = Field(default=None, description="matching catalog spec")
+    catalog_note: str = ""
+    memory_bytes: float | None = None
+    # GPU
+    driver: str | None = None
+    compute_capability: str | None = None
+    sm_count: int | None = None
+    l2_bytes: int | None = None
+    max_sm_clock_mhz: float | None = None
+    max_mem_clock_mhz: float | None = None
+    bus_width_bits: int | None = None
+    theoretical_bandwidth_bytes_per_s: float | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz_at_start: float | None = None
+    # CPU
+    cores: int | None = None
+    threads_used: int | None = None
+    clock_mhz: float | None = None
+    caches_bytes: dict[str, int] = Field(default_factory=dict)
+    simd_flags: tuple[str, ...] = ()
+    flops_per_cycle_per_core: dict[str, int] = Field(default_factory=dict)
+    native_dtypes: tuple[str, ...] = ()
+    datasheet_peak_flops_per_s: dict[str, float] = Field(default_factory=dict)
+    datasheet_bandwidth_bytes_per_s: float | None = None
+    datasheet_note: str = ""
+
+    @property
+    def last_level_cache_bytes(self) -> int | None:
+        if self.kind == "cuda":
+            return self.l2_bytes
+        return max(self.caches_bytes.values()) if self.caches_bytes else None
+
+
+class Environment(_Frozen):
+    device: DeviceInfo
+    torch_version: str
+    python_version: str
+    threads: int = Field(description="torch intra-op threads during timing")
+    flags: dict[str, str] = Field(default_factory=dict, description="tf32 and similar")
+    started_at: str
+    finished_at: str
+
+
+class Results(_Frozen):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    suite: str
+    complete: bool = Field(description="False when interrupted; points are what was measured")
+    environment: Environment
+    points: tuple[Point, ...]
+    skipped: tuple[Skipped, ...] = ()
+    models: dict[str, ModelSpec] = Field(default_factory=dict)
+
+    def family(self, family: str) -> list[Point]:
+        return [p for p in self.points if p.family == family]
+
+
+def write_results(results: Results, path: str | Path) -> Path:
+    """Write atomically: a temporary file in the same folder, then `os.replace`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(results.model_dump_json(indent=1))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_results(path: str | Path) -> Results:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read results file ({e.strerror}); "
+                        "run `roofline measure -o FILE` first") from None
+    try:
+        return Results.model_validate_json(text)
+    except ValidationError as e:
+        first = e.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise SpecError(f"{path}: not a roofline results file (schema {SCHEMA_VERSION}): "
+                        f"field '{field}': {first['msg']}") from None

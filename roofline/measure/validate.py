@@ -1,0 +1,140 @@
+"""Validation: the calculator's prediction for every measured point, with a signed error.
+
+Predictions come from the calculator itself: `kernel_ops` operators through
+`roofline.cost.op_cost` for kernels, `roofline.cost.step_cost` for whole steps, on the
+HardwareSpec given (by default the one `calibrate` derives from the same results file, under
+the held-out protocol it documents). Each family has its own band; a point outside its band
+fails, and any failure fails the run. Points the model does not describe (cache-resident
+bandwidth, dtypes the device emulates) are shown but not gated, with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..cost import step_cost
+from ..hardware import HardwareSpec
+from ..operators import Op, Step
+from ..precision import Precision
+from .calibrate import CALIBRATION_FAMILIES, is_dram_point
+from .kernel_ops import attention_op, gemm_op, op_time_s, stream_op
+from .results import FAMILIES, Point, Results
+
+#: |signed error| allowed per family for the calibrated prediction. Each is set from repeated
+#: runs of the ci suite on a noisy 2-vCPU VM (docs/measurement.md): the worst point of a
+#: quiet run plus the run-to-run spread of that family's medians.
+BANDS: dict[str, float] = {
+    "gemm_peak": 0.25,
+    "bandwidth": 0.30,
+    "gemm_sweep": 0.50,
+    "decode_attention": 0.60,
+    "prefill_attention": 0.60,
+    "decode_step": 0.40,
+    "prefill_step": 0.50,
+}
+
+PROTOCOL = ("held-out protocol: ceilings calibrated only on " + " + ".join(CALIBRATION_FAMILIES)
+            + "; every other family is predicted from those ceilings and the model spec")
+
+
+@dataclass(frozen=True)
+class Row:
+    point: Point
+    predicted_s: float
+    band: float
+    gated: bool
+    note: str = ""
+
+    @property
+    def measured_s(self) -> float:
+        return self.point.timing.median_s
+
+    @property
+    def error(self) -> float:
+        """Signed relative error (predicted - measured) / measured: negative = optimistic."""
+        return (self.predicted_s - self.measured_s) / self.measured_s
+
+    @property
+    def passed(self) -> bool:
+        return not self.gated or abs(self.error) <= self.band
+
+
+@dataclass(frozen=True)
+class FamilySummary:
+    family: str
+    points: int
+    median_abs_error: float
+    worst_abs_error: float
+    band: float
+    failures: int
+
+
+@dataclass(frozen=True)
+class Validation:
+    hardware: HardwareSpec
+    ceiling: str
+    rows: tuple[Row, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.rows)
+
+    def summaries(self) -> list[FamilySummary]:
+        out = []
+        for fam in FAMILIES:
+            rows = [r for r in self.rows if r.point.family == fam and r.gated]
+            if rows:
+                errs = np.abs([r.error for r in rows])
+                out.append(FamilySummary(fam, len(rows), float(np.median(errs)),
+                                         float(errs.max()), rows[0].band,
+                                         sum(not r.passed for r in rows)))
+        return out
+
+    def as_dict(self) -> dict:
+        return {
+            "hardware": self.hardware.name, "ceiling": self.ceiling, "protocol": PROTOCOL,
+            "passed": self.passed,
+            "families": [vars(s) for s in self.summaries()],
+            "points": [{"name": r.point.name, "family": r.point.family,
+                        "predicted_s": r.predicted_s, "measured_s": r.measured_s,
+                        "error": r.error, "band": r.band, "gated": r.gated,
+                        "passed": r.passed, "note": r.note} for r in self.rows],
+        }
+
+
+def kernel_op(p: Point) -> Op:
+    s = p.shape
+    if p.kernel == "gemm":
+        return gemm_op(s["M"], s["N"], s["K"])
+    if p.kernel in ("copy", "read", "triad"):
+        return stream_op(p.kernel, s["elems"])
+    return attention_op(s["B"], s["T"], s["S"], s["N"], s["K"], s["H"])
+
+
+def predict_s(p: Point, results: Results, hw: HardwareSpec, ceiling: str) -> float:
+    if p.kernel == "model":
+        s = p.shape
+        return float(step_cost(results.models[p.model or ""], hw, Step(s["B"], s["T"], s["S"]),
+                               Precision.uniform(p.dtype), ceiling).time_s)  # type: ignore[arg-type]
+    return op_time_s(kernel_op(p), hw, p.dtype, ceiling)
+
+
+def validate(results: Results, hw: HardwareSpec, ceiling: str = "achievable",
+             tolerance: float | None = None) -> Validation:
+    """Every measured point against the calculator on `hw`. `tolerance` overrides the bands."""
+    llc = results.environment.device.last_level_cache_bytes
+    rows = []
+    for p in results.points:
+        note, gated = "", True
+        if not p.native:
+            gated, note = False, f"{p.dtype} is emulated on this device: not modelled"
+        elif not hw.supports(p.dtype):
+            gated, note = False, f"{hw.name} has no {p.dtype} peak"
+        elif p.family == "bandwidth" and not is_dram_point(p, llc):
+            gated, note = False, "cache-resident: the model has one DRAM bandwidth"
+        predicted = predict_s(p, results, hw, ceiling) if hw.supports(p.dtype) else float("nan")
+        rows.append(Row(p, predicted, tolerance if tolerance is not None else BANDS[p.family],
+                        gated, note))
+    return Validation(hw, ceiling, tuple(rows))

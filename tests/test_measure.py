@@ -1,0 +1,184 @@
+"""Measure path: kernel counts against the calculator and against torch itself, the results
+file round trip, calibrate → estimate, and validate's gate through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+from kernels.llama import LlamaStack  # noqa: E402
+from kernels.micro import attention_case, gemm_case, stream_case  # noqa: E402
+from kernels.suite import cpu_plan, run  # noqa: E402
+from kernels.timing import Budget, time_cpu  # noqa: E402
+from roofline.catalog import load_model  # noqa: E402
+from roofline.cli import main  # noqa: E402
+from roofline.measure.calibrate import calibrated_spec  # noqa: E402
+from roofline.measure.device import cpu_flops_per_cycle, detect_cpu, match_catalog  # noqa: E402
+from roofline.measure.kernel_ops import op_flops_bytes  # noqa: E402
+from roofline.measure.results import load_results, write_results  # noqa: E402
+from roofline.measure.validate import validate  # noqa: E402
+from roofline.operators import Step, operators  # noqa: E402
+
+CPU = torch.device("cpu")
+
+
+def torch_flops(fn) -> int:
+    """FLOPs torch counts; SDPA on the math backend, whose matmuls the counter sees (it has
+    no formula for the CPU flash kernel)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize("M,N,K", [(1, 64, 32), (8, 48, 16), (33, 7, 5)])
+def test_gemm_counts_match_torch(M, N, K):
+    case = gemm_case(M, N, K, "fp32", CPU)
+    flops, nbytes = op_flops_bytes(case.op, "fp32")
+    assert flops == torch_flops(case.fn) == 2 * M * N * K
+    assert nbytes == 4 * (M * K + K * N + M * N)  # A, W, C in fp32
+
+
+@pytest.mark.parametrize("kernel,moved,flops_per_elem", [("copy", 2, 0), ("read", 1, 0),
+                                                         ("triad", 3, 2)])
+def test_stream_counts(kernel, moved, flops_per_elem):
+    flops, nbytes = op_flops_bytes(stream_case(kernel, 1000, "fp32", CPU).op, "fp32")
+    assert (flops, nbytes) == (flops_per_elem * 1000, moved * 1000 * 4)
+
+
+@pytest.mark.parametrize("B,T,S,N,K", [(2, 1, 10, 4, 2), (1, 1, 7, 4, 4)])
+def test_decode_attention_flops_match_torch(B, T, S, N, K):
+    H = 8
+    case = attention_case(B, T, S, N, K, H, "fp32", CPU)
+    flops, nbytes = op_flops_bytes(case.op, "fp32")
+    # Q·Kᵀ and P·V over S + 1 keys: 2 · 2 · B · N · (S + 1) · H
+    assert flops == torch_flops(case.fn) == 4 * B * N * (S + 1) * H
+    # read Q + write O (2·B·N·H), read the cache (2·B·K·(S+1)·H), append one token (2·B·K·H)
+    assert nbytes == 4 * (2 * B * N * H + 2 * B * K * (S + 1) * H + 2 * B * K * H)
+
+
+def test_prefill_attention_counts_causal_pairs():
+    T = 6
+    op = attention_case(1, T, 0, 2, 1, 4, "fp32", CPU).op
+    assert op.flops == 4 * (T * (T + 1) / 2) * 2 * 4  # 21 causal pairs x N·H x 4
+
+
+def test_llama_stack_matches_calculator():
+    m = load_model("tiny-llama-30m").model_copy(update=dict(layers=2, d_model=64, heads=4,
+                                                            kv_heads=2, head_dim=16, d_ff=128,
+                                                            vocab_size=100))
+    stack = LlamaStack(m, batch=2, max_tokens=12, dtype=torch.float32, device=CPU)
+    assert sum(p.numel() for p in stack.parameters()) == m.total_params
+    # K and V caches together hold 2 · L · K · H values per token per sequence
+    assert stack.k_cache.numel() + stack.v_cache.numel() == 2 * 12 * m.kv_elems_per_token
+    tokens = torch.randint(0, 100, (2, 1))
+    matmul_like = [o for o in operators(m, Step(2, 1, 8)) if o.kind in ("matmul", "attention")]
+    # FlopCounterMode counts matmuls and SDPA, not elementwise ops
+    assert torch_flops(lambda: stack.forward(tokens, 8)) == sum(o.flops for o in matmul_like)
+
+
+def test_cpu_flags_to_flops_per_cycle():
+    assert cpu_flops_per_cycle({"avx", "avx2", "fma"}) == {"fp32": 32}
+    assert cpu_flops_per_cycle({"avx512f", "avx512_bf16", "avx2", "fma"}) == {
+        "fp32": 64, "bf16": 128}
+    assert cpu_flops_per_cycle({"sse2"}) == {"fp32": 8}
+
+
+def test_catalog_matching():
+    assert match_catalog("NVIDIA H100 80GB HBM3")[0] == "h100-sxm"
+    name, note = match_catalog("Imaginary GPU 9000")
+    assert name is None and "no catalog spec" in note
+
+
+def test_timing_reports_median_and_spread():
+    t = time_cpu(lambda: sum(range(100)), Budget(0.0, 0.01))
+    assert t.p20_s <= t.median_s <= t.p80_s and t.repeats >= 5
+
+
+@pytest.fixture(scope="module")
+def tiny_results(tmp_path_factory):
+    """A real but tiny measurement: the ci plan's families with small shapes."""
+    info = detect_cpu()
+    import kernels.suite as suite
+
+    plan = cpu_plan("ci", info, ("fp32",))
+    small = []
+    for p in plan.points:
+        s = dict(p.shape)
+        if p.kernel == "gemm":
+            s = dict(M=min(s["M"], 64), N=256, K=256)
+        elif "elems" in s:
+            s["elems"] = min(s["elems"], 2**16) if s["elems"] < 2**22 else 2**25
+        elif p.kernel == "sdpa":
+            s.update(S=min(s["S"], 64), T=min(s["T"], 16))
+        elif p.family == "decode_step" and (s["B"] > 1 or s["S"] > 128):
+            continue
+        small.append(type(p)(p.family, p.kernel, p.dtype, s, p.model, p.native))
+    original = suite.plan
+    suite.plan = lambda *a: type(plan)(tuple(small), Budget(0.0, 0.01, min_repeats=2),
+                                       plan.models)
+    try:
+        r = run(info, "ci", ("fp32",))
+    finally:
+        suite.plan = original
+    path = tmp_path_factory.mktemp("m") / "r.json"
+    write_results(r, path)
+    return path
+
+
+def test_results_round_trip_and_calibrate(tiny_results, tmp_path, capsys):
+    r = load_results(tiny_results)
+    assert r.complete and r.environment.threads >= 1 and r.points
+    hw = calibrated_spec(r, tiny_results)
+    assert hw.achievable.memory_bandwidth_fraction <= 1 and "fp32" in hw.dense_peak_tflops
+    out = tmp_path / "me.yaml"
+    main(["calibrate", str(tiny_results), "-o", str(out)])
+    main(["estimate", "tiny-llama-30m", "--hardware", str(out), "--dtype", "fp32",
+          "--batch", "1", "--prompt", "16", "--gen", "4", "--json"])
+    out_text = capsys.readouterr().out
+    est = json.loads(out_text[out_text.index("\n{") + 1:])
+    assert est["hardware"] == hw.name and est["cases"][0]["tpot_s"] > 0
+
+
+def test_validate_gate_exit_codes(tiny_results, capsys):
+    main(["validate", str(tiny_results), "--tolerance", "1e6", "--json"])  # all within band
+    report = json.loads(capsys.readouterr().out)
+    assert report["passed"] and "held-out" in report["protocol"]
+    with pytest.raises(SystemExit) as e:
+        main(["validate", str(tiny_results), "--tolerance", "0.0001"])
+    assert e.value.code == 1
+    assert capsys.readouterr().err.strip().startswith("error: ")
+
+
+def test_validate_predictions_come_from_the_calculator(tiny_results):
+    r = load_results(tiny_results)
+    v = validate(r, calibrated_spec(r, tiny_results))
+    for row in v.rows:
+        if row.point.family == "decode_step":
+            from roofline.cost import decode_step_s
+            from roofline.precision import Precision
+
+            s = row.point.shape
+            assert row.predicted_s == pytest.approx(float(decode_step_s(
+                r.models[row.point.model], v.hardware, s["B"], s["S"],
+                Precision.uniform("fp32"))))
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["measure", "--device", "cuda:0"], "--device cpu"),
+    (["measure", "--device", "tpu"], "unknown device"),
+    (["validate", "/nonexistent.json"], "cannot read results"),
+])
+def test_bad_inputs_one_line(argv, needle, capsys):
+    if argv[-1] == "cuda:0" and torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 1 and needle in err and "\n" not in err
