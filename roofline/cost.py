@@ -15,7 +15,7 @@ import numpy as np
 from .errors import InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
-from .operators import ArrayLike, Op, Step, operators
+from .operators import ArrayLike, ExpertShard, Op, Step, operators
 from .precision import Precision
 
 Ceiling = Literal["datasheet", "achievable"]
@@ -134,10 +134,13 @@ class StepCost:
 
 
 def step_cost(model: ModelSpec, hw: HardwareSpec, step: Step,
-              precision: Precision = Precision(), ceiling: Ceiling = "achievable") -> StepCost:
-    """Cost of one forward step: every operator on the roofline of `hw`."""
+              precision: Precision = Precision(), ceiling: Ceiling = "achievable",
+              shard: ExpertShard | None = None) -> StepCost:
+    """Cost of one forward step: every operator on the roofline of `hw` (on one
+    expert-parallel rank when `shard` is given, see `operators.ExpertShard`)."""
     c = Ceilings.of(hw, precision.compute, ceiling)
-    return StepCost(step, tuple(op_cost(op, precision, c) for op in operators(model, step)), c)
+    ops = operators(model, step, shard)
+    return StepCost(step, tuple(op_cost(op, precision, c) for op in ops), c)
 
 
 def decode_step_s(model: ModelSpec, hw: HardwareSpec, batch: ArrayLike, context: ArrayLike,

@@ -451,6 +451,15 @@ class ModelSpec(_Frozen):
     def layers_moe(self) -> int:
         return sum(k.ffn == "moe" for k in self.layer_kinds)
 
+    @property
+    def routed_expert_params(self) -> int:
+        """Weights of the routed experts over all MoE layers, L_moe·E·(2 or 3)·D·F_expert
+        (what expert parallelism shards; routers and shared experts excluded)."""
+        if self.moe is None:
+            return 0
+        e = self.moe
+        return self.layers_moe * e.experts * self.mlp_matrices * self.d_model * e.expert_d_ff
+
     # ---- cache and state ----------------------------------------------------------------
     @property
     def kv_elems_per_token_layer(self) -> int:

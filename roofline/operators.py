@@ -121,6 +121,18 @@ def sdpa_op(B: ArrayLike, T: ArrayLike, S: ArrayLike, N: int, K: int, H: int,
               kv_write_elems=B * T * 2 * K * H if writes_kv else 0)
 
 
+@dataclass(frozen=True)
+class ExpertShard:
+    """One of `ep` expert-parallel ranks. It holds E/ep of each MoE layer's routed experts
+    and runs them for the tokens the whole EP group routes there: of the group's
+    `group_tokens` = B·T tokens, B·T·k/ep token-expert pairs on average (uniform routing),
+    touching E/ep · (1 − (1 − k/E)^(B·T)) of its experts. Everything else (attention, router,
+    shared experts) runs on the rank's own sequences, the `Step` it is costed with."""
+
+    ep: int
+    group_tokens: ArrayLike
+
+
 def _softmax_attention(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
     """One softmax attention layer. x (B,T,D), q (B,T,N,H), kv (B,S+T,K,H)."""
     B, T, S = s.batch, s.new_tokens, s.cached_tokens
@@ -266,20 +278,24 @@ def _dense_mlp(m: ModelSpec, s: Step) -> list[Op]:
     ]
 
 
-def _moe(m: ModelSpec, s: Step) -> list[Op]:
+def _moe(m: ModelSpec, s: Step, shard: ExpertShard | None) -> list[Op]:
     """One MoE layer: router D→E, k routed experts per token, plus always-on shared experts.
     FLOPs follow the k experts each token uses; weight bytes follow the experts the batch
-    touches, `expected_experts_touched(E, k, B·T)` (all E once the batch is large)."""
+    touches, `expected_experts_touched(E, k, B·T)` (all E once the batch is large). With an
+    expert-parallel `shard`, the routed experts see the group's tokens spread over ep ranks:
+    pairs B·T·k/ep, experts touched E·(1 − (1 − k/E)^(B·T))/ep."""
     e, B, T, D = m.moe, s.batch, s.new_tokens, m.d_model
     mats = m.mlp_matrices
-    touched = expected_experts_touched(e.experts, e.top_k, B * T)
+    tokens, ep = (B * T, 1) if shard is None else (shard.group_tokens, shard.ep)
+    touched = expected_experts_touched(e.experts, e.top_k, tokens) / ep
+    pairs = tokens * e.top_k / ep  # token-expert pairs this GPU computes
     per_expert = mats * D * e.expert_d_ff
     ops = [
         Op("moe/router", "matmul", flops=2 * B * T * D * e.experts, weight_elems=D * e.experts,
            act_elems=B * T * (D + e.experts)),
-        Op("moe/experts", "matmul", flops=2 * B * T * e.top_k * per_expert,
+        Op("moe/experts", "matmul", flops=2 * pairs * per_expert,
            weight_elems=touched * per_expert,
-           act_elems=B * T * e.top_k * (2 * D + mats * e.expert_d_ff)),
+           act_elems=pairs * (2 * D + mats * e.expert_d_ff)),
     ]
     if e.shared_experts:
         per_shared = e.shared_experts * mats * D * (e.shared_d_ff or e.expert_d_ff)
@@ -289,20 +305,20 @@ def _moe(m: ModelSpec, s: Step) -> list[Op]:
     return ops
 
 
-def _ffn_ops(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
+def _ffn_ops(m: ModelSpec, s: Step, kind: LayerKind, shard: ExpertShard | None) -> list[Op]:
     if kind.ffn == "moe":
-        return _moe(m, s)
+        return _moe(m, s, shard)
     if kind.ffn == "dense":
         return _dense_mlp(m, s)
     return []
 
 
-def layer_ops(m: ModelSpec, s: Step) -> list[Op]:
+def layer_ops(m: ModelSpec, s: Step, shard: ExpertShard | None = None) -> list[Op]:
     """Every layer's operators: per layer group, one layer's ops times the group's count;
     same-named operators of different groups summed (launches add up)."""
     merged: dict[str, Op] = {}
     for g in m.layer_groups:
-        for op in (*_mixer_ops(m, s, g.kind), *_ffn_ops(m, s, g.kind)):
+        for op in (*_mixer_ops(m, s, g.kind), *_ffn_ops(m, s, g.kind, shard)):
             op = _scaled(op, g.count)
             merged[op.name] = _summed(merged[op.name], op) if op.name in merged else op
     return list(merged.values())
@@ -333,6 +349,7 @@ def lm_head_ops(m: ModelSpec, s: Step) -> list[Op]:
                act_elems=tokens * (D + V))]
 
 
-def operators(m: ModelSpec, s: Step) -> list[Op]:
-    """All operators of one forward step of model `m`, in execution order."""
-    return [*embedding_ops(m, s), *layer_ops(m, s), *norm_ops(m, s), *lm_head_ops(m, s)]
+def operators(m: ModelSpec, s: Step, shard: ExpertShard | None = None) -> list[Op]:
+    """All operators of one forward step of model `m`, in execution order (on one
+    expert-parallel rank when `shard` is given)."""
+    return [*embedding_ops(m, s), *layer_ops(m, s, shard), *norm_ops(m, s), *lm_head_ops(m, s)]

@@ -10,8 +10,16 @@ A transformation of the one calculator, not a second one:
   one after another, so a step still costs all L layers plus p−1 hand-offs of B·T·D
   activations: PP buys memory, never TPOT for one request. (Interleaving micro-batches of
   many requests to keep stages busy is not modelled.)
-- Expert parallel (EP): shards the experts of a mixture-of-experts model and adds all-to-all
-  dispatch/combine; refused for dense models, which have no experts to shard.
+- Expert parallel (EP, n GPUs; DeepSeek-V3's deployment, vLLM/SGLang "data-parallel attention
+  + expert parallel"): each GPU holds E/n of every MoE layer's routed experts and a full copy of
+  everything else (attention, router, shared experts, dense layers, embedding, head). The
+  replica's B sequences are split over the n GPUs, the fullest holding ⌈B/n⌉ (its KV, its
+  attention). Each MoE layer dispatches every token's hidden state to its k experts' GPUs and
+  combines the outputs back: two all-to-alls, B·T·k·D activations over the group, ⌈B/n⌉·T·k·D
+  per GPU. A GPU's expert GEMMs run the B·T·k/n token-expert pairs routed to it and read the
+  E·(1 − (1 − k/E)^(B·T))/n of its experts the batch touches (`operators.ExpertShard`).
+  Refused: dense models, n not dividing E, EP together with TP (TP-split experts inside an EP
+  group are not modelled).
 - Replicas: m independent copies; throughput ×m, latency unchanged.
 
 Collective cost on the spec's interconnect (bandwidth β per direction per GPU, hop latency λ),
@@ -24,16 +32,19 @@ Communication is not overlapped with compute (conservative for decode, where it 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 from . import memory
 from .cost import Ceiling, StepCost, step_cost
 from .errors import InvalidInputError
 from .hardware import HardwareSpec, Interconnect
 from .model import ModelSpec
-from .operators import ArrayLike, Step
+from .operators import ArrayLike, ExpertShard, Step
 from .precision import Precision
 
 
@@ -58,6 +69,10 @@ class Parallel:
     @property
     def gpus(self) -> int:
         return self.gpus_per_replica * self.replicas
+
+    def sequences_per_gpu(self, batch: ArrayLike) -> ArrayLike:
+        """Sequences on the fullest GPU of an EP group: ⌈B/ep⌉ (B itself without EP)."""
+        return batch if self.ep == 1 else np.ceil(np.asarray(batch) / self.ep)
 
 
 # ---- collectives ----------------------------------------------------------------------------
@@ -135,14 +150,28 @@ def pp_stage(m: ModelSpec, pp: int) -> ModelSpec:
     return ModelSpec.model_validate(m.model_dump() | {"layers": -(-m.layers // pp)})
 
 
-def check(m: ModelSpec, hw: HardwareSpec, par: Parallel) -> None:
-    """Refuse what cannot be modelled: EP on a dense model, a group without a link."""
-    if par.ep > 1 and m.moe is None:
-        raise InvalidInputError(f"--ep {par.ep}: {m.name} is a dense model with no experts to "
+def check_ep(m: ModelSpec, par: Parallel) -> None:
+    """Refuse expert parallelism where it is not modelled (see module docstring)."""
+    ep = par.ep
+    if ep == 1:
+        return
+    if m.moe is None:
+        raise InvalidInputError(f"--ep {ep}: {m.name} is a dense model with no experts to "
                                 "shard; use --tp or --pp")
-    if par.ep > 1:
-        raise InvalidInputError(f"--ep {par.ep}: expert parallelism is not modelled yet; "
-                                "use --tp (experts split like MLPs) or --pp")
+    E = m.moe.experts
+    if E % ep:
+        raise InvalidInputError(f"--ep {ep} does not divide {m.name}'s {E} routed experts; "
+                                f"use a divisor of {E}")
+    if par.tp > 1:
+        raise InvalidInputError(f"--ep {ep} with --tp {par.tp}: tensor-parallel experts inside "
+                                "an expert-parallel group are not modelled; use --ep with --pp, "
+                                "or --tp alone")
+
+
+def check(m: ModelSpec, hw: HardwareSpec, par: Parallel) -> None:
+    """Refuse what cannot be modelled: EP on a dense model or not splitting the experts, EP
+    with TP, degrees that do not split the model, a group without a link."""
+    check_ep(m, par)
     tp_shard(m, par.tp)
     pp_stage(m, par.pp)
     _link(hw.interconnect, par.gpus_per_replica)
@@ -183,15 +212,24 @@ class ParallelStepCost:
 
 def parallel_step_cost(model: ModelSpec, hw: HardwareSpec, step: Step, precision: Precision,
                        par: Parallel, ceiling: Ceiling = "achievable") -> ParallelStepCost:
-    """Cost of one forward step of `model` spread over `par` (see module docstring)."""
+    """Cost of one forward step of `model` spread over `par` (see module docstring). `step`
+    holds the replica's B sequences; with EP the fullest GPU runs ⌈B/ep⌉ of them."""
     check(model, hw, par)
-    compute = step_cost(tp_shard(model, par.tp), hw, step, precision, ceiling)
-    hidden_bytes = step.batch * step.new_tokens * model.d_model * precision.activation_bytes
+    local, shard = step, None
+    if par.ep > 1:
+        local = dataclasses.replace(step, batch=par.sequences_per_gpu(step.batch))
+        shard = ExpertShard(par.ep, step.batch * step.new_tokens)
+    compute = step_cost(tp_shard(model, par.tp), hw, local, precision, ceiling, shard)
+    hidden_bytes = local.batch * step.new_tokens * model.d_model * precision.activation_bytes
     ic = hw.interconnect
     collectives = []
     if par.tp > 1:
         collectives.append(Collective("tp/all-reduce", "all-reduce", 2 * model.layers,
                                       hidden_bytes, all_reduce_s(hidden_bytes, par.tp, ic)))
+    if par.ep > 1:  # dispatch to and combine from the k experts of each local token
+        routed_bytes = hidden_bytes * model.moe.top_k
+        collectives.append(Collective("ep/all-to-all", "all-to-all", 2 * model.layers_moe,
+                                      routed_bytes, all_to_all_s(routed_bytes, par.ep, ic)))
     if par.pp > 1:
         collectives.append(Collective("pp/hand-off", "send-recv", par.pp - 1, hidden_bytes,
                                       send_recv_s(hidden_bytes, ic)))
@@ -201,7 +239,7 @@ def parallel_step_cost(model: ModelSpec, hw: HardwareSpec, step: Step, precision
 # ---- memory per GPU -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class GpuMemory:
-    """Bytes on the fullest GPU: TP rank of the largest PP stage. Total is derived."""
+    """Bytes on the fullest GPU: TP or EP rank of the largest PP stage. Total is derived."""
 
     weights_bytes: float
     kv_cache_bytes: ArrayLike
@@ -214,16 +252,20 @@ class GpuMemory:
 
 def memory_per_gpu(m: ModelSpec, p: Precision, par: Parallel, batch: ArrayLike,
                    prompt: ArrayLike, context: ArrayLike) -> GpuMemory:
-    """Weights, KV for `context` tokens and prefill activations on the fullest GPU. A stage
-    holds the embedding or the LM head, not both, unless there is one stage (or they are tied
-    and the last stage keeps its own copy)."""
+    """Weights, KV for `context` tokens and prefill activations on the fullest GPU, for a
+    replica batch of B sequences. A stage holds the embedding or the LM head, not both, unless
+    there is one stage (or they are tied and the last stage keeps its own copy). With EP n a
+    GPU holds E/n routed experts and the KV and activations of ⌈B/n⌉ sequences."""
+    check_ep(m, par)
     stage = pp_stage(tp_shard(m, par.tp), par.pp)
     ends = stage.params
     shared_end = 0 if par.pp == 1 or m.tied_embeddings else min(
         ends.embedding + ends.positional, ends.lm_head)
-    weights = memory.weights_bytes(stage, p) - shared_end * p.weight_bytes
-    return GpuMemory(weights, memory.kv_cache_bytes(stage, p, batch, context),
-                     memory.activation_bytes(stage, p, batch, prompt))
+    elsewhere = stage.routed_expert_params * (par.ep - 1) // par.ep  # on the other EP ranks
+    weights = memory.weights_bytes(stage, p) - (shared_end + elsewhere) * p.weight_bytes
+    b = par.sequences_per_gpu(batch)
+    return GpuMemory(weights, memory.kv_cache_bytes(stage, p, b, context),
+                     memory.activation_bytes(stage, p, b, prompt))
 
 
 #: TP degrees tried before adding pipeline stages: one node of up to 8 GPUs.

@@ -161,10 +161,11 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
     )
     first = batches[0]
     prefill, decode = cost(Step(first, prompt, 0)), cost(Step(first, 1, prompt))
-    # per-GPU memory is weights + B · (KV + activations per sequence): solve for B
+    # per-GPU memory is weights + b · (KV + activations per sequence): solve for b, the
+    # sequences on one GPU; an EP group of n GPUs holds n·b of them
     one = memory_per_gpu(model, precision, parallel, 1, prompt, prompt + gen)
     per_seq = float(one.kv_cache_bytes + one.activation_bytes)
-    fit = max(int((hw.memory_bytes - float(one.weights_bytes)) // per_seq), 0)
+    fit = max(int((hw.memory_bytes - float(one.weights_bytes)) // per_seq), 0) * parallel.ep
     return Estimate(model, hw, precision, ceiling, prefill.compute.ceilings.source, cases,
                     prefill.compute, decode.compute, fit, parallel, float(prefill.comm_s),
                     float(decode.comm_s))

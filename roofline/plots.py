@@ -17,6 +17,7 @@ import numpy as np
 
 from .errors import InvalidInputError, RooflineError
 from .hardware import HardwareSpec
+from .model import ModelSpec
 from .phases import Estimate
 from .sweeps import KVCurve
 from .units import si
@@ -283,16 +284,38 @@ def frontier_chart(estimates: Sequence[Estimate]) -> Figure:
 
 
 # ---- KV memory vs context ----------------------------------------------------------------
+def cache_kind(m: ModelSpec) -> str:
+    """What a model keeps per sequence, for a legend: attention kind (MHA/GQA/MQA/MLA), its
+    window and KV sharing, and any constant SSM or linear-attention state."""
+    parts = []
+    local, total = m.layers_with("local"), m.layers_with("local") + m.layers_with("global")
+    if total:
+        a = m.attention
+        kind = ("MLA" if a.kind == "mla" else "MQA" if m.kv_heads == 1
+                else "MHA" if m.kv_heads == m.heads else "GQA")
+        if local:
+            kind += f", window {a.sliding_window:,}"
+            kind += "" if local == total else f" on {local}/{total} layers"
+        if a.kv_share > 1 or a.kv_share_map is not None:
+            kind += ", shared KV"
+        parts.append(kind)
+    if m.layers_with("ssm"):
+        parts.append("SSM state")
+    if m.layers_with("linear"):
+        parts.append("linear-attention state")
+    return " + ".join(parts)
+
+
 def kv_chart(curves: Sequence[KVCurve], devices: Sequence[HardwareSpec] = ()) -> Figure:
-    """KV cache bytes against context length per model (log-log, powers of two on x), with a
-    dashed line at each device's memory capacity."""
+    """KV cache / state bytes against context length per model (log-log, powers of two on x),
+    with a dashed line at each device's memory capacity."""
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     if not curves:
         raise InvalidInputError("give at least one model to draw KV memory")
     fig, (ax,) = _figure()
-    _log_axes(ax, "context per sequence, S (tokens)", "KV cache, all sequences (bytes)", None,
-              "B")
+    _log_axes(ax, "context per sequence, S (tokens)", "KV cache / state, all sequences (bytes)",
+              None, "B")
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(LogLocator(base=2, numticks=32))
     ax.xaxis.set_major_formatter(
@@ -300,7 +323,8 @@ def kv_chart(curves: Sequence[KVCurve], devices: Sequence[HardwareSpec] = ()) ->
     for i, c in enumerate(curves):
         ax.plot(c.context_tokens, c.kv_bytes, ms=4, color=f"C{i}", marker="os^Dv"[i % 5],
                 ls=("-", "--", "-.", ":")[i % 4],
-                label=f"{c.model.display_name} (KV {c.precision.kv})", gid=f"kv:{c.model.name}")
+                label=f"{c.model.display_name}: {cache_kind(c.model)} ({c.precision.kv})",
+                gid=f"kv:{c.model.name}")
     for j, hw in enumerate(devices):
         ax.axhline(hw.memory_bytes, ls="--", lw=1, color=str(0.2 + 0.2 * (j % 3)),
                    gid=f"memory:{hw.name}")
@@ -308,9 +332,9 @@ def kv_chart(curves: Sequence[KVCurve], devices: Sequence[HardwareSpec] = ()) ->
                     xycoords=("axes fraction", "data"), xytext=(0, 3),
                     textcoords="offset points", fontsize=8)
     batches = sorted({c.batch for c in curves})
-    ax.set_title(f"KV cache vs context, batch {', '.join(map(str, batches))}; each curve ends "
-                 f"at the model's max context", fontsize=10)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(f"KV cache / state vs context, batch {', '.join(map(str, batches))}; each "
+                 "curve ends at the model's max context", fontsize=10)
+    ax.legend(loc="best", fontsize=8)
     return fig
 
 

@@ -1,13 +1,13 @@
-"""Results swept over a grid of one variable, for charts: KV memory vs context.
+"""Results swept over a grid of one variable, for charts: KV cache / state memory vs context.
 
-`KVBytesFn` is the one place the KV formula enters: any function of (model, precision, B, S)
-returning bytes. It defaults to `memory.kv_cache_bytes` (2·L·K·H per token); a per-architecture
-function (MLA latents, sliding windows, SSM state) plugs in through the `kv_bytes` argument.
+The bytes come from `memory.kv_cache_bytes`, the one per-architecture function the tables use:
+global attention grows with S (2·K·H per token and layer, MLA's latent r + R), sliding-window
+layers stop at W, layers sharing another's KV add nothing, SSM and linear-attention layers hold
+a constant state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,10 +15,7 @@ import numpy as np
 from . import memory
 from .errors import InvalidInputError
 from .model import ModelSpec
-from .operators import ArrayLike
 from .precision import Precision
-
-KVBytesFn = Callable[[ModelSpec, Precision, ArrayLike, ArrayLike], ArrayLike]
 
 #: First context of a sweep (tokens); the grid doubles from here up to the model's max context.
 FIRST_CONTEXT_TOKENS = 256
@@ -26,13 +23,13 @@ FIRST_CONTEXT_TOKENS = 256
 
 @dataclass(frozen=True)
 class KVCurve:
-    """KV cache (or recurrent state) of B sequences at each context length S."""
+    """KV cache and recurrent state of B sequences at each context length S."""
 
     model: ModelSpec
     precision: Precision
     batch: int
     context_tokens: np.ndarray  # S, tokens per sequence
-    kv_bytes: np.ndarray  # bytes at each S, all B sequences
+    kv_bytes: np.ndarray  # KV + state bytes at each S, all B sequences
 
 
 def context_grid(max_context: int, first: int = FIRST_CONTEXT_TOKENS) -> np.ndarray:
@@ -43,11 +40,13 @@ def context_grid(max_context: int, first: int = FIRST_CONTEXT_TOKENS) -> np.ndar
     return np.unique(np.append(doubling[doubling < max_context], max_context))
 
 
-def kv_curve(model: ModelSpec, precision: Precision, batch: int = 1,
-             kv_bytes: KVBytesFn = memory.kv_cache_bytes) -> KVCurve:
-    """KV bytes of B sequences over contexts S up to the model's max context."""
+def kv_curve(model: ModelSpec, precision: Precision, batch: int = 1) -> KVCurve:
+    """KV cache / state bytes of B sequences over contexts S up to the model's max context."""
     if batch < 1:
         raise InvalidInputError(f"batch size must be at least 1, got {batch}")
     S = context_grid(model.max_context)
+    W = model.attention.sliding_window
+    if W is not None:  # the knee where local layers stop growing, exactly on the grid
+        S = np.union1d(S, [W])
     return KVCurve(model, precision, batch, S,
-                   np.asarray(kv_bytes(model, precision, batch, S), dtype=float))
+                   np.asarray(memory.kv_cache_bytes(model, precision, batch, S), dtype=float))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("matplotlib")
 
-from roofline import plots  # noqa: E402
+from roofline import memory, plots  # noqa: E402
 from roofline.catalog import load_hardware, load_model  # noqa: E402
 from roofline.cli import main  # noqa: E402
 from roofline.phases import estimate  # noqa: E402
@@ -139,12 +139,28 @@ def test_kv_chart_curves_and_device_line(tmp_path):
     assert by_gid(fig, "memory:h100-sxm").get_ydata()[0] == 80e9
 
 
-def test_kv_curve_takes_another_kv_function():
-    def sliding_window(m, p, batch, context):  # a per-architecture function plugs in here
-        return batch * np.minimum(context, 1024) * m.kv_elems_per_token * p.kv_bytes
-
-    c = kv_curve(LLAMA2_13B, Precision(), kv_bytes=sliding_window)
-    assert c.kv_bytes[-1] == c.kv_bytes[c.context_tokens.tolist().index(1024)]
+def test_kv_chart_plots_the_per_architecture_cache(tmp_path):
+    """Windowed and SSM models: the plotted points are `memory.kv_cache_bytes`, read back from
+    the figure. Mistral 7B v0.1: 32 local layers of W = 4096, K·H = 8·128, so from S = 4096 on
+    32 · 4096 · 2·8·128 values · 2 bytes; Mamba 2.8B: 64 layers of d_inner = 2·2560 = 5120
+    channels, scan state 5120·16 + conv window 5120·4 values, bf16, at every S."""
+    mistral, mamba = load_model("mistral-7b-v0.1", ()), load_model("mamba-2.8b", ())
+    curves = [kv_curve(mistral, Precision(), batch=2), kv_curve(mamba, Precision(), batch=2)]
+    fig = plots.kv_chart(curves, [H100])
+    assert png_size(rendered(fig, tmp_path)) == CHART_PX
+    assert fig.axes[0].get_ylabel() == "KV cache / state, all sequences (bytes)"
+    for c in curves:
+        S, kv = by_gid(fig, f"kv:{c.model.name}").get_xydata().T
+        assert kv.tolist() == memory.kv_cache_bytes(c.model, Precision(), 2, S).tolist()
+    S, kv = by_gid(fig, "kv:mistral-7b-v0.1").get_xydata().T
+    assert 4096 in S and S[-1] == 32768  # the window's knee is a point of the curve
+    assert kv[S >= 4096].tolist() == [2 * 32 * 4096 * 2 * 8 * 128 * 2] * int(sum(S >= 4096))
+    assert kv[S == 2048].tolist() == [2 * 32 * 2048 * 2 * 8 * 128 * 2]
+    S, kv = by_gid(fig, "kv:mamba-2.8b").get_xydata().T
+    assert S[-1] == 1_048_576
+    assert set(kv.tolist()) == {2 * 64 * (5120 * 16 + 5120 * 4) * 2}
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels == ["Mistral 7B v0.1: GQA, window 4,096 (bf16)", "Mamba 2.8B: SSM state (bf16)"]
 
 
 @given(st.integers(1, 2_000_000))

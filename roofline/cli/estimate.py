@@ -63,7 +63,11 @@ def estimate(
         common.console.print(estimate_table(e))
         if breakdown:
             b, P = e.cases[0].batch, e.cases[0].prompt_tokens
-            rank = "" if e.parallel.tp == 1 else f" (one of {e.parallel.tp} TP ranks)"
+            par = e.parallel
+            rank = "" if par.tp == 1 else f" (one of {par.tp} TP ranks)"
+            if par.ep > 1:
+                rank = (f" (one of {par.ep} EP ranks: attention of "
+                        f"{int(e.prefill.step.batch)} sequence(s), 1/{par.ep} of the experts)")
             common.console.print(breakdown_table(
                 f"prefill: B={b}, T={P}, S=0{rank}; collectives "
                 f"{seconds(e.prefill_comm_s)} more", e.prefill))
@@ -77,4 +81,4 @@ def estimate(
             f"batch {c.batch} needs {si(c.memory_bytes_per_gpu, 'B')} per GPU but {hw.name} "
             f"has {si(hw.memory_bytes, 'B')}; the largest batch that fits at "
             f"{c.prompt_tokens + c.gen_tokens} tokens is {e.max_batch}: lower --batch, "
-            "shorten --prompt/--gen, use a smaller format, or add GPUs (--tp/--pp)")
+            "shorten --prompt/--gen, use a smaller format, or add GPUs (--tp/--pp/--ep)")

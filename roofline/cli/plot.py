@@ -24,7 +24,7 @@ from . import app
 from .common import SpecsDir, console, int_list, positive
 
 plot_app = typer.Typer(help="Draw charts (PNG or SVG): roofline, latency-throughput frontier, "
-                            "KV memory.", no_args_is_help=True)
+                            "KV cache / state memory.", no_args_is_help=True)
 app.add_typer(plot_app, name="plot")
 
 Output = Annotated[Path, typer.Option("--output", "-o", help="chart file, .png or .svg")]
@@ -111,7 +111,8 @@ def kv_cmd(
     dtype: Annotated[str, typer.Option(help="KV cache format")] = "bf16",
     specs_dir: SpecsDir = None,
 ) -> None:
-    """KV cache memory vs context length for several models, with device memory lines."""
+    """KV cache / state memory vs context length for several models (windows, MLA latents
+    and SSM state included), with device memory lines."""
     curves = [kv_curve(load_model(m, specs_dir or ()), Precision(kv=dtype),
                        positive(batch, "--batch")) for m in models]
     devices = [load_hardware(h, specs_dir or ()) for h in hardware]
