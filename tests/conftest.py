@@ -22,3 +22,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def refused(capsys: pytest.CaptureFixture[str]):
+    """`refused(argv, needle)`: the CLI exits 1 with one `error:` line containing `needle`."""
+    from roofline.cli import main
+
+    def check(argv: list[str], needle: str) -> str:
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 1, err
+        assert err.startswith("error: ") and err.count("\n") == 1, err
+        assert needle in err and "Traceback" not in err
+        return err
+
+    return check
