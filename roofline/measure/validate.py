@@ -27,6 +27,7 @@ from .results import FAMILIES, Point, Results
 #: quiet run plus the run-to-run spread of that family's medians.
 BANDS: dict[str, float] = {
     "gemm_peak": 0.25,
+    "gemm_small": 0.25,
     "bandwidth": 0.30,
     "gemm_sweep": 0.50,
     "decode_attention": 0.60,
