@@ -25,13 +25,23 @@ class Case:
     backend: str = ""
 
 
-def gemm_case(M: int, N: int, K: int, dtype: str, device: torch.device) -> Case:
-    """C (M,N) = A (M,K) · Wᵀ with W stored (N,K) as nn.Linear stores it (NT layout)."""
+def gemm_case(M: int, N: int, K: int, dtype: str, device: torch.device,
+              cold_bytes: int = 0) -> Case:
+    """C (M,N) = A (M,K) · Wᵀ with W stored (N,K) as nn.Linear stores it (NT layout).
+    `cold_bytes` > 0: successive calls cycle through enough copies of W that together exceed
+    it (pass twice the last-level cache), so each call reads W from DRAM, as a model's
+    layers do in a decode step; one copy otherwise (peak GEMMs, which are compute-bound)."""
     t = TORCH_DTYPES[dtype]
     a = torch.randn(M, K, dtype=t, device=device)
-    w = torch.randn(N, K, dtype=t, device=device)
+    copies = 1 + cold_bytes // (N * K * t.itemsize) if cold_bytes else 1
+    ws = [torch.randn(N, K, dtype=t, device=device) for _ in range(copies)]
     c = torch.randn(M, N, dtype=t, device=device)
-    return Case(lambda: torch.mm(a, w.t(), out=c), gemm_op(M, N, K))
+    turn = iter(range(2**62))
+
+    def fn() -> torch.Tensor:
+        return torch.mm(a, ws[next(turn) % copies].t(), out=c)
+
+    return Case(fn, gemm_op(M, N, K))
 
 
 def stream_case(kernel: str, elems: int, dtype: str, device: torch.device) -> Case:

@@ -75,9 +75,12 @@ def cpu_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
                      native=dt in info.native_dtypes)
            for dt in dtypes
            for n in (((1024, 2048) if big else (1024,)) if dt in info.native_dtypes else (256,))]
-    # N = K = 4096 fp32: a 64 MiB weight, twice this CPU class's LLC, so M = 1 reads DRAM
+    # calibration of the small-M efficiency (M½): one skinny GEMM of a shape neither the
+    # sweep nor the models use
+    pts += [PointSpec("gemm_small", "gemm", d, dict(M=8, N=4096, K=1024))]
+    # N = K = 4096 fp32: a 64 MiB weight (cycled through copies: read from DRAM every call)
     pts += [PointSpec("gemm_sweep", "gemm", d, dict(M=M, N=4096, K=4096))
-            for M in ((1, 4, 16, 64, 256, 1024) if big else (1, 16, 128))]
+            for M in ((1, 4, 16, 64, 256, 1024) if big else (1, 4, 16, 128))]
     dram = 32 * 2**20  # elements: 128 MiB fp32 per buffer, 4x a 32 MiB LLC
     pts += [PointSpec("bandwidth", k, d, dict(elems=dram)) for k in ("copy", "read", "triad")]
     sweep = (2**10, 2**16, 2**22) + ((2**18, 2**24) if big else ())
@@ -100,6 +103,7 @@ def cuda_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
     d = dtypes[0]
     pts = [PointSpec("gemm_peak", "gemm", dt, dict(M=n, N=n, K=n))
            for dt in dtypes for n in (4096, 8192)]
+    pts += [PointSpec("gemm_small", "gemm", d, dict(M=8, N=8192, K=2048))]
     pts += [PointSpec("gemm_sweep", "gemm", d, dict(M=M, N=8192, K=8192))
             for M in (1, 4, 16, 64, 256, 1024, 4096, 16384)]
     dram = 2**29 // 2  # elements: 1 GiB of bf16 per buffer
@@ -154,10 +158,13 @@ class _Models:
         return self.built[key]
 
 
-def _case(p: PointSpec, device: torch.device, models: _Models) -> Case:
+def _case(p: PointSpec, device: torch.device, models: _Models, llc_bytes: int | None) -> Case:
     s = p.shape
     if p.kernel == "gemm":
-        return gemm_case(s["M"], s["N"], s["K"], p.dtype, device)
+        # CPU weights of memory-bound GEMMs are cycled to stay cold; GPUs flush L2 instead
+        cold = (2 * (llc_bytes or 0) if device.type == "cpu" and p.family != "gemm_peak"
+                else 0)
+        return gemm_case(s["M"], s["N"], s["K"], p.dtype, device, cold)
     if p.kernel in ("copy", "read", "triad"):
         return stream_case(p.kernel, s["elems"], p.dtype, device)
     if p.kernel == "sdpa":
@@ -194,7 +201,8 @@ def _sync(device: torch.device) -> None:
 def run(info: DeviceInfo, suite: str, dtypes: tuple[str, ...],
         on_point: Callable[[int, int, str], None] = lambda i, n, name: None) -> Results:
     """Time every point of the suite; `on_point(i, n, name)` before each. Interrupted runs
-    return what was measured with `complete=False`."""
+    return what was measured with `complete=False`. CPU: torch runs `info.threads_used`
+    intra-op threads (the count the datasheet peak was derived for)."""
     device = torch.device("cuda", info.index or 0) if info.kind == "cuda" else torch.device("cpu")
     if info.kind == "cpu":
         torch.set_num_threads(info.threads_used or 1)
@@ -211,7 +219,7 @@ def run(info: DeviceInfo, suite: str, dtypes: tuple[str, ...],
         for i, ps in enumerate(p.points):
             on_point(i, len(p.points), ps.name)
             try:
-                case = _case(ps, device, models)
+                case = _case(ps, device, models, info.last_level_cache_bytes)
                 timing = time_fn(case.fn, p.budget, device)
                 graph = (time_cuda_graph(case.fn, device)
                          if device.type == "cuda" and timing.median_s < GRAPH_BELOW_S else None)

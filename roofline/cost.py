@@ -1,8 +1,18 @@
 """The roofline: time of each operator = max(FLOPs / peak, bytes / bandwidth).
 
 Two ceilings. `datasheet`: dense datasheet peak and bandwidth, no overheads (speed of light).
-`achievable`: the spec's achievable fractions (or stated public defaults) plus a fixed cost
-per kernel launch where the spec carries one (from `roofline calibrate`).
+`achievable`: the spec's achievable fractions (or stated public defaults) plus two terms a
+spec may carry (from `roofline calibrate`; both 0 for catalog specs, which have no evidence):
+
+- a fixed cost per kernel launch, `kernel_overhead_us` x `Op.launches` (dispatch and launch
+  latency; dominates tiny kernels);
+- small-M GEMM efficiency: a matmul with M ≥ 2 rows per weight element reaches
+  M / (M + M½) of the matmul ceiling, i.e. its compute time is (FLOPs + 2·M½·weights) / peak —
+  a cost per weight element independent of M (a BLAS packs the weight panel once per call
+  and its micro-kernel runs short of rows). M = FLOPs / (2·weight elements) is read off the
+  operator itself (MoE experts: tokens per touched expert). M = 1 is a matrix-vector product
+  (BLAS gemv: no packing), which stays on the plain roofline.
+Both terms apply to every operator of every device the same way.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ class Ceilings:
     bytes_per_s: float
     kernel_overhead_s: float
     source: str
+    matmul_half_rows: float = 0.0  # M½ of the small-M GEMM efficiency (achievable only)
 
     @classmethod
     def of(cls, hw: HardwareSpec, compute_dtype: str, ceiling: Ceiling) -> Ceilings:
@@ -40,7 +51,7 @@ class Ceilings:
         if ceiling == "achievable":
             return cls("achievable", peak * hw.matmul_fraction(compute_dtype),
                        bw * hw.bandwidth_fraction(), hw.kernel_overhead_s(),
-                       hw.achievable_source())
+                       hw.achievable_source(), hw.matmul_half_rows())
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
 
     @property
@@ -91,11 +102,29 @@ class OpCost:
         return self.op.flops / self.time_s
 
 
+def gemm_rows(op: Op) -> ArrayLike:
+    """M, the rows each weight element multiplies: FLOPs / (2 · weight elements) of a matmul
+    (B·T for a projection, tokens per touched expert for MoE); 0 for other operators."""
+    if op.kind != "matmul":
+        return 0
+    w = np.asarray(op.weight_elems, dtype=float)
+    return np.divide(op.flops, 2 * w, out=np.zeros(np.broadcast(op.flops, w).shape),
+                     where=w > 0)
+
+
+def effective_flops(op: Op, half_rows: float) -> ArrayLike:
+    """FLOPs the compute ceiling is charged for: the op's FLOPs, plus 2·M½ per weight element
+    for a GEMM of M ≥ 2 rows (so it runs at M / (M + M½) of the ceiling; see module doc)."""
+    if half_rows == 0 or op.kind != "matmul":
+        return op.flops
+    return op.flops + np.where(gemm_rows(op) >= 2, 2 * half_rows * op.weight_elems, 0)
+
+
 def op_cost(op: Op, p: Precision, c: Ceilings) -> OpCost:
     w = op.weight_elems * p.weight_bytes
     a = op.act_elems * p.activation_bytes
     kv = (op.kv_read_elems + op.kv_write_elems) * p.kv_bytes
-    return OpCost(op, w, a, kv, compute_s=op.flops / c.flops_per_s,
+    return OpCost(op, w, a, kv, compute_s=effective_flops(op, c.matmul_half_rows) / c.flops_per_s,
                   memory_s=(w + a + kv) / c.bytes_per_s,
                   overhead_s=op.launches * c.kernel_overhead_s)
 

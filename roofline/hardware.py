@@ -56,6 +56,8 @@ class Achievable(_Frozen):
     matmul_fraction: dict[str, Fraction] = Field(default_factory=dict)
     memory_bandwidth_fraction: Fraction | None = Field(default=None, gt=0, le=1)
     kernel_overhead_us: float = Field(default=0.0, ge=0, description="fixed cost per kernel")
+    matmul_half_rows: float = Field(default=0.0, ge=0, description=(
+        "M½: a GEMM of M ≥ 2 rows per weight reaches M / (M + M½) of the matmul ceiling"))
     source: str
 
     @field_validator("matmul_fraction")
@@ -150,6 +152,10 @@ class HardwareSpec(_Frozen):
 
     def kernel_overhead_s(self) -> float:
         return (self.achievable.kernel_overhead_us if self.achievable else 0.0) * 1e-6
+
+    def matmul_half_rows(self) -> float:
+        """M½ of the small-M GEMM efficiency (0: every GEMM at the full matmul ceiling)."""
+        return self.achievable.matmul_half_rows if self.achievable else 0.0
 
     def achievable_source(self) -> str:
         return self.achievable.source if self.achievable else DEFAULT_ACHIEVABLE_SOURCE

@@ -174,6 +174,7 @@ def test_validate_predictions_come_from_the_calculator(tiny_results):
     (["measure", "--device", "cuda:0"], "--device cpu"),
     (["measure", "--device", "tpu"], "unknown device"),
     (["validate", "/nonexistent.json"], "cannot read results"),
+    (["measure", "--device", "cpu", "--threads", "999"], "--threads must be between"),
 ])
 def test_bad_inputs_one_line(argv, needle, capsys):
     if argv[-1] == "cuda:0" and torch.cuda.is_available():

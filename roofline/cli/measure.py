@@ -27,7 +27,17 @@ Device = Annotated[str, typer.Option(help="auto, cpu, or cuda:N")]
 Suite = Annotated[str, typer.Option(help="ci (≤60 s on a 2-core CPU), quick, or full")]
 
 
-def _measure(device: str, suite: str, dtype: str | None, out: Path) -> Results:
+Threads = Annotated[int | None, typer.Option(
+    help="CPU intra-op threads (default: 1 for the ci suite, whose small kernels lose whole "
+    "scheduler quanta at OpenMP barriers when a core is shared; all cores otherwise)")]
+
+
+def _threads(suite: str, threads: int | None) -> int | None:
+    return 1 if threads is None and suite == "ci" else threads
+
+
+def _measure(device: str, suite: str, dtype: str | None, out: Path,
+             threads: int | None = None) -> Results:
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -37,7 +47,7 @@ def _measure(device: str, suite: str, dtype: str | None, out: Path) -> Results:
 
     from ..measure.device import detect
 
-    info = detect(device)
+    info = detect(device, _threads(suite, threads))
     dtypes = tuple(d.strip() for d in dtype.split(",")) if dtype else default_dtypes(info)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
@@ -82,9 +92,10 @@ def measure(
                                               "sweeps; default: the device's own")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="results JSON")] = Path(
         "results.json"),
+    threads: Threads = None,
 ) -> None:
     """Time GEMMs, bandwidth, attention and whole model steps on this machine."""
-    r = _measure(device, suite, dtype, output)
+    r = _measure(device, suite, dtype, output, threads)
     console.print(_summary_table(r))
     for s in r.skipped:
         console.print(f"skipped {s.name}: {s.reason}")
@@ -181,7 +192,8 @@ def check(
         "roofline-check.json"),
     tolerance: Tolerance = None,
     json_out: JsonFlag = False,
+    threads: Threads = None,
 ) -> None:
     """Measure the ci suite and validate it in one command (for your CI)."""
-    r = _measure(device, "ci", None, output)
+    r = _measure(device, "ci", None, output, threads)
     _validate(output, r, None, None, tolerance, json_out, None)

@@ -9,7 +9,14 @@ sweep, attention and whole decode/prefill steps are left for `validate` to predi
   datasheet bandwidth (decode streams weights and KV read-mostly, so the read kernel is the
   one it resembles);
 - kernel overhead = time of the smallest bandwidth point (a few KiB: pure launch and
-  dispatch cost) less its bytes at the achieved bandwidth.
+  dispatch cost) less its bytes at the achieved bandwidth;
+- small-M GEMM efficiency M½ (`roofline.cost`): from the one `gemm_small` point (M = 8, a
+  shape neither the sweep nor the models use), solving
+  t = (FLOPs + 2·M½·weights) / achieved peak + overhead for M½; 0 when that GEMM ran at
+  its memory roofline (no evidence of a compute shortfall, the usual case on GPUs).
+  Evidence for the term (this 2-vCPU EPYC, MKL, 1 thread, cold weights): GEMMs of M = 4…16
+  cost 1–2.7 ns per weight element whatever M, 3–20x their roofline time, while M = 1
+  (gemv) streams at ~10 GB/s; M = 64 fits M / (M + M½) within 10% (docs/measurement.md).
 When the datasheet figure is unknown (CPU DRAM) or below what was achieved, the achieved
 figure stands in for it with fraction 1, and the spec's notes say so.
 """
@@ -24,7 +31,7 @@ from ..errors import InvalidInputError
 from ..hardware import Achievable, HardwareSpec
 from .results import Point, Results
 
-CALIBRATION_FAMILIES = ("gemm_peak", "bandwidth")
+CALIBRATION_FAMILIES = ("gemm_peak", "gemm_small", "bandwidth")
 DRAM_LLC_MULTIPLE = 4
 
 
@@ -35,6 +42,7 @@ class Achieved:
     matmul_flops_per_s: dict[str, float]
     bandwidth_bytes_per_s: float
     kernel_overhead_s: float
+    matmul_half_rows: float = 0.0
 
 
 def is_dram_point(p: Point, llc_bytes: int | None) -> bool:
@@ -59,7 +67,25 @@ def achieved(results: Results) -> Achieved:
     bw = max(p.bytes_per_s for p in reads)
     smallest = min(bw_points, key=lambda p: p.bytes)
     overhead = max(smallest.timing.median_s - smallest.bytes / bw, 0.0)
-    return Achieved(peaks, bw, overhead)
+    return Achieved(peaks, bw, overhead, half_rows(results.family("gemm_small"), peaks, bw,
+                                                   overhead))
+
+
+def half_rows(points: list[Point], peaks: dict[str, float], bw: float, overhead_s: float
+              ) -> float:
+    """M½ from skinny GEMMs: the median over points of ((t - overhead)·peak - FLOPs) / (2·W),
+    W = K·N weight elements, M = FLOPs / (2·W); a point at or under its memory time gives 0."""
+    fits = []
+    for p in points:
+        if p.dtype not in peaks:
+            continue
+        t = p.timing.median_s - overhead_s
+        weights = p.shape["N"] * p.shape["K"]
+        if t <= p.bytes / bw:
+            fits.append(0.0)
+        else:
+            fits.append(max((t * peaks[p.dtype] - p.flops) / (2 * weights), 0.0))
+    return float(sorted(fits)[len(fits) // 2]) if fits else 0.0
 
 
 def _base(results: Results) -> tuple[dict[str, float], float | None, str, str]:
@@ -96,7 +122,7 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
     src = (f"roofline calibrate {source}: measured {env.started_at} on {env.device.name}, "
            f"torch {env.torch_version}, {env.threads} threads; matmul = best peak GEMM per "
            "dtype, bandwidth = read-only kernel over buffers >= 4x LLC, kernel overhead = "
-           "smallest bandwidth point")
+           "smallest bandwidth point, matmul_half_rows = the M=8 gemm_small point")
     return HardwareSpec(
         name=f"{name}-calibrated", display_name=f"{display} (calibrated)",
         vendor=display.split()[0].lower() if display else "unknown",
@@ -107,7 +133,8 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
         l2_cache_mb=(env.device.last_level_cache_bytes or 0) / 1e6 or None,
         achievable=Achievable(matmul_fraction=fractions,
                               memory_bandwidth_fraction=round(a.bandwidth_bytes_per_s / bw, 4),
-                              kernel_overhead_us=round(a.kernel_overhead_s * 1e6, 3), source=src),
+                              kernel_overhead_us=round(a.kernel_overhead_s * 1e6, 3),
+                              matmul_half_rows=round(a.matmul_half_rows, 2), source=src),
         confidence="measured", source=src,
         notes="; ".join(notes + [env.device.datasheet_note or env.device.catalog_note]),
     )

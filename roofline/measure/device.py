@@ -92,10 +92,15 @@ def cpu_flops_per_cycle(flags: set[str]) -> dict[str, int]:
     return out
 
 
-def detect_cpu() -> DeviceInfo:
+def detect_cpu(threads: int | None = None) -> DeviceInfo:
+    """This CPU, to be measured with `threads` intra-op threads (default: every core this
+    process may use); the datasheet peak is for that many cores."""
     info = _cpuinfo()
     flags = set(info.get("flags", "").split())
-    threads = cpu_threads()
+    if threads is not None and not 1 <= threads <= cpu_threads():
+        raise InvalidInputError(f"--threads must be between 1 and {cpu_threads()} (the cores "
+                                f"this process may use), got {threads}")
+    threads = threads or cpu_threads()
     clock_mhz, clock_note = _cpu_clock_mhz(info)
     per_cycle = cpu_flops_per_cycle(flags)
     peaks = ({d: threads * clock_mhz * 1e6 * f for d, f in per_cycle.items()}
@@ -201,14 +206,15 @@ def detect_cuda(index: int) -> DeviceInfo:
     )
 
 
-def detect(device: str) -> DeviceInfo:
-    """`cpu`, `cuda[:N]`, or `auto` (the first GPU if torch sees one, else the CPU)."""
+def detect(device: str, threads: int | None = None) -> DeviceInfo:
+    """`cpu`, `cuda[:N]`, or `auto` (the first GPU if torch sees one, else the CPU).
+    `threads` applies to the CPU only."""
     if device == "cpu":
-        return detect_cpu()
+        return detect_cpu(threads)
     if device == "auto":
         import torch
 
-        return detect_cuda(0) if torch.cuda.is_available() else detect_cpu()
+        return detect_cuda(0) if torch.cuda.is_available() else detect_cpu(threads)
     if device == "cuda" or device.startswith("cuda:"):
         index_text = device.partition(":")[2] or "0"
         if not index_text.isdigit():

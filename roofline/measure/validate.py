@@ -22,17 +22,23 @@ from .calibrate import CALIBRATION_FAMILIES, is_dram_point
 from .kernel_ops import attention_op, gemm_op, op_time_s, stream_op
 from .results import FAMILIES, Point, Results
 
-#: |signed error| allowed per family for the calibrated prediction. Each is set from repeated
-#: runs of the ci suite on a noisy 2-vCPU VM (docs/measurement.md): the worst point of a
-#: quiet run plus the run-to-run spread of that family's medians.
+#: |signed error| allowed per family for the calibrated prediction, from three quiet runs of
+#: `roofline check --device cpu` (1 thread) on the 2-vCPU EPYC VM (docs/measurement.md):
+#: each band is the worst |error| seen in that family plus ~10 points of run-to-run spread.
+#: Kernels the model describes get tight bands (GEMMs, bandwidth: worst 21%). Decode/prefill
+#: attention and whole decode steps are still predicted 25-70% too fast on this CPU (CPU
+#: flash attention at q_len = 1 runs at ~1/3 of the read bandwidth; MKL gemv on rows of
+#: D = 512-768 floats streams at 5-7 GB/s, not 10; eager dispatch ~0.5 ms per layer), so
+#: their bands only catch gross (≥ 2x) regressions until those terms are modelled.
 BANDS: dict[str, float] = {
     "gemm_peak": 0.25,
+    "gemm_small": 0.25,
     "bandwidth": 0.30,
-    "gemm_sweep": 0.50,
-    "decode_attention": 0.60,
-    "prefill_attention": 0.60,
-    "decode_step": 0.40,
-    "prefill_step": 0.50,
+    "gemm_sweep": 0.35,
+    "decode_attention": 0.85,
+    "prefill_attention": 0.85,
+    "decode_step": 0.75,
+    "prefill_step": 0.55,
 }
 
 PROTOCOL = ("held-out protocol: ceilings calibrated only on " + " + ".join(CALIBRATION_FAMILIES)
