@@ -25,7 +25,7 @@ app.add_typer(hardware_app, name="hardware")
 app.add_typer(models_app, name="models")
 
 # Command modules register themselves on the apps above.
-from . import estimate, specs  # noqa: E402,F401
+from . import estimate, serve, specs  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -55,26 +55,33 @@ class Workload:
 
 @dataclass(frozen=True)
 class Lengths:
-    """A length distribution: fixed `mean`; uniform on [low, high]; lognormal with median
-    `mean`·exp(-σ²/2) so its mean is `mean`, clipped to [1, high]."""
+    """A length distribution: fixed `mean`; uniform on [low, uniform_high]; lognormal with
+    median `mean`·exp(-σ²/2) so its mean is `mean`. All clipped to [low, high]."""
 
     kind: LengthKind
     mean: float
     low: int = 1
     high: int = 1 << 30
     sigma: float = 1.0
+    uniform_high: int = 1
+
+    def __post_init__(self) -> None:
+        if self.kind not in LENGTH_KINDS:
+            raise InvalidInputError(
+                f"unknown length distribution '{self.kind}'; use one of: {', '.join(LENGTH_KINDS)}")
+        if self.mean < 1:
+            raise InvalidInputError(f"mean length must be at least 1 token, got {self.mean:g}")
+        if not self.sigma > 0:
+            raise InvalidInputError(f"--sigma must be positive, got {self.sigma:g}")
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if self.kind == "fixed":
             out = np.full(n, round(self.mean))
         elif self.kind == "uniform":
-            out = rng.integers(self.low, self.high + 1, size=n)
-        elif self.kind == "lognormal":
+            out = rng.integers(self.low, max(self.uniform_high, self.low) + 1, size=n)
+        else:
             mu = np.log(self.mean) - self.sigma**2 / 2
             out = np.rint(rng.lognormal(mu, self.sigma, size=n))
-        else:
-            raise InvalidInputError(
-                f"unknown length distribution '{self.kind}'; use one of: {', '.join(LENGTH_KINDS)}")
         return np.clip(out, max(self.low, 1), self.high).astype(np.int64)
 
 
