@@ -183,7 +183,7 @@ class Engine:
         pid = int(r.w.prefix_id[rid])
         hit = self.prefixes.get(pid) if fresh and self._shareable_tokens(rid) else None
         start = hit[1] if hit is not None else int(r.computed[rid])
-        c = int(r.target[rid]) - start
+        c = max(int(r.target[rid]) - start, 0)  # 0: a decoding sequence resumes
         if self.p.prefill == "chunked":
             c = min(c, budget)
         elif c > budget and not alone:
@@ -265,6 +265,8 @@ class Engine:
             self._schedule_prefill(0)  # resumes swapped/handed-off sequences only
             decode = self._grow_decodes(self.run)
         if not chunks and not decode.size:
+            if self.run.size:
+                return True  # swapped-out or handed-off sequences resumed: they decode next
             if not self.prefilling:
                 return False
             self._preempt_newest()  # partial prompts hold all the blocks: make room
