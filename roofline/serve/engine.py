@@ -305,7 +305,11 @@ class Engine:
         own = S + k - r.shared_tokens[run]
         if int((-(-own // self.block_tokens) - r.held_blocks[run]).sum()) > self.free_blocks:
             return False
-        pairs = float((S + 1).sum()) + n * np.arange(k, dtype=float)
+        pairs0 = float((S + 1).sum())
+        if horizon < np.inf:  # steps only lengthen as contexts grow: bound k by the first
+            first = float(self.timer.time_s(n, n, pairs0, pairs0, 1.0))
+            k = min(k, int((horizon - self.clock) / first) + 1)
+        pairs = pairs0 + n * np.arange(k, dtype=float)
         dt = np.ones(k) * self.timer.time_s(n, n, pairs, pairs, 1.0)
         ends = self.clock + np.cumsum(dt)
         steps = max(1, int(np.count_nonzero(ends - dt < horizon)))
@@ -367,6 +371,8 @@ class Engine:
         return decode
 
     def _finish_decodes(self, decode: np.ndarray) -> None:
+        """`decode` is a prefix of the running set: sequences resumed during scheduling were
+        appended after it and decode from the next step."""
         if not decode.size:
             return
         r = self.r
@@ -376,7 +382,7 @@ class Engine:
         if done.any():
             for rid in decode[done]:
                 self._complete(int(rid))
-            self.run = self.run[~np.isin(self.run, decode[done])]
+            self.run = np.concatenate((decode[~done], self.run[decode.size:]))
 
     def _finish_chunks(self, chunks: list[tuple[int, int]]) -> None:
         r = self.r
@@ -404,13 +410,13 @@ class Engine:
 
     def _record(self, start_s: float, seqs: int, tokens: int) -> None:
         r = self.r
-        resident = np.concatenate((self.run, np.asarray(self.prefilling, np.int64),
-                                   self.static_batch))
-        cached = sum(v[1] for v in self.prefixes.values())
-        saving = sum(v[1] * (v[2] - 1) for v in self.prefixes.values() if v[2] > 1)
-        stored = int((r.computed[resident] - r.shared_tokens[resident]).sum()) + cached
         if self.static_batch.size:  # padded sequences still hold their growing context
-            stored = int(self._static_ctx.sum())
+            stored, saving = int(self._static_ctx.sum()), 0
+        else:
+            stored = int(r.computed[self.run].sum() - r.shared_tokens[self.run].sum()) + sum(
+                int(r.computed[i] - r.shared_tokens[i]) for i in self.prefilling)
+            stored += sum(v[1] for v in self.prefixes.values())
+            saving = sum(v[1] * (v[2] - 1) for v in self.prefixes.values())
         self.tl.start_s.append(start_s)
         self.tl.end_s.append(self.clock)
         self.tl.seqs.append(seqs)

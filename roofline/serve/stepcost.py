@@ -61,8 +61,15 @@ class MixedStepCost:
     def time_s(self, tokens: float, seqs: float, pairs: float, context: float,
                t_max: float) -> float | np.ndarray:
         """Time of one step with the given batch totals (see module docstring), seconds.
-        The totals may be arrays of equal length (one step each): times come back per step."""
-        x = np.array(np.broadcast_arrays(1.0, tokens, seqs, pairs, context, t_max), dtype=float)
+        `pairs` may be an array (one entry per step, the other totals scalars or arrays of the
+        same length): times then come back per step."""
+        if np.ndim(pairs) == 0:  # one step: the common case, kept cheap
+            x = np.array((1.0, tokens, seqs, pairs, context, t_max), dtype=float)
+            return float(np.maximum(self.compute_coef @ x, self.memory_coef @ x).sum()
+                         + self.overhead_s)
+        x = np.empty((6, np.size(pairs)))
+        for row, v in enumerate((1.0, tokens, seqs, pairs, context, t_max)):
+            x[row] = v
         return np.maximum(self.compute_coef @ x, self.memory_coef @ x).sum(axis=0) \
             + self.overhead_s
 
