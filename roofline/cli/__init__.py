@@ -33,6 +33,7 @@ from . import (  # noqa: E402,F401
     measure,
     models_import,
     plot,
+    serve,
     specs,
     speculate,
 )

@@ -1,0 +1,131 @@
+"""`roofline serve`: simulate a serving stack on a workload and report latency percentiles,
+throughput, goodput, KV use; compare policies or sweep the arrival rate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..catalog import load_hardware, load_model
+from ..cost import CEILINGS
+from ..errors import InvalidInputError
+from ..precision import Precision
+from ..serve.metrics import Summary
+from ..serve.policy import POLICIES, policy
+from ..serve.report import summary_table, sweep_table, timeline_lines
+from ..serve.simulate import DEFAULT_MEMORY_FRACTION, build_deployment, simulate
+from ..serve.sweep import sweep_rate
+from ..serve.workload import Lengths, from_trace, synthetic
+from . import app
+from .common import JsonFlag, SpecsDir, console, print_json
+
+Opt = typer.Option
+
+
+@app.command()
+def serve(
+    model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")] = "llama-3.1-8b",
+    hardware: Annotated[str, Opt("--hardware", "-h", help="device of every replica")] = "h100-sxm",
+    rate: Annotated[float, Opt(help="mean arrivals per second")] = 5.0,
+    requests: Annotated[int, Opt(help="requests to simulate")] = 2000,
+    arrivals: Annotated[str, Opt(help="poisson or fixed (equal gaps)")] = "poisson",
+    lengths: Annotated[str, Opt(help="fixed, uniform (1..2·mean-1) or lognormal")] = "lognormal",
+    input_tokens: Annotated[int, Opt(help="mean prompt tokens P")] = 1024,
+    output_tokens: Annotated[int, Opt(help="mean generated tokens G")] = 256,
+    sigma: Annotated[float, Opt(help="lognormal shape σ")] = 0.8,
+    trace: Annotated[Path | None, Opt(help="CSV/JSONL trace: arrival_s, input_tokens, "
+                                      "output_tokens[, prefix_id, prefix_tokens]")] = None,
+    prefix_tokens: Annotated[int, Opt(help="shared system-prompt tokens on every request "
+                                      "(trace: default length of a prefix_id)")] = 0,
+    seed: Annotated[int, Opt(help="random seed of the synthetic workload")] = 0,
+    policy_name: Annotated[str, Opt("--policy", help=", ".join(POLICIES))] = "continuous",
+    compare: Annotated[str | None, Opt(help="comma-separated policies, same workload")] = None,
+    max_seqs: Annotated[int | None, Opt(help="max sequences per step")] = None,
+    token_budget: Annotated[int | None, Opt(help="max new tokens (B·T) per step")] = None,
+    kv: Annotated[str | None, Opt(help="paged or contiguous KV allocation")] = None,
+    block_size: Annotated[int | None, Opt(help="tokens per KV block (paged)")] = None,
+    preemption: Annotated[str | None, Opt(help="recompute or swap when KV runs out")] = None,
+    prefix_caching: Annotated[bool | None, Opt("--prefix-caching/--no-prefix-caching",
+                                               help="share prefix KV blocks")] = None,
+    router: Annotated[str | None, Opt(help="round-robin or least-loaded")] = None,
+    replicas: Annotated[int, Opt(help="replicas behind the router")] = 1,
+    prefill_replicas: Annotated[int, Opt(help="disaggregated: prefill instances")] = 1,
+    decode_replicas: Annotated[int, Opt(help="disaggregated: decode instances")] = 1,
+    prefill_hardware: Annotated[str | None, Opt(help="disaggregated: prefill device")] = None,
+    decode_hardware: Annotated[str | None, Opt(help="disaggregated: decode device")] = None,
+    memory_fraction: Annotated[float, Opt(help="share of device memory the engine uses")
+                               ] = DEFAULT_MEMORY_FRACTION,
+    max_seq_len: Annotated[int | None, Opt(help="contiguous KV reserved per sequence "
+                                           "(default: longest request)")] = None,
+    dtype: Annotated[str, Opt(help="weights, activations and KV format")] = "bf16",
+    ceiling: Annotated[str, Opt(help="datasheet or achievable")] = "achievable",
+    slo_ttft: Annotated[float, Opt(help="TTFT SLO, seconds")] = 1.0,
+    slo_tpot: Annotated[float, Opt(help="TPOT SLO, seconds")] = 0.1,
+    sweep: Annotated[bool, Opt("--sweep-rate", help="highest rate meeting the SLO")] = False,
+    slo_attainment: Annotated[float, Opt(help="share of requests that must meet the SLO")] = 0.9,
+    json_out: JsonFlag = False,
+    specs_dir: SpecsDir = None,
+) -> None:
+    """Simulate serving: TTFT/TPOT/E2E percentiles, throughput, goodput, KV and batch use."""
+    if ceiling not in CEILINGS:
+        raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
+    dirs = specs_dir or ()
+    m = load_model(model, dirs)
+    hw = load_hardware(hardware, dirs)
+    pre_hw = load_hardware(prefill_hardware, dirs) if prefill_hardware else None
+    dec_hw = load_hardware(decode_hardware, dirs) if decode_hardware else None
+    names = compare.split(",") if compare else [policy_name]
+    policies = [policy(n.strip()).with_overrides(
+        max_seqs=max_seqs, token_budget=token_budget, kv=kv, block_size=block_size,
+        preemption=preemption, prefix_caching=prefix_caching, router=router) for n in names]
+    prec = Precision.uniform(dtype)
+    inputs = Lengths(lengths, input_tokens, high=m.max_context, sigma=sigma,  # type: ignore[arg-type]
+                     low=1, uniform_high=2 * input_tokens - 1)
+    outputs = Lengths(lengths, output_tokens, high=m.max_context, sigma=sigma,  # type: ignore[arg-type]
+                      low=1, uniform_high=2 * output_tokens - 1)
+    if trace is not None and sweep:
+        raise InvalidInputError("--sweep-rate scales synthetic arrivals; it cannot use --trace")
+
+    def workload(r: float):
+        w = (from_trace(trace, prefix_tokens) if trace is not None else
+             synthetic(requests, r, inputs, outputs, arrivals, seed, prefix_tokens))  # type: ignore[arg-type]
+        w.check(m.max_context, m.name)
+        return w
+
+    deployments = [build_deployment(m, hw, p, prec, ceiling, replicas, pre_hw, dec_hw,  # type: ignore[arg-type]
+                                    prefill_replicas, decode_replicas, memory_fraction)
+                   for p in policies]
+
+    def run(i: int, r: float) -> Summary:
+        return Summary(simulate(workload(r), policies[i], deployments[i], max_seq_len),
+                       slo_ttft, slo_tpot)
+
+    if sweep:
+        if len(policies) > 1:
+            raise InvalidInputError("--sweep-rate runs one --policy; drop --compare")
+        result = sweep_rate(lambda r: run(0, r), rate, slo_attainment)
+        if json_out:
+            best = result.best
+            print_json({"best_rate_per_s": result.best_rate_per_s,
+                        "slo_attainment": slo_attainment,
+                        "points": [{"rate_per_s": r, **s.as_dict(timeline=False)}
+                                   for r, s in result.points],
+                        "at_best": best.as_dict() if best else None})
+        else:
+            console.print(sweep_table(result))
+        return
+    summaries = [run(i, rate) for i in range(len(policies))]
+    if json_out:
+        print_json(summaries[0].as_dict() if not compare else [s.as_dict() for s in summaries])
+        return
+    source = f"trace {trace}" if trace else (
+        f"{requests} requests, {arrivals} {rate:g}/s, {lengths} P≈{input_tokens} G≈{output_tokens}"
+        f"{f', shared prefix {prefix_tokens}' if prefix_tokens else ''}, seed {seed}")
+    console.print(summary_table(f"{m.display_name} on {hw.display_name} ({dtype}, {ceiling}) — "
+                                f"{source}; SLO TTFT ≤ {slo_ttft:g} s, TPOT ≤ {slo_tpot:g} s",
+                                summaries))
+    if len(summaries) == 1:
+        for line in timeline_lines(summaries[0]):
+            console.print(line)

@@ -1,0 +1,195 @@
+"""The discrete-event loop: route requests to replicas, step engines, hand off between pools.
+
+Every engine keeps its own clock. Before a request is routed at time t every engine of the
+target pool is stepped up to t, so the least-loaded router sees the queues as they are at t.
+In a disaggregated deployment the prefill pool hands each request, after its first token, to
+the decode pool once its KV (P · 2LKH values) has crossed the interconnect.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import memory
+from ..cost import Ceiling
+from ..errors import DoesNotFitError, InvalidInputError
+from ..hardware import HardwareSpec
+from ..model import ModelSpec
+from ..precision import Precision
+from .engine import Counters, Engine, Requests, StepTimer, Timeline
+from .policy import Policy
+from .stepcost import mixed_step_cost
+from .workload import Workload
+
+#: Host link for KV swapping: PCIe 4.0 x16, 16 GT/s x 16 lanes x 128/130 encoding
+#: = 31.5 GB/s per direction (PCI-SIG PCIe 4.0 base specification).
+PCIE4_X16_BYTES_PER_S = 31.5e9
+#: Share of device memory the engine may use, as vLLM's `gpu_memory_utilization` default (0.9).
+DEFAULT_MEMORY_FRACTION = 0.9
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Identical replicas: their step-time function and the KV tokens each can hold."""
+
+    name: str
+    timer: StepTimer
+    kv_capacity_tokens: int
+    replicas: int = 1
+    hardware: str = ""
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One pool serving everything, or (with `decode_pool`) a prefill pool and a decode pool."""
+
+    pool: Pool
+    kv_bytes_per_token: float
+    decode_pool: Pool | None = None
+    kv_transfer_bytes_per_s: float = math.inf
+    kv_transfer_latency_s: float = 0.0
+    swap_bytes_per_s: float = PCIE4_X16_BYTES_PER_S
+
+    @property
+    def pools(self) -> tuple[Pool, ...]:
+        return (self.pool,) if self.decode_pool is None else (self.pool, self.decode_pool)
+
+
+def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, precision: Precision, policy: Policy,
+                       memory_fraction: float = DEFAULT_MEMORY_FRACTION) -> int:
+    """KV tokens one replica holds: (fraction · memory − weights − the activations of a full
+    step of `token_budget` tokens over `max_seqs` sequences) / (2LKH · bytes per value)."""
+    weights = memory.weights_bytes(model, precision)
+    act = memory.activation_bytes(model, precision, policy.max_seqs,
+                                  policy.token_budget / policy.max_seqs)
+    free = hw.memory_bytes * memory_fraction - weights - act
+    tokens = math.floor(free / memory.kv_bytes_per_token(model, precision))
+    if tokens < 1:
+        raise DoesNotFitError(
+            f"{model.name} weights ({weights / 1e9:.1f} GB) and step activations leave no KV "
+            f"memory on {hw.name} ({memory_fraction:.0%} of {hw.memory_gb:g} GB); use a larger "
+            "device, a smaller weight format, or a lower --token-budget/--max-seqs")
+    return tokens
+
+
+def build_deployment(model: ModelSpec, hw: HardwareSpec, policy: Policy,
+                     precision: Precision = Precision(), ceiling: Ceiling = "achievable",
+                     replicas: int = 1, prefill_hw: HardwareSpec | None = None,
+                     decode_hw: HardwareSpec | None = None, prefill_replicas: int = 1,
+                     decode_replicas: int = 1,
+                     memory_fraction: float = DEFAULT_MEMORY_FRACTION) -> Deployment:
+    """Pools whose step times come from the calculator for `model` on each pool's device."""
+    if not 0 < memory_fraction <= 1:
+        raise InvalidInputError(f"--memory-fraction must be in (0, 1], got {memory_fraction}")
+    for n, what in ((replicas, "--replicas"), (prefill_replicas, "--prefill-replicas"),
+                    (decode_replicas, "--decode-replicas")):
+        if n < 1:
+            raise InvalidInputError(f"{what} must be at least 1, got {n}")
+
+    def pool(name: str, device: HardwareSpec, n: int) -> Pool:
+        return Pool(name, mixed_step_cost(model, device, precision, ceiling),
+                    kv_capacity_tokens(model, device, precision, policy, memory_fraction), n,
+                    device.name)
+
+    kv_per_token = memory.kv_bytes_per_token(model, precision)
+    if not policy.disaggregated:
+        return Deployment(pool("serve", hw, replicas), kv_per_token)
+    src = prefill_hw or hw
+    link = src.interconnect
+    if link.bandwidth_bytes_per_s is None:
+        raise InvalidInputError(
+            f"{src.name} has no interconnect bandwidth in its spec; disaggregated serving "
+            "moves KV over it: choose a device with one (see `roofline hardware show`)")
+    return Deployment(pool("prefill", src, prefill_replicas), kv_per_token,
+                      pool("decode", decode_hw or hw, decode_replicas),
+                      link.bandwidth_bytes_per_s, link.latency_us * 1e-6)
+
+
+@dataclass(frozen=True)
+class EngineUsage:
+    """One replica after the run."""
+
+    pool: str
+    busy_s: float
+    timeline: Timeline
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    """Everything one simulation produced; `roofline.serve.metrics` summarises it."""
+
+    policy: Policy
+    deployment: Deployment
+    workload: Workload
+    first_token_s: np.ndarray
+    finish_s: np.ndarray
+    completions: np.ndarray
+    counters: Counters
+    engines: tuple[EngineUsage, ...]
+    block_tokens: tuple[int, ...]  # per pool
+
+
+def _route(engines: list[Engine], policy: Policy, turn: int) -> Engine:
+    if policy.router == "least-loaded":
+        return min(engines, key=lambda e: e.load)
+    return engines[turn % len(engines)]
+
+
+def _serve(engines: list[Engine], policy: Policy, arrivals: Iterable[tuple[float, int]]
+           ) -> None:
+    """Route each (time, request) to a replica, stepping every replica up to that time."""
+    for turn, (t, rid) in enumerate(arrivals):
+        for e in engines:
+            e.run_until(t)
+        _route(engines, policy, turn).add(rid)
+    for e in engines:
+        e.run_until(math.inf)
+
+
+def simulate(w: Workload, policy: Policy, d: Deployment, max_seq_len: int | None = None
+             ) -> ServeResult:
+    """Serve every request of `w` under `policy` on `d`. `max_seq_len` (contiguous KV: the
+    tokens reserved per sequence) defaults to the longest input + output in the workload."""
+    longest = int((w.input_tokens + w.output_tokens).max())
+    max_seq_len = longest if max_seq_len is None else max_seq_len
+    if max_seq_len < longest:
+        raise InvalidInputError(f"max sequence length {max_seq_len} is below the longest request "
+                                f"({longest} tokens); raise it")
+    reqs, counters = Requests(w), Counters()
+    events: list[tuple[float, int, int]] = []  # (time, order, request) into the decode pool
+    order = iter(range(1 << 62))
+
+    def handoff(rid: int, t: float) -> None:
+        ready = t + d.kv_transfer_latency_s + (
+            int(reqs.computed[rid]) * d.kv_bytes_per_token / d.kv_transfer_bytes_per_s)
+        reqs.ready_s[rid] = ready
+        events.append((ready, next(order), rid))
+
+    pools: list[list[Engine]] = []
+    for i, p in enumerate(d.pools):
+        hand = handoff if (d.decode_pool is not None and i == 0) else None
+        engines = [Engine(policy, p.timer, p.kv_capacity_tokens, max_seq_len, reqs,
+                          d.swap_bytes_per_s, d.kv_bytes_per_token, counters, Timeline(), hand)
+                   for _ in range(p.replicas)]
+        blocks = engines[0].total_blocks * engines[0].block_tokens
+        if blocks < longest:
+            raise DoesNotFitError(
+                f"the {p.name} pool holds {blocks} KV tokens per replica, fewer than the "
+                f"longest request ({longest} tokens); use a larger device or shorter requests")
+        if engines[0].total_blocks == 0:
+            raise DoesNotFitError(f"the {p.name} pool has no room for one KV block")
+        pools.append(engines)
+    # The decode pool only receives hand-offs, so the prefill pool can run to the end first:
+    # routing each pool's arrivals in time order is then exact.
+    _serve(pools[0], policy, zip(w.arrival_s.tolist(), range(w.requests), strict=True))
+    if len(pools) > 1:
+        _serve(pools[1], policy, ((t, rid) for t, _, rid in sorted(events)))
+    usage = tuple(EngineUsage(p.name, e.busy_s, e.tl)
+                  for p, engines in zip(d.pools, pools, strict=True) for e in engines)
+    return ServeResult(policy, d, w, reqs.first_token_s, reqs.finish_s, reqs.completions,
+                       counters, usage, tuple(engines[0].block_tokens for engines in pools))
+

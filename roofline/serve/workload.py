@@ -1,0 +1,193 @@
+"""Workloads: when requests arrive and how long their prompts and outputs are.
+
+Synthetic workloads are drawn from a seeded numpy Generator (same seed, same requests);
+traces are CSV or JSONL files with one request per row: `arrival_s`, `input_tokens`,
+`output_tokens`, and optionally `prefix_id` and `prefix_tokens` (a shared prompt prefix,
+e.g. a system prompt, counted inside `input_tokens`). A bad row is refused with its row
+number and the reason.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from ..errors import InvalidInputError
+
+Arrivals = Literal["poisson", "fixed"]
+LengthKind = Literal["fixed", "uniform", "lognormal"]
+ARRIVALS: tuple[str, ...] = ("poisson", "fixed")
+LENGTH_KINDS: tuple[str, ...] = ("fixed", "uniform", "lognormal")
+NO_PREFIX = -1
+_COLUMNS = ("arrival_s", "input_tokens", "output_tokens")
+_OPTIONAL = ("prefix_id", "prefix_tokens")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Requests as parallel arrays, sorted by arrival. Prefix id -1: no shared prefix."""
+
+    arrival_s: np.ndarray  # (R,) float
+    input_tokens: np.ndarray  # (R,) int, prompt length P including any shared prefix
+    output_tokens: np.ndarray  # (R,) int, generated tokens G (the first comes from prefill)
+    prefix_id: np.ndarray  # (R,) int
+    prefix_tokens: np.ndarray  # (R,) int, leading tokens of the prompt shared under prefix_id
+
+    @property
+    def requests(self) -> int:
+        return int(self.arrival_s.size)
+
+    def check(self, max_context: int, model_name: str) -> None:
+        """Refuse requests the model cannot serve, naming the (1-based) request."""
+        total = self.input_tokens + self.output_tokens
+        bad = np.flatnonzero(total > max_context)
+        if bad.size:
+            i = int(bad[0])
+            raise InvalidInputError(
+                f"request {i + 1}: input + output = {int(total[i])} tokens exceeds "
+                f"{model_name}'s max context of {max_context}; shorten it or drop it")
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """A length distribution: fixed `mean`; uniform on [low, uniform_high]; lognormal with
+    median `mean`·exp(-σ²/2) so its mean is `mean`. All clipped to [low, high]."""
+
+    kind: LengthKind
+    mean: float
+    low: int = 1
+    high: int = 1 << 30
+    sigma: float = 1.0
+    uniform_high: int = 1
+
+    def __post_init__(self) -> None:
+        if self.kind not in LENGTH_KINDS:
+            raise InvalidInputError(
+                f"unknown length distribution '{self.kind}'; use one of: {', '.join(LENGTH_KINDS)}")
+        if self.mean < 1:
+            raise InvalidInputError(f"mean length must be at least 1 token, got {self.mean:g}")
+        if not self.sigma > 0:
+            raise InvalidInputError(f"--sigma must be positive, got {self.sigma:g}")
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if self.kind == "fixed":
+            out = np.full(n, round(self.mean))
+        elif self.kind == "uniform":
+            out = rng.integers(self.low, max(self.uniform_high, self.low) + 1, size=n)
+        else:
+            mu = np.log(self.mean) - self.sigma**2 / 2
+            out = np.rint(rng.lognormal(mu, self.sigma, size=n))
+        return np.clip(out, max(self.low, 1), self.high).astype(np.int64)
+
+
+def synthetic(requests: int, rate_per_s: float, inputs: Lengths, outputs: Lengths,
+              arrivals: Arrivals = "poisson", seed: int = 0, prefix_tokens: int = 0) -> Workload:
+    """`requests` arrivals at `rate_per_s` (Poisson: exponential gaps; fixed: equal gaps).
+    With `prefix_tokens` > 0 every prompt starts with the same system prompt (prefix id 0)
+    of that many tokens, added to its drawn length."""
+    if requests < 1:
+        raise InvalidInputError(f"--requests must be at least 1, got {requests}")
+    if not rate_per_s > 0:
+        raise InvalidInputError(f"--rate must be positive, got {rate_per_s}")
+    if arrivals not in ARRIVALS:
+        raise InvalidInputError(f"unknown arrivals '{arrivals}'; use one of: {', '.join(ARRIVALS)}")
+    if prefix_tokens < 0:
+        raise InvalidInputError(f"--prefix-tokens cannot be negative, got {prefix_tokens}")
+    rng = np.random.default_rng(seed)
+    # unit-rate gaps scaled by the rate: the same seed gives the same requests at every rate
+    gaps = rng.exponential(1.0, requests) if arrivals == "poisson" else np.ones(requests)
+    arrival = np.cumsum(gaps) / rate_per_s
+    arrival -= arrival[0]
+    inp = inputs.draw(rng, requests) + prefix_tokens
+    out = outputs.draw(rng, requests)
+    pid = np.full(requests, 0 if prefix_tokens else NO_PREFIX)
+    return Workload(arrival, inp, out, pid, np.full(requests, prefix_tokens))
+
+
+def _int_field(row: dict, key: str, where: str, minimum: int) -> int:
+    raw = row.get(key)
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        raise InvalidInputError(f"{where}: missing '{key}'")
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{where}: '{key}' must be a number, got {raw!r}") from None
+    if value != int(value):
+        raise InvalidInputError(f"{where}: '{key}' must be a whole number, got {raw!r}")
+    if value < minimum:
+        raise InvalidInputError(f"{where}: '{key}' must be at least {minimum}, got {raw!r}")
+    return int(value)
+
+
+def _rows(path: Path) -> list[tuple[int, dict]]:
+    """(line number, row) pairs of a CSV (header on line 1) or JSONL file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise InvalidInputError(f"{path}: cannot read trace ({e.strerror})") from None
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        rows = []
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InvalidInputError(f"{path}: row {n}: not valid JSON ({e.msg})") from None
+            if not isinstance(row, dict):
+                raise InvalidInputError(f"{path}: row {n}: expected a JSON object")
+            rows.append((n, row))
+        return rows
+    if path.suffix.lower() != ".csv":
+        raise InvalidInputError(f"{path}: trace must be .csv or .jsonl")
+    reader = csv.DictReader(text.splitlines())
+    missing = [c for c in _COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise InvalidInputError(f"{path}: row 1: header lacks column(s) {', '.join(missing)}")
+    out = []
+    for n, row in enumerate(reader, start=2):
+        if None in row or None in row.values():
+            raise InvalidInputError(f"{path}: row {n}: expected {len(reader.fieldnames or ())} "
+                                    "fields")
+        out.append((n, row))
+    return out
+
+
+def from_trace(path: Path, default_prefix_tokens: int = 0) -> Workload:
+    """Load a CSV/JSONL trace (see module docstring), sorted by arrival.
+    Rows with a `prefix_id` but no `prefix_tokens` take `default_prefix_tokens`."""
+    rows = _rows(path)
+    if not rows:
+        raise InvalidInputError(f"{path}: trace has no requests")
+    cols: dict[str, list] = {k: [] for k in (*_COLUMNS, *_OPTIONAL)}
+    for n, row in rows:
+        where = f"{path}: row {n}"
+        try:
+            arrival = float(row.get("arrival_s", ""))
+        except (TypeError, ValueError):
+            raise InvalidInputError(
+                f"{where}: 'arrival_s' must be a number, got {row.get('arrival_s')!r}") from None
+        if not np.isfinite(arrival) or arrival < 0:
+            raise InvalidInputError(f"{where}: 'arrival_s' must be a finite time >= 0")
+        inp = _int_field(row, "input_tokens", where, 1)
+        out = _int_field(row, "output_tokens", where, 1)
+        has_prefix = row.get("prefix_id") not in (None, "")
+        pid = _int_field(row, "prefix_id", where, 0) if has_prefix else NO_PREFIX
+        if has_prefix and row.get("prefix_tokens") not in (None, ""):
+            ptok = _int_field(row, "prefix_tokens", where, 0)
+        else:
+            ptok = default_prefix_tokens if has_prefix else 0
+        if ptok > inp:
+            raise InvalidInputError(f"{where}: prefix_tokens {ptok} exceeds input_tokens {inp}")
+        for k, v in zip((*_COLUMNS, *_OPTIONAL), (arrival, inp, out, pid, ptok), strict=True):
+            cols[k].append(v)
+    order = np.argsort(np.asarray(cols["arrival_s"]), kind="stable")
+    arr = {k: np.asarray(v)[order] for k, v in cols.items()}
+    return Workload(arr["arrival_s"].astype(float), arr["input_tokens"].astype(np.int64),
+                    arr["output_tokens"].astype(np.int64), arr["prefix_id"].astype(np.int64),
+                    arr["prefix_tokens"].astype(np.int64))

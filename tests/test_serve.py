@@ -1,0 +1,292 @@
+"""`roofline serve`: the mixed-batch step cost, hand-computed schedules, invariants, and
+rejections of bad workloads."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofline.catalog import load_hardware, load_model
+from roofline.cli import main
+from roofline.cost import step_cost
+from roofline.operators import Step
+from roofline.serve.metrics import Summary
+from roofline.serve.policy import POLICIES
+from roofline.serve.simulate import Deployment, Pool, build_deployment, simulate
+from roofline.serve.stepcost import mixed_step_cost
+from roofline.serve.workload import NO_PREFIX, Lengths, Workload, synthetic
+
+
+class OneSecond:
+    """Every step takes 1 s, whatever its batch: schedules can be checked by counting steps."""
+
+    def time_s(self, tokens, seqs, pairs, context, t_max):
+        return 1.0 + 0.0 * np.asarray(pairs, dtype=float)
+
+
+class PerToken:
+    """0.5 s per step plus 1 ms per new token (prefill costs more than decode)."""
+
+    def time_s(self, tokens, seqs, pairs, context, t_max):
+        return 0.5 + 1e-3 * np.asarray(tokens, dtype=float)
+
+
+def workload(arrival, inp, out, prefix_id=None, prefix_tokens=None) -> Workload:
+    n = len(arrival)
+    return Workload(np.asarray(arrival, float), np.asarray(inp), np.asarray(out),
+                    np.asarray(prefix_id if prefix_id is not None else [NO_PREFIX] * n),
+                    np.asarray(prefix_tokens if prefix_tokens is not None else [0] * n))
+
+
+def unified(timer, tokens=1000) -> Deployment:
+    return Deployment(Pool("serve", timer, tokens), kv_bytes_per_token=1.0)
+
+
+# ---- the mixed-batch evaluator against step_cost ------------------------------------------
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "gpt-3-175b", "falcon-40b", "qwen2.5-7b"])
+@pytest.mark.parametrize("hardware", ["h100-sxm", "a10g"])
+@pytest.mark.parametrize(("B", "T", "S"), [(1, 1, 0), (64, 1, 1000), (8, 512, 0),
+                                           (3, 2048, 100), (256, 1, 30000)])
+def test_mixed_step_cost_equals_step_cost_for_uniform_batches(model, hardware, B, T, S):
+    m, hw = load_model(model), load_hardware(hardware)
+    mixed = mixed_step_cost(m, hw).batch_time_s(np.full(B, T), np.full(B, S))
+    assert mixed == pytest.approx(float(step_cost(m, hw, Step(B, T, S)).time_s), rel=1e-9)
+
+
+def test_mixed_batch_is_weights_once_plus_per_sequence_work():
+    """A decode at S=100 beside a 64-token chunk costs less than the two steps apart: the
+    weights are read once (the shared constant) instead of twice."""
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    c = mixed_step_cost(m, hw)
+    both = c.batch_time_s(np.array([1, 64]), np.array([100, 0]))
+    apart = c.batch_time_s(np.array([1]), np.array([100])) + c.batch_time_s(np.array([64]),
+                                                                            np.array([0]))
+    assert both < apart
+
+
+# ---- schedules worked out by hand (every step 1 s) ----------------------------------------
+# Requests A (t=0), B (t=0.5), C (t=3), each P=4, G=5: a prefill yields token 1, each decode
+# step one more, so a request needs its prefill step and 4 decode steps.
+THREE = workload([0.0, 0.5, 3.0], [4, 4, 4], [5, 5, 5])
+
+
+@pytest.mark.parametrize(("name", "first", "finish"), [
+    # prefill-first: A prefill [0,1]; B prefill [1,2] (decodes pause); A,B decode [2,3];
+    # C prefill [3,4]; A,B,C decode [4,5] [5,6] [6,7]: A,B have 5 tokens at 7; C decodes [7,8].
+    ("continuous", [1, 2, 4], [7, 7, 8]),
+    # chunked: A [0,1]; A decode + B chunk [1,2]; [2,3]; A,B decode + C chunk [3,4];
+    # A's 4th decode ends at 5, B's at 6, C's at 8.
+    ("chunked", [1, 2, 4], [5, 6, 8]),
+    # decode-first: A [0,1], B [1,2]; then the batch {A,B} decodes out [2,6] while C waits;
+    # C prefill [6,7] and decodes [7,11].
+    ("decode-first", [1, 2, 7], [6, 6, 11]),
+    # static: batch {A} prefill [0,1], decodes [1,5]; batch {B,C} prefill [5,6], decodes [6,10].
+    ("static", [1, 6, 6], [5, 10, 10]),
+])
+def test_hand_computed_schedules(name, first, finish):
+    p = POLICIES[name].with_overrides(max_seqs=4, token_budget=16)
+    r = simulate(THREE, p, unified(OneSecond()), max_seq_len=100)
+    np.testing.assert_array_equal(r.first_token_s, first)
+    np.testing.assert_array_equal(r.finish_s, finish)
+
+
+def test_disaggregated_hand_off_waits_for_the_kv_transfer():
+    # KV of P=4 tokens at 1 B/token over 8 B/s + 0.25 s latency: 0.25 + 4/8 = 0.75 s.
+    # A: prefill [0,1] -> decode pool at 1.75, decodes [1.75, 5.75].
+    # B: prefill [1,2] -> 2.75 (a step boundary of A's decodes), finishes 2.75 + 4 = 6.75.
+    # C: prefill [3,4] -> 4.75, finishes 8.75.
+    d = Deployment(Pool("prefill", OneSecond(), 1000), 1.0, Pool("decode", OneSecond(), 1000),
+                   kv_transfer_bytes_per_s=8.0, kv_transfer_latency_s=0.25)
+    r = simulate(THREE, POLICIES["disaggregated"].with_overrides(max_seqs=4, token_budget=16), d)
+    np.testing.assert_array_equal(r.first_token_s, [1, 2, 4])
+    np.testing.assert_array_equal(r.finish_s, [5.75, 6.75, 8.75])
+
+
+def test_two_requests_with_token_dependent_step_cost():
+    # Both arrive at 0 (P=100, P=300; G=3): prefill-first runs them in one step of 400 tokens:
+    # 0.5 + 0.4 = 0.9 s. Two decode steps of 2 tokens: 0.502 s each -> 1.904 s.
+    w = workload([0.0, 0.0], [100, 300], [3, 3])
+    r = simulate(w, POLICIES["continuous"], unified(PerToken(), 10_000))
+    np.testing.assert_allclose(r.first_token_s, [0.9, 0.9])
+    np.testing.assert_allclose(r.finish_s, [0.9 + 2 * 0.502] * 2)
+
+
+def test_prefix_cache_skips_the_shared_prompt():
+    # Two requests share a 40-token prefix; block 16 -> 32 tokens (2 whole blocks) are cached
+    # after the first prefill. The second arrives later and prefills only 48 - 32 = 16 tokens.
+    w = workload([0.0, 5.0], [48, 48], [2, 2], prefix_id=[7, 7], prefix_tokens=[40, 40])
+    r = simulate(w, POLICIES["chunked+prefix"], unified(PerToken()))
+    assert r.counters.prefix_hit_tokens == 32
+    assert r.counters.prefill_tokens == 48 + (48 - 32)
+    # first token of B: 0.5 + 16 ms after it arrives
+    assert r.first_token_s[1] == pytest.approx(5.0 + 0.5 + 0.016)
+
+
+@pytest.mark.parametrize(("kv", "allocated"), [
+    # paged, 16-token blocks: ceil(20/16)·16 + ceil(33/16)·16 = 32 + 48 = 80
+    ("paged", 80),
+    # contiguous: 2 sequences x 50 reserved tokens = 100
+    ("contiguous", 100),
+])
+def test_kv_fragmentation_formula(kv, allocated):
+    w = workload([0.0, 0.0], [20, 33], [3, 3])
+    r = simulate(w, POLICIES["continuous"].with_overrides(kv=kv), unified(OneSecond()),
+                 max_seq_len=50)
+    tl = r.engines[0].timeline
+    assert tl.kv_allocated_tokens[0] == allocated  # after the joint prefill step
+    assert tl.kv_stored_tokens[0] == 20 + 33
+    # waste = Σ (allocation − tokens): paged 12 + 15 = 27, contiguous 30 + 17 = 47
+    assert allocated - tl.kv_stored_tokens[0] == {"paged": 27, "contiguous": 47}[kv]
+
+
+# ---- invariants ---------------------------------------------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 25),
+    seed=st.integers(0, 2**16),
+    name=st.sampled_from(list(POLICIES)),
+    preemption=st.sampled_from(["recompute", "swap"]),
+    capacity=st.sampled_from([128, 300, 5000]),
+    replicas=st.integers(1, 3),
+    router=st.sampled_from(["round-robin", "least-loaded"]),
+)
+def test_invariants(n, seed, name, preemption, capacity, replicas, router):
+    rng = np.random.default_rng(seed)
+    inp = rng.integers(1, 60, n)
+    out = rng.integers(1, 60, n)
+    w = workload(np.sort(rng.uniform(0, 20, n)), inp, out,
+                 prefix_id=rng.integers(-1, 2, n), prefix_tokens=np.minimum(inp, 20))
+    p = POLICIES[name].with_overrides(max_seqs=8, token_budget=32, router=router,
+                                      **({} if name == "static" else {"preemption": preemption}))
+    pools = [Pool(x, PerToken(), capacity, replicas) for x in ("prefill", "decode")]
+    d = (Deployment(pools[0], 1.0, pools[1], 50.0, 0.01) if p.disaggregated
+         else Deployment(Pool("serve", PerToken(), capacity, replicas), 1.0))
+    r = simulate(w, p, d)
+    c = r.counters
+    assert (r.completions == 1).all()  # every request completes exactly once
+    # tokens conserved: each request ends with P + G - 1 tokens fed (its last is never fed);
+    # recomputed KV is fed twice, prefix hits never
+    assert c.prefill_tokens + c.decode_tokens == (
+        int((inp + out - 1).sum()) + c.recomputed_tokens - c.prefix_hit_tokens)
+    assert (r.first_token_s >= w.arrival_s).all()
+    assert (r.finish_s >= r.first_token_s).all()
+    for e in r.engines:
+        tl = e.timeline
+        start, end = np.asarray(tl.start_s), np.asarray(tl.end_s)
+        assert (end > start).all() and (start[1:] >= end[:-1] - 1e-12).all()  # time monotone
+        cap = {"serve": capacity, "prefill": capacity, "decode": capacity}[e.pool]
+        assert max(tl.kv_allocated_tokens, default=0) <= cap  # memory within capacity
+
+
+def test_littles_law_in_steady_state():
+    """Time-averaged requests in the system = arrival rate x mean time in system (±10 %)."""
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    rate = 4.0
+    w = synthetic(3000, rate, Lengths("lognormal", 512), Lengths("lognormal", 128), seed=3)
+    r = simulate(w, POLICIES["chunked"], build_deployment(m, hw, POLICIES["chunked"]))
+    e2e = r.finish_s - w.arrival_s
+    lo, hi = np.quantile(w.arrival_s, [0.2, 0.8])  # skip warm-up and drain
+    grid = np.linspace(lo, hi, 4000)
+    in_system = ((w.arrival_s[None, :] <= grid[:, None])
+                 & (r.finish_s[None, :] > grid[:, None])).sum(axis=1)
+    window = (w.arrival_s >= lo) & (w.arrival_s <= hi)
+    assert in_system.mean() == pytest.approx(rate * e2e[window].mean(), rel=0.10)
+
+
+def test_continuous_beats_static_on_a_mixed_workload():
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    w = synthetic(400, 8.0, Lengths("lognormal", 1024), Lengths("lognormal", 256), seed=1)
+    s = {n: Summary(simulate(w, POLICIES[n], build_deployment(m, hw, POLICIES[n])), 1.0, 0.1)
+         for n in ("static", "continuous")}
+    assert s["continuous"].throughput_tokens_per_s > s["static"].throughput_tokens_per_s
+    assert np.percentile(s["continuous"].e2e_s, 95) < np.percentile(s["static"].e2e_s, 95)
+
+
+# ---- CLI ----------------------------------------------------------------------------------
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_json_keys(capsys):
+    code, out, _ = run_cli(capsys, "serve", "llama-3.1-8b", "--hardware", "h100-sxm",
+                           "--rate", "5", "--requests", "60", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["requests_completed"] == 60 and d["throughput_tokens_per_s"] > 0
+    for k in ("ttft_s", "tpot_s", "e2e_s"):
+        assert set(d[k]) >= {"p50", "p90", "p95", "p99"}
+    assert len(d["timeline"]["batch_size"]) == len(d["timeline"]["kv_allocated_bytes"])
+
+
+def test_cli_compare_lists_each_policy(capsys):
+    code, out, _ = run_cli(capsys, "serve", "--requests", "40", "--json",
+                           "--compare", "static,continuous,chunked,disaggregated")
+    assert code == 0
+    assert [d["policy"] for d in json.loads(out)] == [
+        "static", "continuous", "chunked", "disaggregated"]
+
+
+def test_cli_sweep_rate(capsys):
+    code, out, _ = run_cli(capsys, "serve", "--requests", "40", "--json", "--sweep-rate",
+                           "--rate", "2", "--slo-ttft", "0.5", "--slo-tpot", "0.05")
+    assert code == 0
+    d = json.loads(out)
+    assert d["best_rate_per_s"] > 0
+    assert d["at_best"]["slo"]["attainment"] >= 0.9
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("neg.csv", "arrival_s,input_tokens,output_tokens\n0,10,5\n1,-3,5\n",
+     "row 3: 'input_tokens' must be at least 1"),
+    ("long.csv", "arrival_s,input_tokens,output_tokens\n0,200000,5\n",
+     "request 1: input + output = 200005 tokens exceeds"),
+    ("empty.csv", "arrival_s,input_tokens,output_tokens\n", "trace has no requests"),
+    ("text.csv", "arrival_s,input_tokens,output_tokens\n0,ten,5\n",
+     "row 2: 'input_tokens' must be a number"),
+    ("short.csv", "arrival_s,input_tokens,output_tokens\n0,10\n", "row 2: expected 3 fields"),
+    ("nohead.csv", "arrival_s,input_tokens\n0,10\n", "row 1: header lacks column(s) output"),
+    ("bad.jsonl", '{"arrival_s": 0, "input_tokens": 5, "output_tokens": 2}\n{oops\n',
+     "row 2: not valid JSON"),
+    ("miss.jsonl", '{"arrival_s": 0, "input_tokens": 5}\n', "row 1: missing 'output_tokens'"),
+])
+def test_bad_traces_are_refused_with_row_and_reason(tmp_path, capsys, name, text, message):
+    path = tmp_path / name
+    path.write_text(text)
+    code, _, err = run_cli(capsys, "serve", "--trace", str(path))
+    assert code == 1
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_trace_is_served(tmp_path, capsys):
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps({"arrival_s": i * 0.1, "input_tokens": 100 + i,
+                                          "output_tokens": 20, "prefix_id": 1,
+                                          "prefix_tokens": 64}) for i in range(20)))
+    code, out, _ = run_cli(capsys, "serve", "--trace", str(path), "--policy", "chunked+prefix",
+                           "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["requests_completed"] == 20 and d["prefix_hit_tokens"] > 0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--rate", "0"], "--rate must be positive"),
+    (["--policy", "fifo"], "unknown policy 'fifo'"),
+    (["--policy", "static", "--kv", "paged"], "static batching reserves contiguous KV"),
+    (["--lengths", "zipf"], "unknown length distribution 'zipf'"),
+    (["--hardware", "l4", "llama-3.1-70b"], "leave no KV memory on l4"),
+])
+def test_bad_options(capsys, args, message):
+    code, _, err = run_cli(capsys, "serve", "--requests", "10", *args)
+    assert code == 1 and message in err and err.count("\n") == 1
