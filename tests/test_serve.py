@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline.catalog import load_hardware, load_model
+from roofline.catalog import load_hardware, load_model, model_catalog
 from roofline.cli import main
 from roofline.cost import step_cost
 from roofline.operators import Step
@@ -24,15 +24,21 @@ from roofline.serve.workload import NO_PREFIX, Lengths, Workload, synthetic
 class OneSecond:
     """Every step takes 1 s, whatever its batch: schedules can be checked by counting steps."""
 
-    def time_s(self, tokens, seqs, pairs, context, t_max):
-        return 1.0 + 0.0 * np.asarray(pairs, dtype=float)
+    def step_s(self, T, S):
+        return 1.0
+
+    def decode_s(self, S, steps):
+        return np.ones(steps)
 
 
 class PerToken:
     """0.5 s per step plus 1 ms per new token (prefill costs more than decode)."""
 
-    def time_s(self, tokens, seqs, pairs, context, t_max):
-        return 0.5 + 1e-3 * np.asarray(tokens, dtype=float)
+    def step_s(self, T, S):
+        return 0.5 + 1e-3 * float(T.sum())
+
+    def decode_s(self, S, steps):
+        return np.full(steps, 0.5 + 1e-3 * S.size)
 
 
 def workload(arrival, inp, out, prefix_id=None, prefix_tokens=None) -> Workload:
@@ -53,8 +59,53 @@ def unified(timer, tokens=1000) -> Deployment:
                                            (3, 2048, 100), (256, 1, 30000)])
 def test_mixed_step_cost_equals_step_cost_for_uniform_batches(model, hardware, B, T, S):
     m, hw = load_model(model), load_hardware(hardware)
-    mixed = mixed_step_cost(m, hw).batch_time_s(np.full(B, T), np.full(B, S))
+    mixed = mixed_step_cost(m, hw).step_s(np.full(B, T, float), np.full(B, S, float))
     assert mixed == pytest.approx(float(step_cost(m, hw, Step(B, T, S)).time_s), rel=1e-9)
+
+
+# MoE (experts touched by the step's tokens), sliding windows (W = 1024 or 4096: contexts
+# inside, straddling and far beyond), SSM / linear-attention state, MLA, hybrids.
+@pytest.mark.parametrize("model", ["mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v2-lite",
+                                   "mistral-7b-v0.1", "gemma-2-9b", "gemma-3-27b",
+                                   "characterai-style-illustrative", "mamba-2.8b", "mamba2-2.7b",
+                                   "jamba-v0.1", "minimax-text-01"])
+@pytest.mark.parametrize(("B", "T", "S"), [(1, 1, 0), (64, 1, 1000), (8, 512, 0), (3, 2048, 100),
+                                           (256, 1, 30000), (5, 1, 4095), (2, 300, 3900),
+                                           (7, 1, 9000), (1, 40, 1000)])
+def test_mixed_step_cost_is_exact_for_every_family(model, B, T, S):
+    m, hw = load_model(model), load_hardware("h200")
+    mixed = mixed_step_cost(m, hw).step_s(np.full(B, T, float), np.full(B, S, float))
+    assert mixed == pytest.approx(float(step_cost(m, hw, Step(B, T, S)).time_s), rel=1e-9)
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "mixtral-8x7b", "gemma-2-9b", "jamba-v0.1"])
+def test_decode_stretch_equals_step_by_step(model):
+    """k decode steps of sequences at different contexts (some crossing the window W = 4096)
+    cost what the k single steps cost: Σ_j step_s(1, S + j)."""
+    c = mixed_step_cost(load_model(model), load_hardware("h200"))
+    S = np.array([0.0, 4090.0, 100.0, 5000.0, 4095.0])
+    steps = c.decode_s(S, 12)
+    one_by_one = [c.step_s(np.ones(S.size), S + j) for j in range(12)]
+    np.testing.assert_allclose(steps, one_by_one, rtol=1e-12)
+
+
+def test_window_caps_attention_beyond_it():
+    """Mistral 7B v0.1 (every layer local, W = 4096): a decode at S = 20,000 costs what one at
+    S = 4,095 costs (both attend W = 4096 keys), and less than the mixed cost without a cap."""
+    c = mixed_step_cost(load_model("mistral-7b-v0.1"), load_hardware("h200"))
+    far = c.step_s(np.ones(8), np.full(8, 20_000.0))
+    assert far == pytest.approx(c.step_s(np.ones(8), np.full(8, 4095.0)), rel=1e-12)
+
+
+def test_moe_step_cost_follows_experts_touched():
+    """Mixtral (E = 8, k = 2): a one-token step reads k = 2 experts per layer, a 64-token step
+    nearly all 8 (8·(1 − (3/4)^64) = 7.99999): decode with 64 sequences costs far more weight
+    bytes than with 1, which no affine function of tokens could fit beside the other probes."""
+    m, hw = load_model("mixtral-8x7b"), load_hardware("h200")
+    c = mixed_step_cost(m, hw)
+    for B in (1, 2, 3, 64):
+        assert c.step_s(np.ones(B), np.full(B, 500.0)) == pytest.approx(
+            float(step_cost(m, hw, Step(B, 1, 500)).time_s), rel=1e-9)
 
 
 def test_mixed_batch_is_weights_once_plus_per_sequence_work():
@@ -62,9 +113,9 @@ def test_mixed_batch_is_weights_once_plus_per_sequence_work():
     weights are read once (the shared constant) instead of twice."""
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     c = mixed_step_cost(m, hw)
-    both = c.batch_time_s(np.array([1, 64]), np.array([100, 0]))
-    apart = c.batch_time_s(np.array([1]), np.array([100])) + c.batch_time_s(np.array([64]),
-                                                                            np.array([0]))
+    both = c.step_s(np.array([1.0, 64.0]), np.array([100.0, 0.0]))
+    apart = c.step_s(np.array([1.0]), np.array([100.0])) + c.step_s(np.array([64.0]),
+                                                                    np.array([0.0]))
     assert both < apart
 
 
@@ -290,3 +341,45 @@ def test_trace_is_served(tmp_path, capsys):
 def test_bad_options(capsys, args, message):
     code, _, err = run_cli(capsys, "serve", "--requests", "10", *args)
     assert code == 1 and message in err and err.count("\n") == 1
+
+
+# ---- every catalog model: simulated, or refused in one line -------------------------------
+CATALOG = model_catalog().names()
+#: Catalog models whose bf16 weights do not fit one H200 (141 GB) with room for KV, and the
+#: diffusion LM (not autoregressive): each is refused with one line.
+REFUSED = {"deepseek-v3": "leave no KV memory", "gpt-3-175b": "leave no KV memory",
+           "llama-2-70b": "leave no KV memory", "llama-3.1-405b": "leave no KV memory",
+           "llama-3.1-70b": "leave no KV memory", "minimax-text-01": "leave no KV memory",
+           "mixtral-8x22b": "leave no KV memory", "qwen2.5-72b": "leave no KV memory",
+           "llada-8b": "diffusion LM"}
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_every_catalog_model_simulates_or_is_refused(name, capsys):
+    args = ["serve", name, "--hardware", "h200", "--rate", "4", "--requests", "20",
+            "--input-tokens", "300", "--output-tokens", "40", "--json"]
+    if name in REFUSED:
+        with pytest.raises(SystemExit) as e:
+            main(args)
+        err = capsys.readouterr().err.strip()
+        assert e.value.code == 1 and "\n" not in err and REFUSED[name] in err
+        return
+    m, hw, p = load_model(name), load_hardware("h200"), POLICIES["chunked"]
+    w = synthetic(20, 4.0, Lengths("lognormal", 300), Lengths("lognormal", 40), seed=1)
+    d = build_deployment(m, hw, p)
+    r = simulate(w, p, d)
+    assert (r.completions == 1).all()
+    c = r.counters
+    assert c.prefill_tokens + c.decode_tokens == int(
+        (w.input_tokens + w.output_tokens - 1).sum()) + c.recomputed_tokens
+    assert (r.first_token_s > w.arrival_s).all() and (r.finish_s >= r.first_token_s).all()
+    tl = r.engines[0].timeline
+    assert max(tl.kv_allocated_tokens) <= d.pool.kv_capacity_tokens
+    assert (np.diff(tl.end_s) > 0).all()
+    # the step after the first prefill costs what step_cost says for that uniform shape
+    first = np.argmin(w.arrival_s)
+    assert tl.end_s[0] - tl.start_s[0] == pytest.approx(float(step_cost(
+        m, hw, Step(1, int(w.input_tokens[first]), 0)).time_s), rel=1e-9)
+    main(args)
+    out = json.loads(capsys.readouterr().out)
+    assert out["requests_completed"] == 20

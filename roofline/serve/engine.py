@@ -22,10 +22,13 @@ from .workload import NO_PREFIX, Workload
 
 
 class StepTimer(Protocol):
-    """Time of one step from its batch totals (see `roofline.serve.stepcost`); the totals
-    may be equal-length arrays, one entry per step, and then so is the result."""
+    """Step times from the sequences' shapes (see `roofline.serve.stepcost`)."""
 
-    def time_s(self, tokens, seqs, pairs, context, t_max): ...
+    def step_s(self, T: np.ndarray, S: np.ndarray) -> float:
+        """One step over sequences with T_i new tokens on S_i cached."""
+
+    def decode_s(self, S: np.ndarray, steps: int) -> np.ndarray:
+        """`steps` consecutive decode steps of sequences starting at contexts S_i."""
 
 
 @dataclass
@@ -91,12 +94,14 @@ class Engine:
     def __init__(self, policy: Policy, timer: StepTimer, kv_capacity_tokens: int,
                  max_seq_len: int, reqs: Requests, swap_bytes_per_s: float,
                  kv_bytes_per_token: float, counters: Counters, timeline: Timeline,
-                 handoff: Callable[[int, float], None] | None = None) -> None:
+                 handoff: Callable[[int, float], None] | None = None,
+                 state_bytes_per_sequence: float = 0.0) -> None:
         self.p, self.timer, self.r = policy, timer, reqs
         self.block_tokens = policy.block_size if policy.kv == "paged" else max_seq_len
         self.total_blocks = kv_capacity_tokens // self.block_tokens
         self.free_blocks = self.total_blocks
         self.swap_s_per_token = kv_bytes_per_token / swap_bytes_per_s
+        self.swap_s_per_sequence = state_bytes_per_sequence / swap_bytes_per_s  # SSM state
         self.c, self.tl, self.handoff = counters, timeline, handoff
         self.clock = 0.0
         self.busy_s = 0.0
@@ -207,8 +212,9 @@ class Engine:
         return c
 
     def _stall(self, tokens: int) -> None:
-        """Move `tokens` of KV between device and host; the engine waits for it."""
-        dt = tokens * self.swap_s_per_token
+        """Move `tokens` of KV (and the sequence's state) between device and host; the engine
+        waits for it."""
+        dt = tokens * self.swap_s_per_token + self.swap_s_per_sequence
         self.c.swap_s += dt
         self.clock += dt
         self.busy_s += dt
@@ -272,14 +278,11 @@ class Engine:
             self._preempt_newest()  # partial prompts hold all the blocks: make room
             return True
         r = self.r
-        S_d = r.computed[decode].astype(float)
         T_c = np.array([c for _, c in chunks], dtype=float)
-        S_c = np.array([float(r.computed[i]) for i, _ in chunks])
-        tokens = decode.size + T_c.sum()
-        pairs = (S_d + 1).sum() + (T_c * S_c + T_c * (T_c + 1) / 2).sum()
-        context = (S_d + 1).sum() + (S_c + T_c).sum()
-        t_max = max(T_c.max() if T_c.size else 0.0, 1.0 if decode.size else 0.0)
-        dt = self.timer.time_s(tokens, decode.size + len(chunks), pairs, context, t_max)
+        T = np.concatenate((np.ones(decode.size), T_c))
+        S = np.concatenate((r.computed[decode], [r.computed[i] for i, _ in chunks])).astype(float)
+        tokens = T.sum()
+        dt = self.timer.step_s(T, S)
         self.clock += dt
         self.busy_s += dt
         self.c.decode_tokens += decode.size
@@ -305,12 +308,10 @@ class Engine:
         own = S + k - r.shared_tokens[run]
         if int((-(-own // self.block_tokens) - r.held_blocks[run]).sum()) > self.free_blocks:
             return False
-        pairs0 = float((S + 1).sum())
         if horizon < np.inf:  # steps only lengthen as contexts grow: bound k by the first
-            first = float(self.timer.time_s(n, n, pairs0, pairs0, 1.0))
+            first = float(self.timer.decode_s(S, 1)[0])
             k = min(k, int((horizon - self.clock) / first) + 1)
-        pairs = pairs0 + n * np.arange(k, dtype=float)
-        dt = np.ones(k) * self.timer.time_s(n, n, pairs, pairs, 1.0)
+        dt = self.timer.decode_s(S, k)
         ends = self.clock + np.cumsum(dt)
         steps = max(1, int(np.count_nonzero(ends - dt < horizon)))
         start = self.clock
@@ -437,7 +438,7 @@ class Engine:
             self.free_blocks -= take
             r.held_blocks[batch] = 1
             T = r.w.input_tokens[batch].astype(float)
-            dt = self.timer.time_s(T.sum(), take, (T * (T + 1) / 2).sum(), T.sum(), T.max())
+            dt = self.timer.step_s(T, np.zeros(take))
             self.clock += dt
             self.busy_s += dt
             self.c.prefill_tokens += int(T.sum())
@@ -455,8 +456,7 @@ class Engine:
             out = r.w.output_tokens[batch]
             n, k = batch.size, int(out.max()) - 1  # steps after the prefill's token
             if k > 0:
-                pairs = float((self._static_ctx + 1).sum()) + n * np.arange(k, dtype=float)
-                dt = np.ones(k) * self.timer.time_s(n, n, pairs, pairs, 1.0)
+                dt = self.timer.decode_s(self._static_ctx, k)
                 ends = self.clock + np.cumsum(dt)
                 live = out > 1
                 r.finish_s[batch[live]] = ends[out[live] - 2]  # token j+1 comes from step j

@@ -30,6 +30,9 @@ from .workload import Workload
 PCIE4_X16_BYTES_PER_S = 31.5e9
 #: Share of device memory the engine may use, as vLLM's `gpu_memory_utilization` default (0.9).
 DEFAULT_MEMORY_FRACTION = 0.9
+#: KV token capacity of a model without per-token KV (pure SSM / linear attention): every
+#: token fits, only the per-sequence state (reserved up front) takes memory.
+UNBOUNDED_KV_TOKENS = 1 << 60
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class Deployment:
     kv_transfer_bytes_per_s: float = math.inf
     kv_transfer_latency_s: float = 0.0
     swap_bytes_per_s: float = PCIE4_X16_BYTES_PER_S
+    state_bytes_per_sequence: float = 0.0  # SSM / linear-attention state, moved with the KV
 
     @property
     def pools(self) -> tuple[Pool, ...]:
@@ -62,17 +66,28 @@ class Deployment:
 def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, precision: Precision, policy: Policy,
                        memory_fraction: float = DEFAULT_MEMORY_FRACTION) -> int:
     """KV tokens one replica holds: (fraction · memory − weights − the activations of a full
-    step of `token_budget` tokens over `max_seqs` sequences) / (2LKH · bytes per value)."""
+    step of `token_budget` tokens over `max_seqs` sequences − the constant SSM/linear state of
+    `max_seqs` sequences) / (KV bytes per token). The state counts sequences, not tokens, so it
+    is reserved for every slot up front (as vLLM does for Mamba layers); a model without
+    per-token KV holds any number of tokens (`UNBOUNDED_KV_TOKENS`). Local (sliding-window)
+    layers are counted per token over the whole context: blocks that fall out of the window
+    are not reclaimed, so capacity is conservative for contexts beyond W."""
     weights = memory.weights_bytes(model, precision)
     act = memory.activation_bytes(model, precision, policy.max_seqs,
                                   policy.token_budget / policy.max_seqs)
-    free = hw.memory_bytes * memory_fraction - weights - act
-    tokens = math.floor(free / memory.kv_bytes_per_token(model, precision))
+    state = policy.max_seqs * model.state_elems_per_sequence * precision.kv_bytes
+    free = hw.memory_bytes * memory_fraction - weights - act - state
+    per_token = memory.kv_bytes_per_token(model, precision)
+    room = f"{model.name} weights ({weights / 1e9:.1f} GB)" + (
+        f", step activations and the state of {policy.max_seqs} sequences ({state / 1e9:.1f} GB)"
+        if state else " and step activations")
+    tokens = (UNBOUNDED_KV_TOKENS if per_token == 0 and free >= 0
+              else math.floor(free / per_token) if per_token else 0)
     if tokens < 1:
         raise DoesNotFitError(
-            f"{model.name} weights ({weights / 1e9:.1f} GB) and step activations leave no KV "
-            f"memory on {hw.name} ({memory_fraction:.0%} of {hw.memory_gb:g} GB); use a larger "
-            "device, a smaller weight format, or a lower --token-budget/--max-seqs")
+            f"{room} leave no KV memory on {hw.name} ({memory_fraction:.0%} of "
+            f"{hw.memory_gb:g} GB); use a larger device, a smaller weight format, or a lower "
+            "--token-budget/--max-seqs")
     return tokens
 
 
@@ -83,6 +98,11 @@ def build_deployment(model: ModelSpec, hw: HardwareSpec, policy: Policy,
                      decode_replicas: int = 1,
                      memory_fraction: float = DEFAULT_MEMORY_FRACTION) -> Deployment:
     """Pools whose step times come from the calculator for `model` on each pool's device."""
+    if model.diffusion is not None:
+        raise InvalidInputError(
+            f"{model.name} is a diffusion LM (it denoises blocks of tokens, not one token per "
+            "step); the serving simulator models autoregressive decoding: use "
+            "`roofline diffusion`")
     if not 0 < memory_fraction <= 1:
         raise InvalidInputError(f"--memory-fraction must be in (0, 1], got {memory_fraction}")
     for n, what in ((replicas, "--replicas"), (prefill_replicas, "--prefill-replicas"),
@@ -96,8 +116,9 @@ def build_deployment(model: ModelSpec, hw: HardwareSpec, policy: Policy,
                     device.name)
 
     kv_per_token = memory.kv_bytes_per_token(model, precision)
+    state = model.state_elems_per_sequence * precision.kv_bytes
     if not policy.disaggregated:
-        return Deployment(pool("serve", hw, replicas), kv_per_token)
+        return Deployment(pool("serve", hw, replicas), kv_per_token, state_bytes_per_sequence=state)
     src = prefill_hw or hw
     link = src.interconnect
     if link.bandwidth_bytes_per_s is None:
@@ -106,7 +127,8 @@ def build_deployment(model: ModelSpec, hw: HardwareSpec, policy: Policy,
             "moves KV over it: choose a device with one (see `roofline hardware show`)")
     return Deployment(pool("prefill", src, prefill_replicas), kv_per_token,
                       pool("decode", decode_hw or hw, decode_replicas),
-                      link.bandwidth_bytes_per_s, link.latency_us * 1e-6)
+                      link.bandwidth_bytes_per_s, link.latency_us * 1e-6,
+                      state_bytes_per_sequence=state)
 
 
 @dataclass(frozen=True)
@@ -165,7 +187,8 @@ def simulate(w: Workload, policy: Policy, d: Deployment, max_seq_len: int | None
 
     def handoff(rid: int, t: float) -> None:
         ready = t + d.kv_transfer_latency_s + (
-            int(reqs.computed[rid]) * d.kv_bytes_per_token / d.kv_transfer_bytes_per_s)
+            int(reqs.computed[rid]) * d.kv_bytes_per_token + d.state_bytes_per_sequence
+        ) / d.kv_transfer_bytes_per_s
         reqs.ready_s[rid] = ready
         events.append((ready, next(order), rid))
 
@@ -173,7 +196,8 @@ def simulate(w: Workload, policy: Policy, d: Deployment, max_seq_len: int | None
     for i, p in enumerate(d.pools):
         hand = handoff if (d.decode_pool is not None and i == 0) else None
         engines = [Engine(policy, p.timer, p.kv_capacity_tokens, max_seq_len, reqs,
-                          d.swap_bytes_per_s, d.kv_bytes_per_token, counters, Timeline(), hand)
+                          d.swap_bytes_per_s, d.kv_bytes_per_token, counters, Timeline(), hand,
+                          d.state_bytes_per_sequence)
                    for _ in range(p.replicas)]
         blocks = engines[0].total_blocks * engines[0].block_tokens
         if blocks < longest:

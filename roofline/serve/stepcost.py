@@ -3,22 +3,30 @@
 A continuous-batching step runs decode sequences (T=1 over their own S) beside prefill chunks
 (T=c over S already computed). `roofline.cost.step_cost` takes one T for the whole batch, so
 this module reads the same operators another way. Every operator's compute time and memory
-time are affine in five batch totals:
+time are affine in a few batch totals (features), with n = Σ T_i the step's new tokens:
 
-    tokens  = Σ T_i                            matmul FLOPs, activations, KV writes
-    seqs    = B                                logits of the last position of each sequence
-    pairs   = Σ T_i·S_i + T_i(T_i+1)/2         attention FLOPs (causal query-key pairs)
-    context = Σ (S_i + T_i)                    KV read by attention
-    t_max   = max T_i                          learned position rows (shared by the batch)
+    tokens        = n                              matmul FLOPs, activations, KV writes
+    seqs          = B                              logits of the last position, SSM state
+    pairs         = Σ T_i·S_i + T_i(T_i+1)/2       attention FLOPs (causal query-key pairs)
+    context       = Σ (S_i + T_i)                  KV read by attention
+    t_max         = max T_i                        learned position rows (shared by the batch)
+  with a sliding window W (local layers):
+    local_pairs   = Σ attended_pairs(T_i, S_i, W)  pairs capped by the window
+    local_context = Σ min(S_i + T_i, W + T_i − 1)  KV a local layer reads
+  with a mixture of experts (E experts, top k):
+    experts       = E·(1 − (1 − k/E)^n)            experts the step's tokens touch (weights)
 
-plus a constant (weights, read once per step). The coefficients are found once per
-model/hardware/precision/ceiling by evaluating `step_cost` at a handful of uniform probe
-shapes and solving for them; the fit is then checked against further shapes, so an operator
-that is not affine in these totals is refused rather than mis-costed. Per step the cost is
-then Σ_ops max(compute_s, memory_s) + launch overheads: a 2×ops×6 product, no objects.
+plus a constant (weights, read once per step). Every feature is a known function of the
+sequences' (T_i, S_i), evaluated per step; the coefficients are found once per
+model/hardware/precision/ceiling by evaluating `step_cost` at uniform probe shapes (inside,
+across and beyond the window) and solving for them; the fit is checked against every probe,
+so an operator that is not affine in these features is refused rather than mis-costed. Per
+step the cost is then Σ_ops max(compute_s, memory_s) + launch overheads: an ops × features
+product, no objects.
 
-Exact while Σ T_i stays below the vocabulary size V (the embedding gathers min(ΣT, V) rows);
-serving token budgets are far below V.
+Exact while n stays below the vocabulary size V (the embedding gathers min(n, V) rows);
+serving token budgets are far below V. A calibrated spec with a small-M GEMM term (M½ > 0)
+is not affine in these features and is refused by the fit check.
 """
 
 from __future__ import annotations
@@ -31,73 +39,107 @@ from ..cost import Ceiling, step_cost
 from ..errors import InvalidInputError
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
-from ..operators import Step, attended_pairs
+from ..operators import Step, attended_pairs, expected_experts_touched, kv_tokens_read
 from ..precision import Precision
 
-#: (B, T, S) probe shapes: their features span all six directions, and the last ones re-check
-#: the fit. Kept small so B·T stays below every vocabulary size.
-_PROBES = np.array([
+#: (B, T, S) probe shapes: their features span every direction, the rest re-check the fit.
+#: Kept small so B·T stays below every vocabulary size.
+_PROBES = [
     (1, 1, 0), (2, 1, 0), (1, 2, 0), (1, 1, 7), (3, 4, 2), (2, 3, 11), (5, 1, 40), (1, 16, 5),
-    (4, 8, 100), (7, 2, 3), (1, 64, 900), (16, 1, 2000),
-], dtype=float)
+    (4, 8, 100), (7, 2, 3), (1, 64, 900), (16, 1, 2000), (32, 4, 1), (8, 32, 0),
+]
 _RTOL = 1e-9
 
 
-def features(B, T, S) -> np.ndarray:
-    """Feature vector(s) [1, tokens, seqs, pairs, context, t_max] of uniform batches."""
-    B, T, S = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (B, T, S)))
-    return np.stack([np.ones_like(B), B * T, B, B * attended_pairs(T, S), B * (S + T), T],
-                    axis=-1)
+def _window_probes(W: int) -> list[tuple[int, int, int]]:
+    """Shapes inside, straddling and beyond a window of W tokens."""
+    return [(1, 1, W + 3), (2, 1, 2 * W), (1, 8, W - 3), (3, 4, W + 10), (1, 16, W - 5),
+            (2, 2, 3 * W), (1, 64, W // 2)]
 
 
 @dataclass(frozen=True)
 class MixedStepCost:
-    """Per-operator coefficients: time of op k = max(compute[k]·x, memory[k]·x) + overhead."""
+    """Per-operator coefficients: time of op k = max(compute[k]·x, memory[k]·x), plus the
+    step's launch overheads, for the feature vector x of the step (module docstring)."""
 
-    compute_coef: np.ndarray  # (ops, 6) seconds per unit of each feature
-    memory_coef: np.ndarray  # (ops, 6)
+    compute_coef: np.ndarray  # (ops, features) seconds per unit of each feature
+    memory_coef: np.ndarray  # (ops, features)
     overhead_s: float  # kernel launch overheads of the whole step
+    window: int | None = None  # W of the local layers
+    experts: tuple[int, int] | None = None  # (E, k) of the MoE layers
 
-    def time_s(self, tokens: float, seqs: float, pairs: float, context: float,
-               t_max: float) -> float | np.ndarray:
-        """Time of one step with the given batch totals (see module docstring), seconds.
-        `pairs` may be an array (one entry per step, the other totals scalars or arrays of the
-        same length): times then come back per step."""
-        if np.ndim(pairs) == 0:  # one step: the common case, kept cheap
-            x = np.array((1.0, tokens, seqs, pairs, context, t_max), dtype=float)
-            return float(np.maximum(self.compute_coef @ x, self.memory_coef @ x).sum()
-                         + self.overhead_s)
-        x = np.empty((6, np.size(pairs)))
-        for row, v in enumerate((1.0, tokens, seqs, pairs, context, t_max)):
-            x[row] = v
-        return np.maximum(self.compute_coef @ x, self.memory_coef @ x).sum(axis=0) \
+    def features(self, B, T, S) -> np.ndarray:
+        """Feature vector(s) of uniform batches: B sequences of T new tokens on S cached."""
+        B, T, S = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (B, T, S)))
+        cols = [np.ones_like(B), B * T, B, B * attended_pairs(T, S), B * (S + T), T]
+        if self.window is not None:
+            cols += [B * attended_pairs(T, S, self.window), B * kv_tokens_read(T, S, self.window)]
+        if self.experts is not None:
+            cols.append(expected_experts_touched(*self.experts, B * T))
+        return np.stack(cols, axis=-1)
+
+    def _times(self, x: np.ndarray) -> np.ndarray:
+        """Step times of feature rows x (..., features)."""
+        return np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T).sum(axis=-1) \
             + self.overhead_s
 
-    def batch_time_s(self, T: np.ndarray, S: np.ndarray) -> float:
+    def step_s(self, T: np.ndarray, S: np.ndarray) -> float:
         """Time of one step over sequences with new tokens T_i on top of S_i cached."""
-        T = np.asarray(T, dtype=float)
-        S = np.asarray(S, dtype=float)
-        return float(self.time_s(T.sum(), T.size, attended_pairs(T, S).sum(), (S + T).sum(),
-                                 T.max()))
+        n = float(T.sum())
+        cols = [1.0, n, float(T.size), float((T * S + T * (T + 1) / 2).sum()),
+                float((S + T).sum()), float(T.max())]
+        if self.window is not None:
+            cols += [float(attended_pairs(T, S, self.window).sum()),
+                     float(kv_tokens_read(T, S, self.window).sum())]
+        if self.experts is not None:
+            cols.append(float(expected_experts_touched(*self.experts, n)))
+        return float(self._times(np.array(cols)))
+
+    def decode_s(self, S: np.ndarray, steps: int) -> np.ndarray:
+        """Times of `steps` consecutive decode steps (T=1) of the sequences whose contexts
+        start at S_i: step j runs every sequence over S_i + j cached tokens."""
+        n = float(S.size)
+        j = np.arange(steps, dtype=float)
+        pairs = float((S + 1).sum()) + n * j  # Σ (S_i + j + 1)
+        x = np.empty((steps, self.compute_coef.shape[1]))
+        x[:, :6] = (1.0, n, n, 0.0, 0.0, 1.0)
+        x[:, 3] = x[:, 4] = pairs
+        col = 6
+        if self.window is not None:
+            # Σ min(S_i + j + 1, W): the sequences still inside the window add S_i + j + 1,
+            # the rest W each (both pairs and KV read of a local decode).
+            s = np.sort(S.astype(float))
+            inside = np.searchsorted(s, self.window - 1 - j, side="left")  # S_i + j + 1 < W
+            head = np.concatenate(([0.0], np.cumsum(s)))[inside]
+            x[:, col] = x[:, col + 1] = head + inside * (j + 1) + (n - inside) * self.window
+            col += 2
+        if self.experts is not None:
+            x[:, col] = expected_experts_touched(*self.experts, n)
+        return self._times(x)
 
 
 def mixed_step_cost(model: ModelSpec, hw: HardwareSpec, precision: Precision = Precision(),
                     ceiling: Ceiling = "achievable") -> MixedStepCost:
     """Fit the per-operator coefficients from `step_cost` at the probe shapes and check them."""
-    B, T, S = _PROBES.T
+    W = model.attention.sliding_window if model.layers_with("local") else None
+    moe = (model.moe.experts, model.moe.top_k) if model.moe is not None else None
+    shape = MixedStepCost(np.zeros((0, 0)), np.zeros((0, 0)), 0.0, W, moe)
+    B, T, S = np.array(_PROBES + (_window_probes(W) if W else []), dtype=float).T
     sc = step_cost(model, hw, Step(B, T, S), precision, ceiling)
-    X = features(B, T, S)  # (probes, 6)
+    X = shape.features(B, T, S)  # (probes, features)
     compute = np.stack([np.broadcast_to(o.compute_s, B.shape) for o in sc.ops])  # (ops, probes)
     memory = np.stack([np.broadcast_to(o.memory_s, B.shape) for o in sc.ops])
-    compute_coef = np.linalg.lstsq(X, compute.T, rcond=None)[0].T  # (ops, 6)
+    compute_coef = np.linalg.lstsq(X, compute.T, rcond=None)[0].T  # (ops, features)
     memory_coef = np.linalg.lstsq(X, memory.T, rcond=None)[0].T
+    scale = np.maximum(compute, memory).max()  # an op's error is judged against the step's
     for name, coef, target in (("compute", compute_coef, compute), ("memory", memory_coef, memory)):
         err = np.abs(coef @ X.T - target).max(axis=1)  # (ops,)
-        if np.any(err > _RTOL * target.max(axis=1)):
-            worst = int(np.argmax(err / target.max(axis=1)))
+        if np.any(err > _RTOL * np.maximum(target.max(axis=1), 1e-6 * scale)):
+            worst = int(np.argmax(err / np.maximum(target.max(axis=1), 1e-6 * scale)))
             raise InvalidInputError(
                 f"operator '{sc.ops[worst].name}' of {model.name} has a {name} time that is not "
-                "affine in batch tokens, sequences, attended pairs and context; the serving "
-                "simulator cannot cost mixed batches of this model")
+                "affine in the batch features (tokens, sequences, attended pairs, context, "
+                "windowed pairs and context, experts touched); the serving simulator cannot "
+                "cost mixed batches of this model on this hardware spec")
     overhead = float(sum(o.overhead_s for o in sc.ops))
-    return MixedStepCost(compute_coef, memory_coef, overhead)
+    return MixedStepCost(compute_coef, memory_coef, overhead, W, moe)
