@@ -198,11 +198,41 @@ def test_serve_chart(tmp_path):
     assert png_size(rendered(plots.serve_chart(latencies), tmp_path, "one.png")) == CHART_PX
 
 
+def test_cli_serve_chart_plots_the_simulation_results(tmp_path, monkeypatch):
+    """`plot serve`: each CDF is the Summary's sorted latency samples over i/n, and each rate
+    curve the sweep's (rate, throughput) points in rate order, from the same result objects."""
+    from roofline.cli.serve import prepare_runs
+    from roofline.serve.sweep import sweep_rate
+
+    drawn = []
+    monkeypatch.setattr(plots, "save", lambda fig, path: drawn.append(fig) or path)
+    out = tmp_path / "serve.png"
+    main(["plot", "serve", "llama-3.1-8b", "-h", "h100-sxm", "--rate", "4", "--requests", "30",
+          "--input-tokens", "200", "--output-tokens", "30", "--compare", "static,chunked",
+          "--latency", "ttft", "--sweep-rate", "-o", str(out)])
+    (fig,) = drawn
+    _, _, policies, run = prepare_runs("llama-3.1-8b", "h100-sxm", ["static", "chunked"], 30,
+                                       input_tokens=200, output_tokens=30)
+    for i, p in enumerate(policies):
+        ttft = np.sort(run(i, 4.0).ttft_s)
+        cdf = by_gid(fig, f"cdf:{p.name}").get_xydata()
+        np.testing.assert_array_equal(cdf[:, 0], ttft)
+        np.testing.assert_array_equal(cdf[:, 1], np.arange(1, 31) / 30)
+        points = sorted(sweep_rate(lambda r, i=i: run(i, r), 4.0, 0.9).points)
+        line = [a for a in fig.axes[1].get_lines() if a.get_gid() == f"rate:{p.name}"][0]
+        np.testing.assert_array_equal(line.get_xydata(), [[r, s.throughput_tokens_per_s]
+                                                          for r, s in points])
+    monkeypatch.undo()
+    assert png_size(rendered(fig, tmp_path)) == WIDE_PX
+
+
 # ---- through the CLI ---------------------------------------------------------------------
 @pytest.mark.parametrize("args", [
     ["roofline", "-h", "h100-sxm", "-m", "llama-3.1-8b", "--batch", "1,64", "--prompt", "512"],
     ["batch", "llama-2-13b", "-h", "h100-sxm", "-h", "a100-sxm-80gb", "--batch", "1,32,64"],
     ["kv", "llama-2-13b", "llama-3.1-8b", "-h", "l4"],
+    ["serve", "mixtral-8x7b", "-h", "h200", "--requests", "20", "--input-tokens", "100",
+     "--output-tokens", "10"],
 ])
 def test_cli_writes_charts(tmp_path, capsys, args):
     out = tmp_path / "c.png"
@@ -223,6 +253,9 @@ def test_cli_frontier_as_text_without_output(capsys):
     (["batch", "no-such-model", "-o", "c.png"], "no-such-model"),
     (["roofline", "-m", "llama-2-7b", "--ceiling", "fast", "-o", "c.png"], "unknown ceiling"),
     (["kv", "llama-2-7b", "--batch", "0", "-o", "c.png"], "--batch must be at least 1"),
+    (["serve", "llama-2-7b", "--latency", "p99", "--requests", "5", "-o", "c.png"],
+     "unknown latency 'p99'"),
+    (["serve", "llada-8b", "-o", "c.png"], "diffusion LM"),
 ])
 def test_cli_bad_inputs_one_line(tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.chdir(tmp_path)

@@ -1,6 +1,7 @@
-"""`roofline plot roofline|batch|kv`: charts from the same results the tables and JSON show.
+"""`roofline plot roofline|batch|kv|serve`: charts from the same results the tables and JSON show.
 
-Each command computes its results with the core (`phases.estimate`, `sweeps.kv_curve`) and hands
+Each command computes its results with the core (`phases.estimate`, `sweeps.kv_curve`, the
+serving simulation through `cli.serve.prepare_runs`) and hands
 them to `roofline.plots`, which only draws. Files are PNG or SVG by suffix; `plot batch` without
 `--output` prints the frontier as a text table instead.
 """
@@ -19,12 +20,15 @@ from ..errors import InvalidInputError
 from ..phases import estimate
 from ..precision import Precision
 from ..report import frontier_table
+from ..serve.sweep import sweep_rate
 from ..sweeps import kv_curve
 from . import app
 from .common import SpecsDir, console, int_list, positive
+from .serve import prepare_runs
 
 plot_app = typer.Typer(help="Draw charts (PNG or SVG): roofline, latency-throughput frontier, "
-                            "KV cache / state memory.", no_args_is_help=True)
+                            "KV cache / state memory, serving latency and throughput.",
+                       no_args_is_help=True)
 app.add_typer(plot_app, name="plot")
 
 Output = Annotated[Path, typer.Option("--output", "-o", help="chart file, .png or .svg")]
@@ -117,3 +121,46 @@ def kv_cmd(
                        positive(batch, "--batch")) for m in models]
     devices = [load_hardware(h, specs_dir or ()) for h in hardware]
     _saved(plots.save(plots.kv_chart(curves, devices), output))
+
+
+@plot_app.command("serve")
+def serve_cmd(
+    model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")],
+    output: Output,
+    hardware: Device = "h100-sxm",
+    rate: Annotated[float, typer.Option(help="mean arrivals per second (sweep: start)")] = 5.0,
+    requests: Annotated[int, typer.Option(help="requests per simulation")] = 1000,
+    compare: Annotated[str, typer.Option(help="comma-separated policies, same workload")
+                       ] = "static,continuous,chunked",
+    latency: Annotated[str, typer.Option(help="latency whose CDF is drawn: ttft, tpot, e2e")
+                       ] = "e2e",
+    input_tokens: Annotated[int, typer.Option(help="mean prompt tokens P")] = 1024,
+    output_tokens: Annotated[int, typer.Option(help="mean generated tokens G")] = 256,
+    seed: Annotated[int, typer.Option(help="random seed of the workload")] = 0,
+    sweep: Annotated[bool, typer.Option("--sweep-rate", help="also draw throughput vs arrival "
+                                        "rate, each policy swept to its SLO limit")] = False,
+    slo_ttft: Annotated[float, typer.Option(help="TTFT SLO, seconds")] = 1.0,
+    slo_tpot: Annotated[float, typer.Option(help="TPOT SLO, seconds")] = 0.1,
+    slo_attainment: Annotated[float, typer.Option(help="share of requests meeting the SLO")
+                              ] = 0.9,
+    dtype: Dtype = "bf16",
+    ceiling: Ceiling = "achievable",
+    specs_dir: SpecsDir = None,
+) -> None:
+    """Serving simulation: latency CDF per policy at --rate, and with --sweep-rate the
+    throughput each policy reaches at every arrival rate its SLO sweep tried."""
+    _, _, policies, run = prepare_runs(
+        model, hardware, compare.split(","), requests, input_tokens=input_tokens,
+        output_tokens=output_tokens, seed=seed, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
+        dtype=dtype, ceiling=ceiling, specs_dir=specs_dir)
+    summaries = {p.name: run(i, rate) for i, p in enumerate(policies)}
+    samples = {name: s.latency_samples_s(latency) for name, s in summaries.items()}
+    sweeps = []
+    if sweep:
+        for i, p in enumerate(policies):
+            points = sorted(sweep_rate(lambda r, i=i: run(i, r), rate, slo_attainment).points,
+                            key=lambda point: point[0])
+            sweeps.append(plots.RateSweep(p.name, [r for r, _ in points],
+                                          [s.throughput_tokens_per_s for _, s in points]))
+    name = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "end-to-end latency"}[latency]
+    _saved(plots.save(plots.serve_chart(samples, sweeps, name), output))

@@ -3,6 +3,7 @@ throughput, goodput, KV use; compare policies or sweep the arrival rate."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -11,9 +12,11 @@ import typer
 from ..catalog import load_hardware, load_model
 from ..cost import CEILINGS
 from ..errors import InvalidInputError
+from ..hardware import HardwareSpec
+from ..model import ModelSpec
 from ..precision import Precision
 from ..serve.metrics import Summary
-from ..serve.policy import POLICIES, policy
+from ..serve.policy import POLICIES, Policy, policy
 from ..serve.report import summary_table, sweep_table, timeline_lines
 from ..serve.simulate import DEFAULT_MEMORY_FRACTION, build_deployment, simulate
 from ..serve.sweep import sweep_rate
@@ -22,6 +25,50 @@ from . import app
 from .common import JsonFlag, SpecsDir, console, print_json
 
 Opt = typer.Option
+
+
+def prepare_runs(model: str, hardware: str, names: list[str], requests: int = 2000,
+                 arrivals: str = "poisson", lengths: str = "lognormal", input_tokens: int = 1024,
+                 output_tokens: int = 256, sigma: float = 0.8, trace: Path | None = None,
+                 prefix_tokens: int = 0, seed: int = 0, slo_ttft: float = 1.0,
+                 slo_tpot: float = 0.1, dtype: str = "bf16", ceiling: str = "achievable",
+                 specs_dir: list[Path] | None = None, max_seq_len: int | None = None,
+                 memory_fraction: float = DEFAULT_MEMORY_FRACTION, replicas: int = 1,
+                 prefill_replicas: int = 1, decode_replicas: int = 1,
+                 prefill_hardware: str | None = None, decode_hardware: str | None = None,
+                 overrides: dict | None = None
+                 ) -> tuple[ModelSpec, HardwareSpec, list[Policy], Callable[[int, float], Summary]]:
+    """Load the specs, policies and deployments once; `run(i, rate)` simulates policy i on the
+    workload at `rate` and summarises it (shared by `serve` and `plot serve`)."""
+    if ceiling not in CEILINGS:
+        raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
+    dirs = specs_dir or ()
+    m = load_model(model, dirs)
+    hw = load_hardware(hardware, dirs)
+    pre_hw = load_hardware(prefill_hardware, dirs) if prefill_hardware else None
+    dec_hw = load_hardware(decode_hardware, dirs) if decode_hardware else None
+    policies = [policy(n.strip()).with_overrides(**(overrides or {})) for n in names]
+    prec = Precision.uniform(dtype)
+    inputs = Lengths(lengths, input_tokens, high=m.max_context, sigma=sigma,  # type: ignore[arg-type]
+                     low=1, uniform_high=2 * input_tokens - 1)
+    outputs = Lengths(lengths, output_tokens, high=m.max_context, sigma=sigma,  # type: ignore[arg-type]
+                      low=1, uniform_high=2 * output_tokens - 1)
+
+    def workload(r: float):
+        w = (from_trace(trace, prefix_tokens) if trace is not None else
+             synthetic(requests, r, inputs, outputs, arrivals, seed, prefix_tokens))  # type: ignore[arg-type]
+        w.check(m.max_context, m.name)
+        return w
+
+    deployments = [build_deployment(m, hw, p, prec, ceiling, replicas, pre_hw, dec_hw,  # type: ignore[arg-type]
+                                    prefill_replicas, decode_replicas, memory_fraction)
+                   for p in policies]
+
+    def run(i: int, r: float) -> Summary:
+        return Summary(simulate(workload(r), policies[i], deployments[i], max_seq_len),
+                       slo_ttft, slo_tpot)
+
+    return m, hw, policies, run
 
 
 @app.command()
@@ -69,39 +116,15 @@ def serve(
     specs_dir: SpecsDir = None,
 ) -> None:
     """Simulate serving: TTFT/TPOT/E2E percentiles, throughput, goodput, KV and batch use."""
-    if ceiling not in CEILINGS:
-        raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
-    dirs = specs_dir or ()
-    m = load_model(model, dirs)
-    hw = load_hardware(hardware, dirs)
-    pre_hw = load_hardware(prefill_hardware, dirs) if prefill_hardware else None
-    dec_hw = load_hardware(decode_hardware, dirs) if decode_hardware else None
-    names = compare.split(",") if compare else [policy_name]
-    policies = [policy(n.strip()).with_overrides(
-        max_seqs=max_seqs, token_budget=token_budget, kv=kv, block_size=block_size,
-        preemption=preemption, prefix_caching=prefix_caching, router=router) for n in names]
-    prec = Precision.uniform(dtype)
-    inputs = Lengths(lengths, input_tokens, high=m.max_context, sigma=sigma,  # type: ignore[arg-type]
-                     low=1, uniform_high=2 * input_tokens - 1)
-    outputs = Lengths(lengths, output_tokens, high=m.max_context, sigma=sigma,  # type: ignore[arg-type]
-                      low=1, uniform_high=2 * output_tokens - 1)
+    m, hw, policies, run = prepare_runs(
+        model, hardware, compare.split(",") if compare else [policy_name], requests, arrivals,
+        lengths, input_tokens, output_tokens, sigma, trace, prefix_tokens, seed, slo_ttft,
+        slo_tpot, dtype, ceiling, specs_dir, max_seq_len, memory_fraction, replicas,
+        prefill_replicas, decode_replicas, prefill_hardware, decode_hardware,
+        dict(max_seqs=max_seqs, token_budget=token_budget, kv=kv, block_size=block_size,
+             preemption=preemption, prefix_caching=prefix_caching, router=router))
     if trace is not None and sweep:
         raise InvalidInputError("--sweep-rate scales synthetic arrivals; it cannot use --trace")
-
-    def workload(r: float):
-        w = (from_trace(trace, prefix_tokens) if trace is not None else
-             synthetic(requests, r, inputs, outputs, arrivals, seed, prefix_tokens))  # type: ignore[arg-type]
-        w.check(m.max_context, m.name)
-        return w
-
-    deployments = [build_deployment(m, hw, p, prec, ceiling, replicas, pre_hw, dec_hw,  # type: ignore[arg-type]
-                                    prefill_replicas, decode_replicas, memory_fraction)
-                   for p in policies]
-
-    def run(i: int, r: float) -> Summary:
-        return Summary(simulate(workload(r), policies[i], deployments[i], max_seq_len),
-                       slo_ttft, slo_tpot)
-
     if sweep:
         if len(policies) > 1:
             raise InvalidInputError("--sweep-rate runs one --policy; drop --compare")

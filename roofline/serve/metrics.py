@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from .simulate import ServeResult
 
 PERCENTILES = (50, 90, 95, 99)
@@ -24,6 +25,9 @@ def percentiles(x: np.ndarray) -> dict[str, float]:
         return {**{f"p{q}": math.nan for q in PERCENTILES}, "mean": math.nan}
     return {**{f"p{q}": float(v) for q, v in zip(PERCENTILES, np.percentile(x, PERCENTILES),
                                                  strict=True)}, "mean": float(x.mean())}
+
+
+LATENCY_METRICS = ("ttft", "tpot", "e2e")
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,14 @@ class Summary:
     @property
     def e2e_s(self) -> np.ndarray:
         return self.result.finish_s - self.result.workload.arrival_s
+
+    def latency_samples_s(self, metric: str) -> np.ndarray:
+        """Defined samples of `ttft`, `tpot` or `e2e` (TPOT: requests with ≥ 2 tokens)."""
+        if metric not in LATENCY_METRICS:
+            raise InvalidInputError(f"unknown latency '{metric}'; use one of: "
+                                    f"{', '.join(LATENCY_METRICS)}")
+        x = getattr(self, f"{metric}_s")
+        return x[~np.isnan(x)]
 
     @property
     def duration_s(self) -> float:
