@@ -33,6 +33,8 @@ from .results import FAMILIES, Point, Results
 BANDS: dict[str, float] = {
     "gemm_peak": 0.25,
     "gemm_small": 0.25,
+    "gemv_small": 0.25,
+    "attention_small": 0.25,
     "bandwidth": 0.30,
     "gemm_sweep": 0.35,
     "decode_attention": 0.85,
