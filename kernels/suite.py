@@ -10,13 +10,14 @@ from __future__ import annotations
 import platform
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 import torch
 
 from roofline.catalog import load_model
 from roofline.errors import InvalidInputError
+from roofline.measure.calibrate import CALIBRATION_FAMILIES
 from roofline.measure.kernel_ops import op_flops_bytes
 from roofline.measure.results import DeviceInfo, Environment, Point, Results, Skipped
 from roofline.model import ModelSpec
@@ -29,6 +30,10 @@ from .timing import Budget, time_cuda_graph, time_fn
 SUITES = ("ci", "quick", "full")
 #: Eager GPU points faster than this are also timed under a CUDA graph (launch-free).
 GRAPH_BELOW_S = 50e-6
+#: Timed seconds at least, per calibration point: every prediction inherits its noise, so
+#: it is timed over long enough (≥ 0.5 s) for a short burst of other work to fall out of
+#: the median.
+CALIBRATION_MEASURE_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -226,7 +231,10 @@ def run(info: DeviceInfo, suite: str, dtypes: tuple[str, ...],
             on_point(i, len(p.points), ps.name)
             try:
                 case = _case(ps, device, models, info.last_level_cache_bytes)
-                timing = time_fn(case.fn, p.budget, device)
+                budget = (replace(p.budget, measure_s=max(p.budget.measure_s,
+                                                          CALIBRATION_MEASURE_S))
+                          if ps.family in CALIBRATION_FAMILIES else p.budget)
+                timing = time_fn(case.fn, budget, device)
                 graph = (time_cuda_graph(case.fn, device)
                          if device.type == "cuda" and timing.median_s < GRAPH_BELOW_S else None)
             except Exception as e:  # noqa: BLE001 - OOM is skipped; anything else re-raised
