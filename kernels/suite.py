@@ -10,13 +10,14 @@ from __future__ import annotations
 import platform
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 import torch
 
 from roofline.catalog import load_model
 from roofline.errors import InvalidInputError
+from roofline.measure.calibrate import CALIBRATION_FAMILIES
 from roofline.measure.kernel_ops import op_flops_bytes
 from roofline.measure.results import DeviceInfo, Environment, Point, Results, Skipped
 from roofline.model import ModelSpec
@@ -29,6 +30,10 @@ from .timing import Budget, time_cuda_graph, time_fn
 SUITES = ("ci", "quick", "full")
 #: Eager GPU points faster than this are also timed under a CUDA graph (launch-free).
 GRAPH_BELOW_S = 50e-6
+#: Timed seconds at least, per calibration point: every prediction inherits its noise, so
+#: it is timed over long enough (≥ 0.5 s) for a short burst of other work to fall out of
+#: the median.
+CALIBRATION_MEASURE_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,10 @@ def cpu_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
     # calibration of the small-M efficiency (M½): one skinny GEMM of a shape neither the
     # sweep nor the models use
     pts += [PointSpec("gemm_small", "gemm", d, dict(M=8, N=4096, K=1024))]
+    # calibration of the gemv row cost and of the attention fraction: one gemv with short rows
+    # (K = 384) and one decode attention shape, neither used by a validated point
+    pts += [PointSpec("gemv_small", "gemm", d, dict(M=1, N=4096, K=384)),
+            _attention("attention_small", d, 8, 1, 2048, 8, 4, 64)]
     # N = K = 4096 fp32: a 64 MiB weight (cycled through copies: read from DRAM every call)
     pts += [PointSpec("gemm_sweep", "gemm", d, dict(M=M, N=4096, K=4096))
             for M in ((1, 4, 16, 64, 256, 1024) if big else (1, 4, 16, 128))]
@@ -104,6 +113,8 @@ def cuda_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
     pts = [PointSpec("gemm_peak", "gemm", dt, dict(M=n, N=n, K=n))
            for dt in dtypes for n in (4096, 8192)]
     pts += [PointSpec("gemm_small", "gemm", d, dict(M=8, N=8192, K=2048))]
+    pts += [PointSpec("gemv_small", "gemm", d, dict(M=1, N=65536, K=256)),
+            _attention("attention_small", d, 8, 1, 8192, 32, 8, 128)]
     pts += [PointSpec("gemm_sweep", "gemm", d, dict(M=M, N=8192, K=8192))
             for M in (1, 4, 16, 64, 256, 1024, 4096, 16384)]
     dram = 2**29 // 2  # elements: 1 GiB of bf16 per buffer
@@ -220,7 +231,10 @@ def run(info: DeviceInfo, suite: str, dtypes: tuple[str, ...],
             on_point(i, len(p.points), ps.name)
             try:
                 case = _case(ps, device, models, info.last_level_cache_bytes)
-                timing = time_fn(case.fn, p.budget, device)
+                budget = (replace(p.budget, measure_s=max(p.budget.measure_s,
+                                                          CALIBRATION_MEASURE_S))
+                          if ps.family in CALIBRATION_FAMILIES else p.budget)
+                timing = time_fn(case.fn, budget, device)
                 graph = (time_cuda_graph(case.fn, device)
                          if device.type == "cuda" and timing.median_s < GRAPH_BELOW_S else None)
             except Exception as e:  # noqa: BLE001 - OOM is skipped; anything else re-raised

@@ -1,8 +1,8 @@
 """The roofline: time of each operator = max(FLOPs / peak, bytes / bandwidth).
 
 Two ceilings. `datasheet`: dense datasheet peak and bandwidth, no overheads (speed of light).
-`achievable`: the spec's achievable fractions (or stated public defaults) plus two terms a
-spec may carry (from `roofline calibrate`; both 0 for catalog specs, which have no evidence):
+`achievable`: the spec's achievable fractions (or stated public defaults) plus four terms a
+spec may carry (from `roofline calibrate`; all off for catalog specs, which have no evidence):
 
 - a fixed cost per kernel launch, `kernel_overhead_us` x `Op.launches` (dispatch and launch
   latency; dominates tiny kernels);
@@ -11,8 +11,19 @@ spec may carry (from `roofline calibrate`; both 0 for catalog specs, which have 
   a cost per weight element independent of M (a BLAS packs the weight panel once per call
   and its micro-kernel runs short of rows). M = FLOPs / (2·weight elements) is read off the
   operator itself (MoE experts: tokens per touched expert). M = 1 is a matrix-vector product
-  (BLAS gemv: no packing), which stays on the plain roofline.
-Both terms apply to every operator of every device the same way.
+  (BLAS gemv: no packing), which stays on the plain roofline;
+- gemv row cost: a matmul with M < 2 (matrix-vector product) pays `gemv_row_ns` per weight
+  row (`Op.weight_rows`, the output features) on top of streaming its bytes: memory time =
+  bytes / bandwidth + rows · t_row. Each row is one dot product with its own setup, reduction
+  and store, which a short row cannot hide. Evidence (this EPYC, MKL, 1 thread, cold weights,
+  read kernel 11 GB/s): rows of K = 384-1024 floats take 65-185 ns each more than their bytes
+  at that bandwidth (5-8 GB/s effective), rows of K = 1536-2560 none; rows of K = 4096 stream
+  at 13 GB/s, faster than the read kernel, which this term cannot express (docs/measurement.md);
+- attention efficiency: operators of kind "attention" reach `attention_fraction` of both
+  ceilings (memory and compute). Evidence: torch's CPU flash attention runs decode (1 query
+  token, memory-bound) and causal prefill (compute-bound) alike at ~0.4 of the roofline.
+  Catalog GPUs keep 1.0: no measured FlashAttention fraction is cited for them.
+Every term applies to every operator of every device the same way.
 """
 
 from __future__ import annotations
@@ -42,6 +53,8 @@ class Ceilings:
     kernel_overhead_s: float
     source: str
     matmul_half_rows: float = 0.0  # M½ of the small-M GEMM efficiency (achievable only)
+    attention_fraction: float = 1.0  # of both ceilings, for attention operators
+    gemv_row_s: float = 0.0  # fixed cost per weight row of an M < 2 matmul
 
     @classmethod
     def of(cls, hw: HardwareSpec, compute_dtype: str, ceiling: Ceiling) -> Ceilings:
@@ -51,7 +64,8 @@ class Ceilings:
         if ceiling == "achievable":
             return cls("achievable", peak * hw.matmul_fraction(compute_dtype),
                        bw * hw.bandwidth_fraction(), hw.kernel_overhead_s(),
-                       hw.achievable_source(), hw.matmul_half_rows())
+                       hw.achievable_source(), hw.matmul_half_rows(), hw.attention_fraction(),
+                       hw.gemv_row_s())
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
 
     @property
@@ -120,12 +134,22 @@ def effective_flops(op: Op, half_rows: float) -> ArrayLike:
     return op.flops + np.where(gemm_rows(op) >= 2, 2 * half_rows * op.weight_elems, 0)
 
 
+def gemv_rows_s(op: Op, row_s: float) -> ArrayLike:
+    """Row cost of a matrix-vector product: `Op.weight_rows` x `row_s` when M < 2, else 0
+    (GEMMs of M ≥ 2 are charged through M½ instead; see module doc)."""
+    if row_s == 0 or op.kind != "matmul":
+        return 0
+    return np.where(gemm_rows(op) < 2, op.weight_rows * row_s, 0)
+
+
 def op_cost(op: Op, p: Precision, c: Ceilings) -> OpCost:
     w = op.weight_elems * p.weight_bytes
     a = op.act_elems * p.activation_bytes
     kv = (op.kv_read_elems + op.kv_write_elems) * p.kv_bytes
-    return OpCost(op, w, a, kv, compute_s=effective_flops(op, c.matmul_half_rows) / c.flops_per_s,
-                  memory_s=(w + a + kv) / c.bytes_per_s,
+    eff = c.attention_fraction if op.kind == "attention" else 1.0
+    return OpCost(op, w, a, kv,
+                  compute_s=effective_flops(op, c.matmul_half_rows) / (c.flops_per_s * eff),
+                  memory_s=(w + a + kv) / (c.bytes_per_s * eff) + gemv_rows_s(op, c.gemv_row_s),
                   overhead_s=op.launches * c.kernel_overhead_s)
 
 

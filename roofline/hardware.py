@@ -58,6 +58,10 @@ class Achievable(_Frozen):
     kernel_overhead_us: float = Field(default=0.0, ge=0, description="fixed cost per kernel")
     matmul_half_rows: float = Field(default=0.0, ge=0, description=(
         "M½: a GEMM of M ≥ 2 rows per weight reaches M / (M + M½) of the matmul ceiling"))
+    attention_fraction: Fraction = Field(default=1.0, gt=0, le=1, description=(
+        "fraction of both ceilings attention kernels (kind 'attention') reach"))
+    gemv_row_ns: float = Field(default=0.0, ge=0, description=(
+        "fixed cost per weight row of a matrix-vector product (M < 2), nanoseconds"))
     source: str
 
     @field_validator("matmul_fraction")
@@ -156,6 +160,14 @@ class HardwareSpec(_Frozen):
     def matmul_half_rows(self) -> float:
         """M½ of the small-M GEMM efficiency (0: every GEMM at the full matmul ceiling)."""
         return self.achievable.matmul_half_rows if self.achievable else 0.0
+
+    def attention_fraction(self) -> float:
+        """Fraction of both ceilings attention kernels reach (1: on the plain roofline)."""
+        return self.achievable.attention_fraction if self.achievable else 1.0
+
+    def gemv_row_s(self) -> float:
+        """Fixed cost per weight row of a matrix-vector product, seconds (0: none)."""
+        return (self.achievable.gemv_row_ns if self.achievable else 0.0) * 1e-9
 
     def achievable_source(self) -> str:
         return self.achievable.source if self.achievable else DEFAULT_ACHIEVABLE_SOURCE

@@ -34,7 +34,17 @@ from .model import LayerKind, ModelSpec
 ArrayLike = int | float | np.ndarray
 OpKind = Literal["matmul", "attention", "elementwise", "gather", "scan"]
 
-_COUNTED = ("flops", "weight_elems", "act_elems", "kv_read_elems", "kv_write_elems", "launches")
+#: Kernels a typical eager PyTorch implementation launches (the count the per-kernel overhead of
+#: `roofline.cost` multiplies; kernels/llama.py is such an implementation: 206 counted here
+#: per tiny-llama-30m decode step, ~250 ATen kernel calls in torch.profiler): RoPE on q and k,
+#: HF-style rotate_half (neg, cat, two muls, add) = 5 each; an unfused RMSNorm (pow, mean,
+#: add ε, rsqrt, scale, weight) = 6, LayerNorm 1 (fused native kernel); attention = the cache
+#: writes of K and V + 1 kernel; a gated activation = act + multiply.
+ROPE_LAUNCHES = 2 * 5
+NORM_LAUNCHES = {"rmsnorm": 6, "layernorm": 1}
+
+_COUNTED = ("flops", "weight_elems", "act_elems", "kv_read_elems", "kv_write_elems", "weight_rows",
+            "launches")
 
 
 @dataclass(frozen=True)
@@ -48,7 +58,8 @@ class Op:
     act_elems: ArrayLike = 0  # activations read + written
     kv_read_elems: ArrayLike = 0
     kv_write_elems: ArrayLike = 0
-    launches: int = 1  # kernels per step, for a fixed per-kernel overhead
+    weight_rows: ArrayLike = 0  # matmul: weight rows (output features) streamed, N per matrix
+    launches: int = 1  # kernels a typical eager implementation launches, for a per-kernel cost
 
 
 def _scaled(op: Op, n: int) -> Op:
@@ -118,7 +129,8 @@ def sdpa_op(B: ArrayLike, T: ArrayLike, S: ArrayLike, N: int, K: int, H: int,
     return Op(name, "attention", flops=B * 4 * attended_pairs(T, S, window, causal) * N * H,
               act_elems=B * T * 2 * N * H,  # read Q, write O
               kv_read_elems=B * kv_tokens_read(T, S, window) * 2 * K * H,
-              kv_write_elems=B * T * 2 * K * H if writes_kv else 0)
+              kv_write_elems=B * T * 2 * K * H if writes_kv else 0,
+              launches=3 if writes_kv else 1)
 
 
 @dataclass(frozen=True)
@@ -145,12 +157,13 @@ def _softmax_attention(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
     return [
         Op("attention/qkv", "matmul", flops=2 * B * T * D * qkv_out,
            weight_elems=D * qkv_out + (qkv_out if bias else 0),
-           act_elems=B * T * (D + qkv_out)),
+           act_elems=B * T * (D + qkv_out), weight_rows=qkv_out,
+           launches=1 + (ROPE_LAUNCHES if m.position == "rope" else 0)),
         sdpa_op(B, T, S, m.heads, m.kv_heads, m.head_dim, window, s.causal, kind.owns_kv,
                 core),
         Op("attention/out", "matmul", flops=2 * B * T * qd * D,
            weight_elems=qd * D + (D if m.linear_bias == "all" else 0),
-           act_elems=B * T * (qd + D)),
+           act_elems=B * T * (qd + D), weight_rows=D),
     ]
 
 
@@ -169,30 +182,32 @@ def _mla(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
     ctx = kv_tokens_read(T, S, window)
     latent = r + R
     q_w = D * N * (n + R) if a.q_lora_rank is None else a.q_lora_rank * (D + N * (n + R))
+    q_rows = N * (n + R) + (a.q_lora_rank or 0)
     ops = [Op("mla/q_proj", "matmul", flops=2 * B * T * q_w, weight_elems=q_w,
-              act_elems=B * T * (D + N * (n + R)))]
+              act_elems=B * T * (D + N * (n + R)), weight_rows=q_rows)]
     if kind.owns_kv:
         ops.append(Op("mla/kv_down", "matmul", flops=2 * B * T * D * latent,
-                      weight_elems=D * latent, act_elems=B * T * D, kv_write_elems=B * T * latent))
+                      weight_elems=D * latent, act_elems=B * T * D, kv_write_elems=B * T * latent,
+                      weight_rows=latent))
     if a.mla_decode == "absorbed":
         ops += [
             Op("mla/q_absorb", "matmul", flops=2 * B * T * N * n * r, weight_elems=N * n * r,
-               act_elems=B * T * N * (n + r)),
+               act_elems=B * T * N * (n + r), weight_rows=N * r),
             Op("mla/absorbed_scores", "attention", flops=B * 2 * pairs * N * (2 * r + R),
                act_elems=B * T * N * (2 * r + R), kv_read_elems=B * ctx * latent),
             Op("mla/v_up", "matmul", flops=2 * B * T * N * r * v, weight_elems=N * r * v,
-               act_elems=B * T * N * (r + v)),
+               act_elems=B * T * N * (r + v), weight_rows=N * v),
         ]
     else:
         ops += [
             Op("mla/kv_up", "matmul", flops=2 * B * ctx * r * N * (n + v),
                weight_elems=r * N * (n + v), act_elems=B * ctx * N * (n + v),
-               kv_read_elems=B * ctx * latent),
+               kv_read_elems=B * ctx * latent, weight_rows=N * (n + v)),
             Op("mla/scores+av", "attention", flops=B * 2 * pairs * N * (n + R + v),
                act_elems=B * T * N * (n + R + v) + B * ctx * N * (n + v)),
         ]
     ops.append(Op("attention/out", "matmul", flops=2 * B * T * N * v * D,
-                  weight_elems=N * v * D, act_elems=B * T * (N * v + D)))
+                  weight_elems=N * v * D, act_elems=B * T * (N * v + D), weight_rows=D))
     return ops
 
 
@@ -206,11 +221,11 @@ def _linear_attention(m: ModelSpec, s: Step) -> list[Op]:
     state = m.linear_state_elems_per_layer
     return [
         Op("linear/qkv", "matmul", flops=2 * B * T * D * proj, weight_elems=D * proj,
-           act_elems=B * T * (D + proj)),
+           act_elems=B * T * (D + proj), weight_rows=proj),
         Op("linear/state_update", "scan", flops=B * T * 4 * nh * m.head_dim,
            act_elems=B * T * 4 * nh, kv_read_elems=B * state, kv_write_elems=B * state),
         Op("linear/out", "matmul", flops=2 * B * T * nh * D, weight_elems=nh * D,
-           act_elems=B * T * (nh + D)),
+           act_elems=B * T * (nh + D), weight_rows=D),
     ]
 
 
@@ -233,21 +248,21 @@ def _ssm(m: ModelSpec, s: Step) -> list[Op]:
     scan_state = Di * ds
     ops = [
         Op("ssm/in_proj", "matmul", flops=2 * B * T * in_w, weight_elems=in_w,
-           act_elems=B * T * (D + in_w // D)),
+           act_elems=B * T * (D + in_w // D), weight_rows=in_w // D),
         Op("ssm/conv", "elementwise", flops=2 * B * T * conv_dim * ssm.d_conv,
            weight_elems=conv_state + conv_dim, act_elems=2 * B * T * conv_dim,
            kv_read_elems=B * conv_state, kv_write_elems=B * conv_state),
     ]
     if dt_w:
         ops.append(Op("ssm/dt_proj", "matmul", flops=2 * B * T * dt_w, weight_elems=dt_w,
-                      act_elems=B * T * (Di + R + 2 * ds + Di)))
+                      act_elems=B * T * (Di + R + 2 * ds + Di), weight_rows=R + 2 * ds + Di))
     ops += [
         Op("ssm/scan", "scan", flops=6 * B * T * scan_state,
            weight_elems=Di * ds if ssm.kind == "mamba1" else 3 * m.ssm_heads,
            act_elems=B * T * (3 * Di + 2 * ds * ssm.n_groups),
            kv_read_elems=B * scan_state, kv_write_elems=B * scan_state),
         Op("ssm/out_proj", "matmul", flops=2 * B * T * Di * D, weight_elems=Di * D,
-           act_elems=B * T * (Di + D)),
+           act_elems=B * T * (Di + D), weight_rows=D),
     ]
     return ops
 
@@ -270,11 +285,11 @@ def _dense_mlp(m: ModelSpec, s: Step) -> list[Op]:
     return [
         Op("mlp/up", "matmul", flops=2 * B * T * D * F * n_in,
            weight_elems=D * F * n_in + (n_in * F if bias else 0),
-           act_elems=B * T * (D + n_in * F)),
+           act_elems=B * T * (D + n_in * F), weight_rows=n_in * F),
         Op("mlp/act", "elementwise", flops=B * T * F * (5 if n_in == 2 else 4),
-           act_elems=B * T * F * (n_in + 1)),
+           act_elems=B * T * F * (n_in + 1), launches=n_in),  # act (· up when gated)
         Op("mlp/down", "matmul", flops=2 * B * T * F * D,
-           weight_elems=F * D + (D if bias else 0), act_elems=B * T * (F + D)),
+           weight_elems=F * D + (D if bias else 0), act_elems=B * T * (F + D), weight_rows=D),
     ]
 
 
@@ -292,16 +307,19 @@ def _moe(m: ModelSpec, s: Step, shard: ExpertShard | None) -> list[Op]:
     per_expert = mats * D * e.expert_d_ff
     ops = [
         Op("moe/router", "matmul", flops=2 * B * T * D * e.experts, weight_elems=D * e.experts,
-           act_elems=B * T * (D + e.experts)),
+           act_elems=B * T * (D + e.experts), weight_rows=e.experts),
         Op("moe/experts", "matmul", flops=2 * pairs * per_expert,
            weight_elems=touched * per_expert,
-           act_elems=pairs * (2 * D + mats * e.expert_d_ff)),
+           act_elems=pairs * (2 * D + mats * e.expert_d_ff),
+           weight_rows=touched * ((mats - 1) * e.expert_d_ff + D)),
     ]
     if e.shared_experts:
         per_shared = e.shared_experts * mats * D * (e.shared_d_ff or e.expert_d_ff)
         ops.append(Op("moe/shared_experts", "matmul", flops=2 * B * T * per_shared,
                       weight_elems=per_shared,
-                      act_elems=B * T * (2 * D + per_shared // D)))
+                      act_elems=B * T * (2 * D + per_shared // D),
+                      weight_rows=e.shared_experts * ((mats - 1) * (e.shared_d_ff
+                                                                    or e.expert_d_ff) + D)))
     return ops
 
 
@@ -325,11 +343,14 @@ def layer_ops(m: ModelSpec, s: Step, shard: ExpertShard | None = None) -> list[O
 
 
 def norm_ops(m: ModelSpec, s: Step) -> list[Op]:
-    """Norms with their residual adds: per norm read x and residual, write x (3·B·T·D)."""
+    """Norms with their residual adds: per norm read x and residual, write x (3·B·T·D);
+    launches: each norm's kernels (`NORM_LAUNCHES`) and one residual add per norm but the
+    final one."""
     B, T, D = s.batch, s.new_tokens, m.d_model
     n = m.layers * m.norms_per_layer + 1  # + the final norm
     return [Op("norms+residual", "elementwise", flops=n * 5 * B * T * D,
-               weight_elems=n * m.norm_params, act_elems=n * 3 * B * T * D, launches=n)]
+               weight_elems=n * m.norm_params, act_elems=n * 3 * B * T * D,
+               launches=n * NORM_LAUNCHES[m.norm] + n - 1)]
 
 
 def embedding_ops(m: ModelSpec, s: Step) -> list[Op]:
@@ -346,7 +367,7 @@ def lm_head_ops(m: ModelSpec, s: Step) -> list[Op]:
     tokens = s.batch * (s.new_tokens if s.logits == "all" else 1)
     D, V = m.d_model, m.vocab_size
     return [Op("lm_head", "matmul", flops=2 * tokens * D * V, weight_elems=D * V,
-               act_elems=tokens * (D + V))]
+               act_elems=tokens * (D + V), weight_rows=V)]
 
 
 def operators(m: ModelSpec, s: Step, shard: ExpertShard | None = None) -> list[Op]:

@@ -1,17 +1,19 @@
-"""The model terms validate relies on (small-M GEMM efficiency, per-kernel overhead), their
+"""The model terms validate relies on (small-M GEMM efficiency, per-kernel overhead, gemv row
+cost, attention fraction, eager launch counts), their
 calibration, and validate's pass/fail logic, on synthetic numbers derived by hand. No torch."""
 
 from __future__ import annotations
 
 import pytest
 
-from roofline.cost import Ceilings, effective_flops, gemm_rows, op_cost
+from roofline.catalog import load_model
+from roofline.cost import Ceilings, effective_flops, gemm_rows, gemv_rows_s, op_cost
 from roofline.hardware import Achievable, HardwareSpec
 from roofline.measure.calibrate import achieved, half_rows
-from roofline.measure.kernel_ops import gemm_op, stream_op
+from roofline.measure.kernel_ops import attention_op, gemm_op, stream_op
 from roofline.measure.results import DeviceInfo, Environment, Point, Results, Timing
 from roofline.measure.validate import BANDS, validate
-from roofline.operators import Op
+from roofline.operators import Op, Step, operators
 from roofline.precision import Precision
 
 FP32 = Precision.uniform("fp32")
@@ -65,7 +67,8 @@ def _timing(s: float) -> Timing:
 
 
 def _point(family: str, op: Op, kernel: str, shape: dict, s: float) -> Point:
-    flops, moved = float(op.flops), float(op.weight_elems + op.act_elems) * 4
+    flops = float(op.flops)
+    moved = float(op.weight_elems + op.act_elems + op.kv_read_elems + op.kv_write_elems) * 4
     return Point(family=family, kernel=kernel, name=f"{family} {shape}", dtype="fp32",
                  shape=shape, flops=flops, bytes=moved, timing=_timing(s))
 
@@ -127,3 +130,68 @@ def test_validate_gate_on_synthetic_results(error, passes):
     summary = {s.family: s for s in v.summaries()}["gemm_sweep"]
     assert summary.failures == (0 if passes else 1)
     assert all(r.passed for r in v.rows[:-1])  # the calibration points sit on their ceilings
+
+
+def _hw_terms(attention: float = 1.0, row_ns: float = 0.0) -> HardwareSpec:
+    """The toy machine with an attention fraction and a gemv row cost."""
+    return HardwareSpec(
+        name="toy", display_name="toy", vendor="none", kind="cpu", memory_gb=1,
+        memory_bandwidth_gb_per_s=10, dense_peak_tflops={"fp32": 0.1},
+        achievable=Achievable(matmul_fraction={"fp32": 1.0}, memory_bandwidth_fraction=1.0,
+                              attention_fraction=attention, gemv_row_ns=row_ns, source="test"),
+        source="test")
+
+
+def test_attention_fraction_scales_both_ceilings_of_attention_only():
+    # decode B=1 S=999 N=K=1 H=100: KV read 1·1000·2·1·100 = 2e5, write 1·1·2·100 = 200,
+    # Q+O 200 elems -> 4·200400 = 801600 B at 10 GB/s = 80.16 µs; at fraction 0.4: 200.4 µs
+    op = attention_op(1, 1, 999, 1, 1, 100)
+    c = op_cost(op, FP32, Ceilings.of(_hw_terms(attention=0.4), "fp32", "achievable"))
+    assert float(c.memory_s) == pytest.approx(801600 / 1e10 / 0.4)
+    # compute: 4·1000·100 = 4e5 FLOPs at 0.4 · 1e11 = 10 µs (both ceilings scale)
+    assert float(c.compute_s) == pytest.approx(4e5 / (0.4 * 1e11))
+    gemv = op_cost(gemm_op(1, 1000, 1000), FP32,
+                   Ceilings.of(_hw_terms(attention=0.4), "fp32", "achievable"))
+    assert float(gemv.memory_s) == pytest.approx(4 * 1_002_000 / 1e10)  # matmul untouched
+    datasheet = op_cost(op, FP32, Ceilings.of(_hw_terms(attention=0.4), "fp32", "datasheet"))
+    assert float(datasheet.memory_s) == pytest.approx(801600 / 1e10)
+
+
+def test_gemv_row_cost_by_hand():
+    # M=1 N=K=1000: 4·(1e6 + 2000) B at 10 GB/s = 400.8 µs, + 1000 rows · 100 ns = 100 µs
+    c = op_cost(gemm_op(1, 1000, 1000), FP32,
+                Ceilings.of(_hw_terms(row_ns=100), "fp32", "achievable"))
+    assert float(c.memory_s) == pytest.approx(400.8e-6 + 100e-6)
+    assert float(gemv_rows_s(gemm_op(1, 1000, 1000), 100e-9)) == pytest.approx(100e-6)
+    # M=8 is a GEMM (charged through M½), no row cost
+    assert gemv_rows_s(gemm_op(8, 1000, 1000), 100e-9) == 0
+
+
+def test_eager_launches_of_a_llama_decode_step():
+    # tiny-llama-30m, 6 layers, RMSNorm, RoPE: norms 13·6 + 12 residual adds = 90;
+    # qkv 6·(1 + 10 RoPE) = 66; attention 6·3 = 18; out, up, down 6 each; act 6·2 = 12;
+    # embedding 1, lm_head 1 -> 206
+    ops = operators(load_model("tiny-llama-30m"), Step(1, 1, 128))
+    assert {o.name: o.launches for o in ops} == {
+        "embedding": 1, "attention/qkv": 66, "attention/scores+av": 18, "attention/out": 6,
+        "mlp/up": 6, "mlp/act": 12, "mlp/down": 6, "norms+residual": 90, "lm_head": 1}
+    rows = {o.name: o.weight_rows for o in ops}
+    assert rows["attention/qkv"] == 6 * (512 + 2 * 256) and rows["lm_head"] == 8192
+    assert rows["mlp/up"] == 6 * 2 * 1536 and rows["mlp/down"] == 6 * 512
+
+
+def test_calibration_of_row_cost_and_attention_fraction():
+    # gemv_small M=1 N=K=1000 in 5 µs + 400.8 µs + 1000 · 100 ns = 505.8 µs -> 100 ns per row;
+    # attention_small B=1 S=999 N=K=1 H=100: roofline max(4e5 / 1e11, 801600 B / 1e10) =
+    # 80.16 µs; measured 80.16 / 0.4 + 3 launches · 5 µs = 215.4 µs -> fraction 0.4
+    pts = _calibration_points() + [
+        _point("gemv_small", gemm_op(1, 1000, 1000), "gemm", dict(M=1, N=1000, K=1000),
+               505.8e-6),
+        _point("attention_small", attention_op(1, 1, 999, 1, 1, 100), "sdpa",
+               dict(B=1, T=1, S=999, N=1, K=1, H=100), 215.4e-6)]
+    a = achieved(_results(pts))
+    assert a.gemv_row_s == pytest.approx(100e-9)
+    assert a.attention_fraction == pytest.approx(0.4)
+    # none of these points: the terms stay off
+    plain = achieved(_results(_calibration_points()))
+    assert plain.gemv_row_s == 0 and plain.attention_fraction == 1

@@ -1,7 +1,8 @@
 """Calibration: turn a results file into a HardwareSpec of what this machine achieves.
 
-Held-out protocol: only the peak GEMMs and the bandwidth kernels are used here. The GEMM
-sweep, attention and whole decode/prefill steps are left for `validate` to predict.
+Held-out protocol: only the peak GEMMs, the bandwidth kernels and three single calibration
+shapes that no validated point uses (`gemm_small`, `gemv_small`, `attention_small`) are used
+here. The GEMM sweep, attention and whole decode/prefill steps are left for `validate`.
 
 - matmul fraction per dtype = best achieved peak GEMM FLOP/s / datasheet peak (native dtypes
   only: an emulated bf16 on a CPU is reported by measure, never calibrated);
@@ -17,6 +18,11 @@ sweep, attention and whole decode/prefill steps are left for `validate` to predi
   Evidence for the term (this 2-vCPU EPYC, MKL, 1 thread, cold weights): GEMMs of M = 4…16
   cost 1–2.7 ns per weight element whatever M, 3–20x their roofline time, while M = 1
   (gemv) streams at ~10 GB/s; M = 64 fits M / (M + M½) within 10% (docs/measurement.md).
+- gemv row cost (`roofline.cost`): from the one `gemv_small` point (M = 1, rows shorter than
+  any model's: K = 384 on CPUs, 256 on GPUs), (t - overhead - bytes / bandwidth) / N rows,
+  0 when it streamed at the read bandwidth;
+- attention fraction: from the one `attention_small` point (a decode shape, B = 8 S = 2048 on
+  CPUs), its roofline time / (t - launches · overhead), capped at 1.
 When the datasheet figure is unknown (CPU DRAM) or below what was achieved, the achieved
 figure stands in for it with fraction 1, and the spec's notes say so.
 """
@@ -29,9 +35,10 @@ from pathlib import Path
 from ..catalog import load_hardware
 from ..errors import InvalidInputError
 from ..hardware import Achievable, HardwareSpec
+from .kernel_ops import attention_op
 from .results import Point, Results
 
-CALIBRATION_FAMILIES = ("gemm_peak", "gemm_small", "bandwidth")
+CALIBRATION_FAMILIES = ("gemm_peak", "gemm_small", "gemv_small", "attention_small", "bandwidth")
 DRAM_LLC_MULTIPLE = 4
 
 
@@ -43,6 +50,8 @@ class Achieved:
     bandwidth_bytes_per_s: float
     kernel_overhead_s: float
     matmul_half_rows: float = 0.0
+    gemv_row_s: float = 0.0
+    attention_fraction: float = 1.0
 
 
 def is_dram_point(p: Point, llc_bytes: int | None) -> bool:
@@ -67,8 +76,36 @@ def achieved(results: Results) -> Achieved:
     bw = max(p.bytes_per_s for p in reads)
     smallest = min(bw_points, key=lambda p: p.bytes)
     overhead = max(smallest.timing.median_s - smallest.bytes / bw, 0.0)
-    return Achieved(peaks, bw, overhead, half_rows(results.family("gemm_small"), peaks, bw,
-                                                   overhead))
+    return Achieved(peaks, bw, overhead,
+                    half_rows(results.family("gemm_small"), peaks, bw, overhead),
+                    gemv_row_s(results.family("gemv_small"), bw, overhead),
+                    attention_fraction(results.family("attention_small"), peaks, bw, overhead))
+
+
+def _median(xs: list[float], default: float) -> float:
+    return float(sorted(xs)[len(xs) // 2]) if xs else default
+
+
+def gemv_row_s(points: list[Point], bw: float, overhead_s: float) -> float:
+    """Fixed cost per weight row of a gemv: the median over points of
+    (t - overhead - bytes / bw) / N, at least 0 (0 without points)."""
+    return _median([max((p.timing.median_s - overhead_s - p.bytes / bw) / p.shape["N"], 0.0)
+                    for p in points], 0.0)
+
+
+def attention_fraction(points: list[Point], peaks: dict[str, float], bw: float,
+                       overhead_s: float) -> float:
+    """Fraction of both ceilings attention reaches: the median over points of
+    max(FLOPs / peak, bytes / bw) / (t - launches · overhead), capped at 1 (1 without points)."""
+    fits = []
+    for p in points:
+        if p.dtype not in peaks:
+            continue
+        op = attention_op(**{d: p.shape[d] for d in "BTSNKH"})
+        roof = max(p.flops / peaks[p.dtype], p.bytes / bw)
+        spent = p.timing.median_s - op.launches * overhead_s
+        fits.append(min(roof / spent, 1.0) if spent > 0 else 1.0)
+    return _median(fits, 1.0)
 
 
 def half_rows(points: list[Point], peaks: dict[str, float], bw: float, overhead_s: float
@@ -85,7 +122,7 @@ def half_rows(points: list[Point], peaks: dict[str, float], bw: float, overhead_
             fits.append(0.0)
         else:
             fits.append(max((t * peaks[p.dtype] - p.flops) / (2 * weights), 0.0))
-    return float(sorted(fits)[len(fits) // 2]) if fits else 0.0
+    return _median(fits, 0.0)
 
 
 def _base(results: Results) -> tuple[dict[str, float], float | None, str, str]:
@@ -122,7 +159,9 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
     src = (f"roofline calibrate {source}: measured {env.started_at} on {env.device.name}, "
            f"torch {env.torch_version}, {env.threads} threads; matmul = best peak GEMM per "
            "dtype, bandwidth = read-only kernel over buffers >= 4x LLC, kernel overhead = "
-           "smallest bandwidth point, matmul_half_rows = the M=8 gemm_small point")
+           "smallest bandwidth point, matmul_half_rows = the M=8 gemm_small point, "
+           "gemv_row_ns = the M=1 gemv_small point, attention_fraction = the attention_small "
+           "point")
     return HardwareSpec(
         name=f"{name}-calibrated", display_name=f"{display} (calibrated)",
         vendor=display.split()[0].lower() if display else "unknown",
@@ -134,7 +173,9 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
         achievable=Achievable(matmul_fraction=fractions,
                               memory_bandwidth_fraction=round(a.bandwidth_bytes_per_s / bw, 4),
                               kernel_overhead_us=round(a.kernel_overhead_s * 1e6, 3),
-                              matmul_half_rows=round(a.matmul_half_rows, 2), source=src),
+                              matmul_half_rows=round(a.matmul_half_rows, 2),
+                              gemv_row_ns=round(a.gemv_row_s * 1e9, 2),
+                              attention_fraction=round(a.attention_fraction, 4), source=src),
         confidence="measured", source=src,
         notes="; ".join(notes + [env.device.datasheet_note or env.device.catalog_note]),
     )

@@ -22,7 +22,8 @@ STREAM_FLOPS_PER_ELEM = {"copy": 0, "read": 0, "triad": 2}
 def gemm_op(M: int, N: int, K: int) -> Op:
     """C (M,N) = A (M,K) · W (K,N): 2·M·N·K FLOPs; W counted as weights, A and C as
     activations, as the calculator counts every projection of a layer."""
-    return Op("gemm", "matmul", flops=2 * M * N * K, weight_elems=K * N, act_elems=M * (K + N))
+    return Op("gemm", "matmul", flops=2 * M * N * K, weight_elems=K * N, act_elems=M * (K + N),
+              weight_rows=N)
 
 
 def stream_op(kernel: str, elems: int) -> Op:
@@ -32,7 +33,8 @@ def stream_op(kernel: str, elems: int) -> Op:
 
 
 def attention_op(B: int, T: int, S: int, N: int, K: int, H: int) -> Op:
-    """One layer's attention core: append T tokens' K,V to a cache of S, attend over S + T."""
+    """One layer's attention core: append T tokens' K,V to a cache of S, attend over S + T
+    (3 launches: the two cache writes and SDPA, as kernels/micro.py runs it)."""
     return sdpa_op(B, T, S, N, K, H)
 
 
