@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from .measure.results import Point
+    from .measure.validate import Validation
+
 #: Figure size in inches at DPI dots per inch: a chart is 900 x 560 pixels, two panels 1200 x 480.
 FIGSIZE_IN = (9.0, 5.6)
 WIDE_FIGSIZE_IN = (12.0, 4.8)
@@ -38,35 +41,6 @@ KIND_MARKERS = {"matmul": "o", "attention": "^", "elementwise": "s", "gather": "
 
 class MissingDependencyError(RooflineError):
     """An optional extra the command needs is not installed."""
-
-
-@dataclass(frozen=True)
-class MeasuredKernel:
-    """A measured kernel placed on the roofline: its FLOPs per byte moved and FLOP/s achieved."""
-
-    name: str
-    intensity_flops_per_byte: float
-    flops_per_s: float
-
-
-@dataclass(frozen=True)
-class ValidationPoint:
-    """One predicted-vs-measured comparison of a quantity (seconds, bytes/s, ...).
-    `tolerance` is relative: the point passes when |measured / predicted - 1| <= tolerance."""
-
-    name: str
-    predicted: float
-    measured: float
-    tolerance: float
-
-    @property
-    def relative_error(self) -> float:
-        """Signed: positive when the measurement is larger than the prediction."""
-        return self.measured / self.predicted - 1
-
-    @property
-    def within_tolerance(self) -> bool:
-        return abs(self.relative_error) <= self.tolerance
 
 
 @dataclass(frozen=True)
@@ -145,7 +119,7 @@ def _peaks_by_value(hw: HardwareSpec) -> list[tuple[float, list[str]]]:
 
 
 def roofline_chart(hw: HardwareSpec, estimates: Sequence[Estimate] = (),
-                   measured: Sequence[MeasuredKernel] = ()) -> Figure:
+                   measured: Sequence[Point] = ()) -> Figure:
     """Log-log roofline of `hw`: one datasheet roof per distinct dtype peak (shared bandwidth
     slope, ridge point labelled), the estimate's achievable roof dashed, and every operator of
     each estimate's prefill and decode step as a point (x: FLOP/byte, y: FLOPs / predicted
@@ -163,7 +137,7 @@ def roofline_chart(hw: HardwareSpec, estimates: Sequence[Estimate] = (),
     steps = [(phase, e.cases[0].batch, cost) for e in estimates
              for phase, cost in (("prefill", e.prefill), ("decode", e.decode))]
     xs = [float(o.intensity_flops_per_byte) for _, _, s in steps for o in s.ops if o.flops > 0]
-    xs += [k.intensity_flops_per_byte for k in measured]
+    xs += [k.intensity_flops_per_byte for k in measured if k.flops > 0 and k.native]
     ridges = [hw.ridge_point_flops_per_byte(dtypes[0]) for _, dtypes in peaks]
     lo = min([0.1, *xs]) / 2
     hi = max([4 * max(ridges), *xs]) * 20  # room right of the data for the roof labels
@@ -209,14 +183,13 @@ def roofline_chart(hw: HardwareSpec, estimates: Sequence[Estimate] = (),
                       label=k) for k in kinds]
     handles += [Line2D([], [], ls="", marker="o", color=colormaps[PHASE_COLOURMAPS[p]](0.7),
                        label=p) for p in PHASE_COLOURMAPS if steps]
-    if measured:
-        ax.scatter([k.intensity_flops_per_byte for k in measured],
-                   [k.flops_per_s for k in measured], marker="x", color="tab:red", s=40,
-                   zorder=4, gid="measured")
-        handles.append(Line2D([], [], ls="", marker="x", color="tab:red", label="measured"))
-        for k in measured:
-            ax.annotate(k.name, (k.intensity_flops_per_byte, k.flops_per_s), xytext=(4, 4),
-                        textcoords="offset points", fontsize=6.5, color="tab:red")
+    measured = [k for k in measured if k.flops > 0 and k.native]  # emulated dtypes: no roof
+    for i, fam in enumerate(dict.fromkeys(k.family for k in measured)):
+        ks = [k for k in measured if k.family == fam]
+        ax.scatter([k.intensity_flops_per_byte for k in ks], [k.flops_per_s for k in ks],
+                   marker="x", color=f"C{i}", s=40, zorder=4, gid=f"measured:{fam}")
+        handles.append(Line2D([], [], ls="", marker="x", color=f"C{i}",
+                              label=f"measured: {fam}"))
 
     ax.set_xlim(lo, hi)
     ax.set_ylim(bw * lo, peaks[0][0] * 2.5)
@@ -227,8 +200,8 @@ def roofline_chart(hw: HardwareSpec, estimates: Sequence[Estimate] = (),
                   f"decode at S={e.cases[0].prompt_tokens}, compute {e.precision.compute}")
     ax.set_title(title, fontsize=10)
     if achievable or handles:
-        ax.legend(handles=[*ax.get_legend_handles_labels()[0], *handles], loc="upper left",
-                  fontsize=8)
+        ax.legend(handles=[*ax.get_legend_handles_labels()[0], *handles],
+                  loc="lower right" if measured else "upper left", fontsize=8)
     return fig
 
 
@@ -339,38 +312,43 @@ def kv_chart(curves: Sequence[KVCurve], devices: Sequence[HardwareSpec] = ()) ->
 
 
 # ---- validation: predicted vs measured ---------------------------------------------------
-def validation_chart(points: Sequence[ValidationPoint], quantity: str = "time",
-                     unit: str = "s") -> Figure:
-    """Measured against predicted per point (log-log) with the y = x line and the shaded
-    tolerance band of each distinct tolerance; points outside their band are red crosses.
-    Any objects with `name`, `predicted`, `measured`, `tolerance` and `within_tolerance`
-    attributes can stand in for `ValidationPoint`."""
-    if not points:
-        raise InvalidInputError("no validation points to draw")
+def validation_chart(v: Validation) -> Figure:
+    """Measured against predicted time per gated point of a `Validation` (log-log), with the
+    y = x line and, per distinct band, the region a point passes in: validate's rule
+    |predicted − measured| / measured ≤ band means measured ∈ [predicted / (1 + band),
+    predicted / (1 − band)]. Colour is the kernel family; failing points are red crosses
+    and carry their name."""
+    rows = [r for r in v.rows if r.gated]
+    if not rows:
+        raise InvalidInputError("no gated validation points to draw")
     fig, (ax,) = _figure()
-    _log_axes(ax, f"predicted {quantity} ({unit})", f"measured {quantity} ({unit})", unit, unit)
-    values = [v for p in points for v in (p.predicted, p.measured)]
+    _log_axes(ax, "predicted time (s)", "measured time (s)", "s", "s")
+    values = [t for r in rows for t in (r.predicted_s, r.measured_s)]
     lo, hi = min(values) / 2, max(values) * 2
     ax.plot([lo, hi], [lo, hi], color="0.3", lw=1, label="measured = predicted", gid="identity")
-    for t in sorted({p.tolerance for p in points}):
-        ax.fill_between([lo, hi], [lo * (1 - t), hi * (1 - t)], [lo * (1 + t), hi * (1 + t)],
-                        color="tab:green", alpha=0.12, lw=0, label=f"tolerance ±{t:.0%}",
-                        gid=f"band:{t:g}")
-    for ok, style in ((True, {"marker": "o", "color": "tab:green"}),
-                      (False, {"marker": "x", "color": "tab:red"})):
-        group = [p for p in points if p.within_tolerance == ok]
-        if group:
-            ax.scatter([p.predicted for p in group], [p.measured for p in group], s=30,
-                       zorder=3, label=("within" if ok else "outside") + " tolerance",
-                       gid="pass" if ok else "fail", **style)
-        for p in group:
-            ax.annotate(p.name, (p.predicted, p.measured), xytext=(4, 4),
-                        textcoords="offset points", fontsize=7, color=style["color"])
+    for band in sorted({r.band for r in rows}, reverse=True):
+        upper = [hi * 10, hi * 10] if band >= 1 else [lo / (1 - band), hi / (1 - band)]
+        ax.fill_between([lo, hi], [lo / (1 + band), hi / (1 + band)], upper,
+                        color="tab:green", alpha=0.08, lw=0, gid=f"band:{band:g}")
+    families = list(dict.fromkeys(r.point.family for r in rows))
+    for i, fam in enumerate(families):
+        ok = [r for r in rows if r.point.family == fam and r.passed]
+        if ok:
+            ax.scatter([r.predicted_s for r in ok], [r.measured_s for r in ok], s=30,
+                       color=f"C{i}", zorder=3,
+                       label=f"{fam} (±{ok[0].band:.0%})", gid=f"pass:{fam}")
+    failed = [r for r in rows if not r.passed]
+    if failed:
+        ax.scatter([r.predicted_s for r in failed], [r.measured_s for r in failed], s=50,
+                   marker="x", color="tab:red", zorder=4, label="outside its band", gid="fail")
+        for r in failed:
+            ax.annotate(r.point.name, (r.predicted_s, r.measured_s), xytext=(4, 4),
+                        textcoords="offset points", fontsize=7, color="tab:red")
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
-    failed = sum(not p.within_tolerance for p in points)
-    ax.set_title(f"Predicted vs measured {quantity}: {len(points) - failed}/{len(points)} "
-                 f"within tolerance", fontsize=10)
+    ax.set_title(f"Predicted vs measured on {v.hardware.name} ({v.ceiling} ceiling): "
+                 f"{len(rows) - len(failed)}/{len(rows)} points within their band",
+                 fontsize=10)
     ax.legend(loc="upper left", fontsize=8)
     return fig
 

@@ -84,11 +84,25 @@ def test_roofline_operator_points_are_the_estimates_numbers(tmp_path):
     assert achievable[1] == pytest.approx([c.ridge_point_flops_per_byte, c.flops_per_s])
 
 
+MEASURED = Path(__file__).parent.parent / "docs" / "measurements" / "cpu-ci.json"
+
+
 def test_roofline_measured_overlay():
-    kernels = [plots.MeasuredKernel("gemm 4096", 1365.0, 700e12),
-               plots.MeasuredKernel("copy", 0.25, 0.5e12)]
-    fig = plots.roofline_chart(H100, measured=kernels)
-    assert by_gid(fig, "measured").get_offsets().tolist() == [[1365.0, 700e12], [0.25, 0.5e12]]
+    from roofline.measure.results import load_results
+
+    r = load_results(MEASURED)
+    cpu = load_hardware(str(MEASURED.with_name("cpu-ci-calibrated.yaml")))
+    fig = plots.roofline_chart(cpu, measured=r.points)
+    for fam in ("gemm_sweep", "decode_step"):
+        pts = [p for p in r.points if p.family == fam and p.native]
+        # x = FLOPs / bytes (the calculator's counts), y = FLOPs / measured median time
+        np.testing.assert_allclose(by_gid(fig, f"measured:{fam}").get_offsets(),
+                                   [[p.flops / p.bytes, p.flops / p.timing.median_s]
+                                    for p in pts])
+    # the emulated bf16 GEMM has no roof on this CPU and is left out
+    peak = [p for p in r.points if p.family == "gemm_peak"]
+    assert any(not p.native for p in peak)
+    assert len(by_gid(fig, "measured:gemm_peak").get_offsets()) == sum(p.native for p in peak)
 
 
 # ---- frontier ----------------------------------------------------------------------------
@@ -174,15 +188,38 @@ def test_context_grid_doubles_up_to_the_max(max_context):
 
 # ---- validation and serving (synthetic inputs until measure/validate and serve land) ------
 def test_validation_chart(tmp_path):
-    points = [plots.ValidationPoint("gemm", 1e-3, 1.05e-3, 0.1),
-              plots.ValidationPoint("decode step", 9e-3, 12e-3, 0.1),
-              plots.ValidationPoint("copy", 2e-4, 1.9e-4, 0.1)]
-    fig = plots.validation_chart(points)
+    from roofline.measure.results import load_results
+    from roofline.measure.validate import validate
+
+    cpu = load_hardware(str(MEASURED.with_name("cpu-ci-calibrated.yaml")))
+    v = validate(load_results(MEASURED), cpu, "achievable")
+    fig = plots.validation_chart(v)
     assert png_size(rendered(fig, tmp_path)) == CHART_PX
-    assert by_gid(fig, "pass").get_offsets().tolist() == [[1e-3, 1.05e-3], [2e-4, 1.9e-4]]
-    assert by_gid(fig, "fail").get_offsets().tolist() == [[9e-3, 12e-3]]  # +33% > 10%
-    assert points[1].relative_error == pytest.approx(12 / 9 - 1)
-    by_gid(fig, "band:0.1")
+    drawn = [xy for fam in dict.fromkeys(r.point.family for r in v.rows if r.gated)
+             for xy in (by_gid(fig, f"pass:{fam}").get_offsets().tolist()
+                        if any(r.passed and r.gated and r.point.family == fam for r in v.rows)
+                        else [])]
+    expected = [[r.predicted_s, r.measured_s] for fam in dict.fromkeys(
+        r.point.family for r in v.rows if r.gated) for r in v.rows
+        if r.gated and r.passed and r.point.family == fam]
+    np.testing.assert_allclose(drawn, expected)
+    # a band of ±50%: |pred − meas| / meas ≤ 0.5  ⇔  pred / 1.5 ≤ meas ≤ pred / 0.5
+    band = by_gid(fig, "band:0.5").get_paths()[0].vertices
+    lo, hi = fig.axes[0].get_xlim()
+    assert band[:, 1].min() == pytest.approx(lo / 1.5)
+    assert band[:, 1].max() == pytest.approx(hi / 0.5)
+
+
+def test_validation_chart_marks_failures(tmp_path):
+    from roofline.measure.results import load_results
+    from roofline.measure.validate import validate
+
+    cpu = load_hardware(str(MEASURED.with_name("cpu-ci-calibrated.yaml")))
+    v = validate(load_results(MEASURED), cpu, "achievable", tolerance=0.01)
+    failed = [[r.predicted_s, r.measured_s] for r in v.rows if r.gated and not r.passed]
+    assert failed
+    fig = plots.validation_chart(v)
+    np.testing.assert_allclose(by_gid(fig, "fail").get_offsets(), failed)
 
 
 def test_serve_chart(tmp_path):

@@ -195,3 +195,26 @@ def test_calibration_of_row_cost_and_attention_fraction():
     # none of these points: the terms stay off
     plain = achieved(_results(_calibration_points()))
     assert plain.gemv_row_s == 0 and plain.attention_fraction == 1
+
+
+def test_median_of_runs_takes_each_points_median_run():
+    from pathlib import Path
+
+    from roofline.measure.results import load_results, median_of_runs
+
+    committed = Path(__file__).parent.parent / "docs" / "measurements" / "cpu-ci.json"
+
+    def run(times_s: dict[str, float]):
+        base = load_results(committed)
+        pts = tuple(p.model_copy(update={"timing": Timing(
+            median_s=times_s[p.name], p20_s=times_s[p.name], p80_s=times_s[p.name],
+            min_s=times_s[p.name], repeats=1, method="perf_counter")})
+            for p in base.points if p.name in times_s)
+        return base.model_copy(update={"points": pts})
+
+    names = [p.name for p in load_results(committed).points][:2]
+    a, b = names
+    runs = [run({a: 3.0, b: 1.0}), run({a: 1.0, b: 5.0}), run({a: 2.0, b: 4.0})]
+    combined = {p.name: p.timing.median_s for p in median_of_runs(runs).points}
+    # a: runs give 3, 1, 2 -> median 2; b: 1, 5, 4 -> median 4 (not an average: 3.33)
+    assert combined == {a: 2.0, b: 4.0}

@@ -17,6 +17,7 @@ from .. import plots
 from ..catalog import load_hardware, load_model
 from ..cost import CEILINGS
 from ..errors import InvalidInputError
+from ..measure.results import load_results
 from ..phases import estimate
 from ..precision import Precision
 from ..report import frontier_table
@@ -24,6 +25,7 @@ from ..serve.sweep import sweep_rate
 from ..sweeps import kv_curve
 from . import app
 from .common import SpecsDir, console, int_list, positive
+from .measure import validation_of
 from .serve import prepare_runs
 
 plot_app = typer.Typer(help="Draw charts (PNG or SVG): roofline, latency-throughput frontier, "
@@ -64,6 +66,9 @@ def roofline_cmd(
     prompt: Annotated[int, typer.Option(help="prompt tokens P; decode is drawn at S = P")] = 1024,
     dtype: Dtype = "bf16",
     ceiling: Ceiling = "achievable",
+    measured: Annotated[Path | None, typer.Option(
+        help="results JSON of `roofline measure`: its kernels drawn beside the prediction "
+        "(use the spec of the machine that measured, e.g. its calibrated YAML)")] = None,
     specs_dir: SpecsDir = None,
 ) -> None:
     """Roofline of a device, with each operator of a model's prefill and decode steps."""
@@ -76,7 +81,22 @@ def roofline_cmd(
         estimates = [estimate(m, hw, [b], positive(prompt, "--prompt"), 1,
                               Precision.uniform(dtype), ceiling)  # type: ignore[arg-type]
                      for b in int_list(batch, "batch size")]
-    _saved(plots.save(plots.roofline_chart(hw, estimates), output))
+    points = load_results(measured).points if measured is not None else ()
+    _saved(plots.save(plots.roofline_chart(hw, estimates, points), output))
+
+
+@plot_app.command("validate")
+def validate_cmd(
+    results: Annotated[Path, typer.Argument(help="results JSON from `roofline measure`")],
+    output: Output,
+    hardware: Annotated[str | None, typer.Option(
+        "--hardware", "-h", help="predict on this spec instead of the calibrated one")] = None,
+    ceiling: Annotated[str | None, typer.Option(help="datasheet or achievable")] = None,
+    specs_dir: SpecsDir = None,
+) -> None:
+    """Predicted vs measured time per point with each family's band (as `roofline validate`)."""
+    v = validation_of(results, load_results(results), hardware, ceiling, None, specs_dir)
+    _saved(plots.save(plots.validation_chart(v), output))
 
 
 @plot_app.command("batch")

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import SpecError
+from ..errors import InvalidInputError, SpecError
 from ..model import ModelSpec
 
 SCHEMA_VERSION = 1
@@ -70,6 +71,10 @@ class Point(_Frozen):
     @property
     def bytes_per_s(self) -> float:
         return self.bytes / self.timing.median_s
+
+    @property
+    def intensity_flops_per_byte(self) -> float:
+        return self.flops / self.bytes
 
 
 class Skipped(_Frozen):
@@ -137,6 +142,22 @@ class Results(_Frozen):
 
     def family(self, family: str) -> list[Point]:
         return [p for p in self.points if p.family == family]
+
+
+def median_of_runs(runs: Sequence[Results]) -> Results:
+    """Several runs of one suite as one: each point is taken from the run whose median time
+    is the median over runs (an odd number of runs picks a real measurement, never an
+    average). On a noisy machine this damps a run that was slowed or sped up as a whole —
+    calibration points included — without widening any band."""
+    if not runs:
+        raise InvalidInputError("no runs to combine")
+    names = [p.name for p in runs[0].points]
+    by_name = {n: sorted((p for r in runs for p in r.points if p.name == n),
+                         key=lambda p: p.timing.median_s) for n in names}
+    points = tuple(by_name[n][(len(by_name[n]) - 1) // 2] for n in names)
+    skipped = {s.name: s for r in runs for s in r.skipped}
+    return runs[0].model_copy(update={"points": points, "skipped": tuple(skipped.values()),
+                                      "complete": all(r.complete for r in runs)})
 
 
 def write_results(results: Results, path: str | Path) -> Path:
