@@ -24,23 +24,40 @@ models_app = typer.Typer(help="List and show model architecture specs.", no_args
 app.add_typer(hardware_app, name="hardware")
 app.add_typer(models_app, name="models")
 
-# Command modules register themselves on the apps above.
-from . import (  # noqa: E402,F401
-    collectives,
-    diffusion,
-    estimate,
-    kv,
-    measure,
-    models_import,
-    plot,
-    serve,
-    specs,
-    speculate,
-)
+#: The module(s) that register each top-level command. Only the modules of the command being
+#: run are imported, so `roofline estimate` does not pay for serve, plot or measure imports.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "estimate": ("estimate",),
+    "hardware": ("specs",),
+    "models": ("specs", "models_import"),
+    "kv": ("kv",),
+    "speculate": ("speculate",),
+    "diffusion": ("diffusion",),
+    "collectives": ("collectives",),
+    "serve": ("serve",),
+    "plot": ("plot",),
+    "measure": ("measure",),
+    "calibrate": ("measure",),
+    "validate": ("measure",),
+    "check": ("measure",),
+}
+
+
+def register(argv: list[str]) -> None:
+    """Import the command modules `argv` needs (all of them for help or an unknown name)."""
+    import importlib
+
+    command = next((a for a in argv if not a.startswith("-")), None)
+    names = COMMAND_MODULES.get(command or "", tuple(sorted(
+        {m for mods in COMMAND_MODULES.values() for m in mods})))
+    for name in names:
+        importlib.import_module(f"{__name__}.{name}")
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        register(argv)
         app(args=argv, standalone_mode=False)
     except RooflineError as e:
         print(f"error: {e}", file=sys.stderr)
