@@ -83,10 +83,12 @@ def cpu_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
     # calibration of the small-M efficiency (M½): one skinny GEMM of a shape neither the
     # sweep nor the models use
     pts += [PointSpec("gemm_small", "gemm", d, dict(M=8, N=4096, K=1024))]
-    # calibration of the gemv row cost and of the attention fraction: one gemv with short rows
-    # (K = 384) and one decode attention shape, neither used by a validated point
+    # calibration of the gemv row cost and of the attention fractions: one gemv with short rows
+    # (K = 384), one decode attention shape (memory side) and one causal prefill attention
+    # shape (compute side), none used by a validated point
     pts += [PointSpec("gemv_small", "gemm", d, dict(M=1, N=4096, K=384)),
-            _attention("attention_small", d, 8, 1, 2048, 8, 4, 64)]
+            _attention("attention_small", d, 8, 1, 2048, 8, 4, 64),
+            _attention("prefill_attention_small", d, 1, 384, 0, 8, 4, 64)]
     # N = K = 4096 fp32: a 64 MiB weight (cycled through copies: read from DRAM every call)
     pts += [PointSpec("gemm_sweep", "gemm", d, dict(M=M, N=4096, K=4096))
             for M in ((1, 4, 16, 64, 256, 1024) if big else (1, 4, 16, 128))]
@@ -114,7 +116,8 @@ def cuda_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
            for dt in dtypes for n in (4096, 8192)]
     pts += [PointSpec("gemm_small", "gemm", d, dict(M=8, N=8192, K=2048))]
     pts += [PointSpec("gemv_small", "gemm", d, dict(M=1, N=65536, K=256)),
-            _attention("attention_small", d, 8, 1, 8192, 32, 8, 128)]
+            _attention("attention_small", d, 8, 1, 8192, 32, 8, 128),
+            _attention("prefill_attention_small", d, 1, 2048, 0, 32, 8, 128)]
     pts += [PointSpec("gemm_sweep", "gemm", d, dict(M=M, N=8192, K=8192))
             for M in (1, 4, 16, 64, 256, 1024, 4096, 16384)]
     dram = 2**29 // 2  # elements: 1 GiB of bf16 per buffer

@@ -19,10 +19,13 @@ spec may carry (from `roofline calibrate`; all off for catalog specs, which have
   read kernel 11 GB/s): rows of K = 384-1024 floats take 65-185 ns each more than their bytes
   at that bandwidth (5-8 GB/s effective), rows of K = 1536-2560 none; rows of K = 4096 stream
   at 13 GB/s, faster than the read kernel, which this term cannot express (docs/measurement.md);
-- attention efficiency: operators of kind "attention" reach `attention_fraction` of both
-  ceilings (memory and compute). Evidence: torch's CPU flash attention runs decode (1 query
-  token, memory-bound) and causal prefill (compute-bound) alike at ~0.4 of the roofline.
-  Catalog GPUs keep 1.0: no measured FlashAttention fraction is cited for them.
+- attention efficiency: operators of kind "attention" reach `attention_memory_fraction` of
+  the memory ceiling and `attention_compute_fraction` of the compute ceiling. Decode (1 query
+  token) is memory-bound and prefill (causal, T ≫ 1) compute-bound, and one kernel reaches
+  different fractions of the two roofs (torch's CPU flash attention, 1 thread: ~0.3 of the
+  bandwidth in decode; see docs/measurement.md for prefill), so each side has its own
+  term, calibrated on its own held-out shape. Catalog GPUs keep 1.0: no measured
+  FlashAttention fraction is cited for them.
 Every term applies to every operator of every device the same way.
 """
 
@@ -53,7 +56,8 @@ class Ceilings:
     kernel_overhead_s: float
     source: str
     matmul_half_rows: float = 0.0  # M½ of the small-M GEMM efficiency (achievable only)
-    attention_fraction: float = 1.0  # of both ceilings, for attention operators
+    attention_memory_fraction: float = 1.0  # of the memory ceiling, for attention operators
+    attention_compute_fraction: float = 1.0  # of the compute ceiling, for attention operators
     gemv_row_s: float = 0.0  # fixed cost per weight row of an M < 2 matmul
 
     @classmethod
@@ -64,7 +68,8 @@ class Ceilings:
         if ceiling == "achievable":
             return cls("achievable", peak * hw.matmul_fraction(compute_dtype),
                        bw * hw.bandwidth_fraction(), hw.kernel_overhead_s(),
-                       hw.achievable_source(), hw.matmul_half_rows(), hw.attention_fraction(),
+                       hw.achievable_source(), hw.matmul_half_rows(),
+                       hw.attention_memory_fraction(), hw.attention_compute_fraction(),
                        hw.gemv_row_s())
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
 
@@ -146,10 +151,13 @@ def op_cost(op: Op, p: Precision, c: Ceilings) -> OpCost:
     w = op.weight_elems * p.weight_bytes
     a = op.act_elems * p.activation_bytes
     kv = (op.kv_read_elems + op.kv_write_elems) * p.kv_bytes
-    eff = c.attention_fraction if op.kind == "attention" else 1.0
+    attn = op.kind == "attention"
+    mem_eff = c.attention_memory_fraction if attn else 1.0
+    flop_eff = c.attention_compute_fraction if attn else 1.0
     return OpCost(op, w, a, kv,
-                  compute_s=effective_flops(op, c.matmul_half_rows) / (c.flops_per_s * eff),
-                  memory_s=(w + a + kv) / (c.bytes_per_s * eff) + gemv_rows_s(op, c.gemv_row_s),
+                  compute_s=effective_flops(op, c.matmul_half_rows) / (c.flops_per_s * flop_eff),
+                  memory_s=(w + a + kv) / (c.bytes_per_s * mem_eff)
+                  + gemv_rows_s(op, c.gemv_row_s),
                   overhead_s=op.launches * c.kernel_overhead_s)
 
 

@@ -58,8 +58,10 @@ class Achievable(_Frozen):
     kernel_overhead_us: float = Field(default=0.0, ge=0, description="fixed cost per kernel")
     matmul_half_rows: float = Field(default=0.0, ge=0, description=(
         "M½: a GEMM of M ≥ 2 rows per weight reaches M / (M + M½) of the matmul ceiling"))
-    attention_fraction: Fraction = Field(default=1.0, gt=0, le=1, description=(
-        "fraction of both ceilings attention kernels (kind 'attention') reach"))
+    attention_memory_fraction: Fraction = Field(default=1.0, gt=0, le=1, description=(
+        "fraction of the memory ceiling attention kernels (kind 'attention') reach"))
+    attention_compute_fraction: Fraction = Field(default=1.0, gt=0, le=1, description=(
+        "fraction of the compute ceiling attention kernels (kind 'attention') reach"))
     gemv_row_ns: float = Field(default=0.0, ge=0, description=(
         "fixed cost per weight row of a matrix-vector product (M < 2), nanoseconds"))
     source: str
@@ -161,9 +163,13 @@ class HardwareSpec(_Frozen):
         """M½ of the small-M GEMM efficiency (0: every GEMM at the full matmul ceiling)."""
         return self.achievable.matmul_half_rows if self.achievable else 0.0
 
-    def attention_fraction(self) -> float:
-        """Fraction of both ceilings attention kernels reach (1: on the plain roofline)."""
-        return self.achievable.attention_fraction if self.achievable else 1.0
+    def attention_memory_fraction(self) -> float:
+        """Fraction of the memory ceiling attention kernels reach (1: on the plain roofline)."""
+        return self.achievable.attention_memory_fraction if self.achievable else 1.0
+
+    def attention_compute_fraction(self) -> float:
+        """Fraction of the compute ceiling attention kernels reach (1: on the plain roofline)."""
+        return self.achievable.attention_compute_fraction if self.achievable else 1.0
 
     def gemv_row_s(self) -> float:
         """Fixed cost per weight row of a matrix-vector product, seconds (0: none)."""

@@ -1,5 +1,5 @@
 """The model terms validate relies on (small-M GEMM efficiency, per-kernel overhead, gemv row
-cost, attention fraction, eager launch counts), their
+cost, attention memory and compute fractions, eager launch counts), their
 calibration, and validate's pass/fail logic, on synthetic numbers derived by hand. No torch."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 from roofline.catalog import load_model
 from roofline.cost import Ceilings, effective_flops, gemm_rows, gemv_rows_s, op_cost
 from roofline.hardware import Achievable, HardwareSpec
-from roofline.measure.calibrate import achieved, half_rows
+from roofline.measure.calibrate import achieved, calibrated_spec, half_rows
 from roofline.measure.kernel_ops import attention_op, gemm_op, stream_op
 from roofline.measure.results import DeviceInfo, Environment, Point, Results, Timing
-from roofline.measure.validate import BANDS, validate
+from roofline.measure.validate import BANDS, PROTOCOL, validate
 from roofline.operators import Op, Step, operators
 from roofline.precision import Precision
 
@@ -132,29 +132,48 @@ def test_validate_gate_on_synthetic_results(error, passes):
     assert all(r.passed for r in v.rows[:-1])  # the calibration points sit on their ceilings
 
 
-def _hw_terms(attention: float = 1.0, row_ns: float = 0.0) -> HardwareSpec:
-    """The toy machine with an attention fraction and a gemv row cost."""
+def _hw_terms(memory: float = 1.0, compute: float = 1.0, row_ns: float = 0.0) -> HardwareSpec:
+    """The toy machine with attention memory/compute fractions and a gemv row cost."""
     return HardwareSpec(
         name="toy", display_name="toy", vendor="none", kind="cpu", memory_gb=1,
         memory_bandwidth_gb_per_s=10, dense_peak_tflops={"fp32": 0.1},
         achievable=Achievable(matmul_fraction={"fp32": 1.0}, memory_bandwidth_fraction=1.0,
-                              attention_fraction=attention, gemv_row_ns=row_ns, source="test"),
+                              attention_memory_fraction=memory,
+                              attention_compute_fraction=compute, gemv_row_ns=row_ns,
+                              source="test"),
         source="test")
 
 
-def test_attention_fraction_scales_both_ceilings_of_attention_only():
+def test_attention_fractions_scale_their_own_ceiling_of_attention_only():
+    hw = Ceilings.of(_hw_terms(memory=0.4, compute=0.5), "fp32", "achievable")
     # decode B=1 S=999 N=K=1 H=100: KV read 1·1000·2·1·100 = 2e5, write 1·1·2·100 = 200,
-    # Q+O 200 elems -> 4·200400 = 801600 B at 10 GB/s = 80.16 µs; at fraction 0.4: 200.4 µs
-    op = attention_op(1, 1, 999, 1, 1, 100)
-    c = op_cost(op, FP32, Ceilings.of(_hw_terms(attention=0.4), "fp32", "achievable"))
-    assert float(c.memory_s) == pytest.approx(801600 / 1e10 / 0.4)
-    # compute: 4·1000·100 = 4e5 FLOPs at 0.4 · 1e11 = 10 µs (both ceilings scale)
-    assert float(c.compute_s) == pytest.approx(4e5 / (0.4 * 1e11))
-    gemv = op_cost(gemm_op(1, 1000, 1000), FP32,
-                   Ceilings.of(_hw_terms(attention=0.4), "fp32", "achievable"))
-    assert float(gemv.memory_s) == pytest.approx(4 * 1_002_000 / 1e10)  # matmul untouched
-    datasheet = op_cost(op, FP32, Ceilings.of(_hw_terms(attention=0.4), "fp32", "datasheet"))
-    assert float(datasheet.memory_s) == pytest.approx(801600 / 1e10)
+    # Q+O 200 elems -> 4·200400 = 801600 B at 10 GB/s = 80.16 µs; memory fraction 0.4: 200.4 µs
+    decode = op_cost(attention_op(1, 1, 999, 1, 1, 100), FP32, hw)
+    assert float(decode.memory_s) == pytest.approx(801600 / 1e10 / 0.4)
+    # compute: 4·1000 pairs·100 = 4e5 FLOPs at compute fraction 0.5 · 1e11 = 8 µs
+    assert float(decode.compute_s) == pytest.approx(4e5 / (0.5 * 1e11))
+    # causal prefill T=999 S=0: 999·1000/2 = 499500 pairs -> 4·499500·100 = 1.998e8 FLOPs at
+    # 0.5 · 1e11 = 3.996 ms; bytes Q+O 2·999·100 + KV read 2·999·100 + write 2·999·100 =
+    # 599400 elems · 4 = 2.3976e6 B at 0.4 · 10 GB/s = 0.5994 ms -> compute-bound, 3.996 ms
+    prefill = op_cost(attention_op(1, 999, 0, 1, 1, 100), FP32, hw)
+    assert float(prefill.compute_s) == pytest.approx(3.996e-3)
+    assert float(prefill.memory_s) == pytest.approx(0.5994e-3)
+    assert float(prefill.time_s) == pytest.approx(3.996e-3)
+    # matmuls are untouched: M=1 N=K=1000 4·1_002_000 B at 10 GB/s; M=1000 2e9 FLOPs at 1e11
+    assert float(op_cost(gemm_op(1, 1000, 1000), FP32, hw).memory_s) == pytest.approx(
+        4 * 1_002_000 / 1e10)
+    assert float(op_cost(gemm_op(1000, 1000, 1000), FP32, hw).compute_s) == pytest.approx(
+        2e9 / 1e11)
+    # the datasheet ceiling keeps the plain roofline
+    sheet = op_cost(attention_op(1, 999, 0, 1, 1, 100), FP32,
+                    Ceilings.of(_hw_terms(memory=0.4, compute=0.5), "fp32", "datasheet"))
+    assert float(sheet.compute_s) == pytest.approx(1.998e8 / 1e11)
+    assert float(sheet.memory_s) == pytest.approx(2.3976e6 / 1e10)
+
+
+def test_catalog_specs_keep_attention_on_the_roofline():
+    hw = _hw()  # an achievable block without the attention terms
+    assert hw.attention_memory_fraction() == 1 and hw.attention_compute_fraction() == 1
 
 
 def test_gemv_row_cost_by_hand():
@@ -180,21 +199,49 @@ def test_eager_launches_of_a_llama_decode_step():
     assert rows["mlp/up"] == 6 * 2 * 1536 and rows["mlp/down"] == 6 * 512
 
 
-def test_calibration_of_row_cost_and_attention_fraction():
-    # gemv_small M=1 N=K=1000 in 5 µs + 400.8 µs + 1000 · 100 ns = 505.8 µs -> 100 ns per row;
-    # attention_small B=1 S=999 N=K=1 H=100: roofline max(4e5 / 1e11, 801600 B / 1e10) =
-    # 80.16 µs; measured 80.16 / 0.4 + 3 launches · 5 µs = 215.4 µs -> fraction 0.4
-    pts = _calibration_points() + [
+def _attention_calibration_points() -> list[Point]:
+    """gemv_small M=1 N=K=1000 in 5 µs + 400.8 µs + 1000 · 100 ns = 505.8 µs -> 100 ns per row;
+    decode attention_small B=1 S=999 N=K=1 H=100: memory roofline 801600 B / 1e10 = 80.16 µs,
+    measured 80.16 / 0.4 + 3 launches · 5 µs = 215.4 µs -> memory fraction 0.4;
+    causal prefill_attention_small B=1 T=999 S=0 N=K=1 H=100: compute roofline
+    1.998e8 / 1e11 = 1.998 ms, measured 1.998 / 0.5 + 3 · 5 µs = 4.011 ms -> compute fraction
+    0.5 (its memory roofline, 0.24 ms, plays no part)."""
+    return [
         _point("gemv_small", gemm_op(1, 1000, 1000), "gemm", dict(M=1, N=1000, K=1000),
                505.8e-6),
         _point("attention_small", attention_op(1, 1, 999, 1, 1, 100), "sdpa",
-               dict(B=1, T=1, S=999, N=1, K=1, H=100), 215.4e-6)]
-    a = achieved(_results(pts))
+               dict(B=1, T=1, S=999, N=1, K=1, H=100), 215.4e-6),
+        _point("prefill_attention_small", attention_op(1, 999, 0, 1, 1, 100), "sdpa",
+               dict(B=1, T=999, S=0, N=1, K=1, H=100), 4.011e-3)]
+
+
+def test_calibration_of_row_cost_and_attention_fractions():
+    a = achieved(_results(_calibration_points() + _attention_calibration_points()))
     assert a.gemv_row_s == pytest.approx(100e-9)
-    assert a.attention_fraction == pytest.approx(0.4)
+    assert a.attention_memory_fraction == pytest.approx(0.4)
+    assert a.attention_compute_fraction == pytest.approx(0.5)
     # none of these points: the terms stay off
     plain = achieved(_results(_calibration_points()))
-    assert plain.gemv_row_s == 0 and plain.attention_fraction == 1
+    assert plain.gemv_row_s == 0
+    assert plain.attention_memory_fraction == 1 and plain.attention_compute_fraction == 1
+
+
+def test_calibrated_spec_predicts_a_held_out_prefill_attention():
+    spec = calibrated_spec(_results(_calibration_points() + _attention_calibration_points()),
+                           "toy.json")
+    assert spec.achievable is not None
+    assert spec.achievable.attention_memory_fraction == pytest.approx(0.4)
+    assert spec.achievable.attention_compute_fraction == pytest.approx(0.5)
+    # prefill T=499 (not the calibration shape): 499·500/2 = 124750 pairs · 4 · 100 =
+    # 4.99e7 FLOPs at 0.5 · 1e11 = 998 µs (memory 6·499·100·4 B = 1.1976e6 B at 0.4 · 1e10 =
+    # 299.4 µs) + 3 launches · 5 µs = 1.013 ms; measured 1.013 ms -> error 0
+    held_out = _point("prefill_attention", attention_op(1, 499, 0, 1, 1, 100), "sdpa",
+                      dict(B=1, T=499, S=0, N=1, K=1, H=100), 1.013e-3)
+    v = validate(_results(_calibration_points() + _attention_calibration_points()
+                          + [held_out]), spec)
+    assert v.rows[-1].predicted_s == pytest.approx(1.013e-3)
+    assert v.passed
+    assert "prefill_attention_small" in PROTOCOL and "attention_small" in PROTOCOL
 
 
 def test_median_of_runs_takes_each_points_median_run():

@@ -1,8 +1,9 @@
 """Calibration: turn a results file into a HardwareSpec of what this machine achieves.
 
-Held-out protocol: only the peak GEMMs, the bandwidth kernels and three single calibration
-shapes that no validated point uses (`gemm_small`, `gemv_small`, `attention_small`) are used
-here. The GEMM sweep, attention and whole decode/prefill steps are left for `validate`.
+Held-out protocol: only the peak GEMMs, the bandwidth kernels and four single calibration
+shapes that no validated point uses (`gemm_small`, `gemv_small`, `attention_small`,
+`prefill_attention_small`) are used here. The GEMM sweep, attention and whole decode/prefill
+steps are left for `validate`.
 
 - matmul fraction per dtype = best achieved peak GEMM FLOP/s / datasheet peak (native dtypes
   only: an emulated bf16 on a CPU is reported by measure, never calibrated);
@@ -21,8 +22,12 @@ here. The GEMM sweep, attention and whole decode/prefill steps are left for `val
 - gemv row cost (`roofline.cost`): from the one `gemv_small` point (M = 1, rows shorter than
   any model's: K = 384 on CPUs, 256 on GPUs), (t - overhead - bytes / bandwidth) / N rows,
   0 when it streamed at the read bandwidth;
-- attention fraction: from the one `attention_small` point (a decode shape, B = 8 S = 2048 on
-  CPUs), its roofline time / (t - launches · overhead), capped at 1.
+- attention memory fraction: from the one `attention_small` point (a decode shape, B = 8
+  S = 2048 on CPUs: memory-bound), its memory roofline time bytes / bandwidth over
+  (t - launches · overhead), capped at 1;
+- attention compute fraction: from the one `prefill_attention_small` point (a causal prefill
+  shape, T = 384 on CPUs, T = 2048 on GPUs: compute-bound), its compute roofline time
+  FLOPs / achieved peak over (t - launches · overhead), capped at 1.
 When the datasheet figure is unknown (CPU DRAM) or below what was achieved, the achieved
 figure stands in for it with fraction 1, and the spec's notes say so.
 """
@@ -38,7 +43,8 @@ from ..hardware import Achievable, HardwareSpec
 from .kernel_ops import attention_op
 from .results import Point, Results
 
-CALIBRATION_FAMILIES = ("gemm_peak", "gemm_small", "gemv_small", "attention_small", "bandwidth")
+CALIBRATION_FAMILIES = ("gemm_peak", "gemm_small", "gemv_small", "attention_small",
+                        "prefill_attention_small", "bandwidth")
 DRAM_LLC_MULTIPLE = 4
 
 
@@ -51,7 +57,8 @@ class Achieved:
     kernel_overhead_s: float
     matmul_half_rows: float = 0.0
     gemv_row_s: float = 0.0
-    attention_fraction: float = 1.0
+    attention_memory_fraction: float = 1.0
+    attention_compute_fraction: float = 1.0
 
 
 def is_dram_point(p: Point, llc_bytes: int | None) -> bool:
@@ -79,7 +86,10 @@ def achieved(results: Results) -> Achieved:
     return Achieved(peaks, bw, overhead,
                     half_rows(results.family("gemm_small"), peaks, bw, overhead),
                     gemv_row_s(results.family("gemv_small"), bw, overhead),
-                    attention_fraction(results.family("attention_small"), peaks, bw, overhead))
+                    attention_fraction(results.family("attention_small"), "memory", peaks, bw,
+                                       overhead),
+                    attention_fraction(results.family("prefill_attention_small"), "compute",
+                                       peaks, bw, overhead))
 
 
 def _median(xs: list[float], default: float) -> float:
@@ -93,16 +103,17 @@ def gemv_row_s(points: list[Point], bw: float, overhead_s: float) -> float:
                     for p in points], 0.0)
 
 
-def attention_fraction(points: list[Point], peaks: dict[str, float], bw: float,
+def attention_fraction(points: list[Point], side: str, peaks: dict[str, float], bw: float,
                        overhead_s: float) -> float:
-    """Fraction of both ceilings attention reaches: the median over points of
-    max(FLOPs / peak, bytes / bw) / (t - launches · overhead), capped at 1 (1 without points)."""
+    """Fraction of one ceiling (`side` "memory" or "compute") attention reaches: the median
+    over points of that side's roofline time (bytes / bw or FLOPs / peak) over
+    (t - launches · overhead), capped at 1 (1 without points)."""
     fits = []
     for p in points:
         if p.dtype not in peaks:
             continue
         op = attention_op(**{d: p.shape[d] for d in "BTSNKH"})
-        roof = max(p.flops / peaks[p.dtype], p.bytes / bw)
+        roof = p.bytes / bw if side == "memory" else p.flops / peaks[p.dtype]
         spent = p.timing.median_s - op.launches * overhead_s
         fits.append(min(roof / spent, 1.0) if spent > 0 else 1.0)
     return _median(fits, 1.0)
@@ -160,8 +171,9 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
            f"torch {env.torch_version}, {env.threads} threads; matmul = best peak GEMM per "
            "dtype, bandwidth = read-only kernel over buffers >= 4x LLC, kernel overhead = "
            "smallest bandwidth point, matmul_half_rows = the M=8 gemm_small point, "
-           "gemv_row_ns = the M=1 gemv_small point, attention_fraction = the attention_small "
-           "point")
+           "gemv_row_ns = the M=1 gemv_small point, attention_memory_fraction = the decode "
+           "attention_small point, attention_compute_fraction = the causal "
+           "prefill_attention_small point")
     return HardwareSpec(
         name=f"{name}-calibrated", display_name=f"{display} (calibrated)",
         vendor=display.split()[0].lower() if display else "unknown",
@@ -175,7 +187,9 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
                               kernel_overhead_us=round(a.kernel_overhead_s * 1e6, 3),
                               matmul_half_rows=round(a.matmul_half_rows, 2),
                               gemv_row_ns=round(a.gemv_row_s * 1e9, 2),
-                              attention_fraction=round(a.attention_fraction, 4), source=src),
+                              attention_memory_fraction=round(a.attention_memory_fraction, 4),
+                              attention_compute_fraction=round(a.attention_compute_fraction, 4),
+                              source=src),
         confidence="measured", source=src,
         notes="; ".join(notes + [env.device.datasheet_note or env.device.catalog_note]),
     )

@@ -20,12 +20,13 @@ from ..model import ModelSpec
 
 SCHEMA_VERSION = 1
 
-Family = Literal["gemm_peak", "gemm_small", "gemv_small", "attention_small", "gemm_sweep",
-                 "bandwidth", "decode_attention", "prefill_attention", "decode_step",
-                 "prefill_step"]
+Family = Literal["gemm_peak", "gemm_small", "gemv_small", "attention_small",
+                 "prefill_attention_small", "gemm_sweep", "bandwidth", "decode_attention",
+                 "prefill_attention", "decode_step", "prefill_step"]
 FAMILIES: tuple[str, ...] = ("gemm_peak", "gemm_small", "gemv_small", "attention_small",
-                             "gemm_sweep", "bandwidth", "decode_attention", "prefill_attention",
-                             "decode_step", "prefill_step")
+                             "prefill_attention_small", "gemm_sweep", "bandwidth",
+                             "decode_attention", "prefill_attention", "decode_step",
+                             "prefill_step")
 
 
 class _Frozen(BaseModel):

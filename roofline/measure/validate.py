@@ -35,6 +35,7 @@ BANDS: dict[str, float] = {
     "gemm_small": 0.25,
     "gemv_small": 0.25,
     "attention_small": 0.25,
+    "prefill_attention_small": 0.25,
     "bandwidth": 0.30,
     "gemm_sweep": 0.50,
     "decode_attention": 0.50,
