@@ -20,7 +20,7 @@ from typing import Generic, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .errors import SpecError, UnknownNameError
+from .errors import SpecError, UnknownNameError, field_error
 from .hardware import HardwareSpec
 from .model import ModelSpec
 
@@ -56,10 +56,7 @@ def _validate(cls: type[Spec], data: dict, path: Path | str) -> Spec:
     try:
         return cls.model_validate(data)
     except ValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
-        raise SpecError(f"{path}: field '{field}': {first['msg']}{more}") from None
+        raise SpecError(f"{path}: {field_error(e)}") from None
 
 
 def load_spec_file(cls: type[Spec], path: str | Path) -> Spec:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class RooflineError(Exception):
     """Base class: the message says what is wrong and what to do about it."""
@@ -21,3 +23,12 @@ class InvalidInputError(RooflineError):
 
 class DoesNotFitError(RooflineError):
     """A configuration whose memory exceeds the device and the caller asked for a hard check."""
+
+
+def field_error(e: Any) -> str:
+    """A pydantic ValidationError as one phrase naming the first bad field:
+    "field 'layers': Input should be greater than 0 (and 2 more)"."""
+    first = e.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+    return f"field '{field}': {first['msg']}{more}"

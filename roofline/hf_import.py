@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .dtypes import bytes_per_element
-from .errors import SpecError
+from .errors import SpecError, field_error
 from .model import ModelSpec
 
 Config = dict[str, Any]
@@ -237,10 +237,7 @@ def spec_from_hf_config(config: Config, name: str, source: str) -> ModelSpec:
     try:
         return ModelSpec.model_validate(data)
     except ValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise SpecError(f"{source}: the imported spec is invalid at '{field}': "
-                        f"{first['msg']}") from None
+        raise SpecError(f"{source}: the imported spec is invalid: {field_error(e)}") from None
 
 
 @dataclass(frozen=True)

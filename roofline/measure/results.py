@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import InvalidInputError, SpecError
+from ..errors import InvalidInputError, SpecError, field_error
 from ..model import ModelSpec
 
 SCHEMA_VERSION = 1
@@ -186,7 +186,5 @@ def load_results(path: str | Path) -> Results:
     try:
         return Results.model_validate_json(text)
     except ValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "(top level)"
         raise SpecError(f"{path}: not a roofline results file (schema {SCHEMA_VERSION}): "
-                        f"field '{field}': {first['msg']}") from None
+                        f"{field_error(e)}") from None
