@@ -29,9 +29,10 @@ from .results import FAMILIES, Point, Results
 #: and every prediction inherits the calibration points' moment. GEMM sweep ±50: the gemv row
 #: cost over-predicts M=1 at K = 4096 by up to ~40 % (rows that long stream faster than the
 #: read kernel). Tightened after the median-of-3 checks with separate attention memory and
-#: compute fractions (five checks, worst |error| seen + ≥ 15 points): prefill attention ±35
-#: (worst 6 % in three checks; before the compute fraction it multiplied the peak GEMM by the
-#: decode-calibrated fraction: 23-53 %, one single run +128 %), decode step ±50 (worst 29 %).
+#: compute fractions (six checks, worst |error| seen + ≥ 15 points): prefill attention ±45
+#: (5-6 % in three checks, 25 % in a fourth, the CI dry run; before the compute fraction it
+#: multiplied the peak GEMM by the decode-calibrated fraction: 23-53 %, one single run
+#: +128 %), decode step ±50 (worst 29 %).
 BANDS: dict[str, float] = {
     "gemm_peak": 0.25,
     "gemm_small": 0.25,
@@ -41,7 +42,7 @@ BANDS: dict[str, float] = {
     "bandwidth": 0.30,
     "gemm_sweep": 0.50,
     "decode_attention": 0.50,
-    "prefill_attention": 0.35,
+    "prefill_attention": 0.45,
     "decode_step": 0.50,
     "prefill_step": 0.40,
 }
