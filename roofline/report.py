@@ -73,12 +73,17 @@ def hardware_table(specs: list[HardwareSpec]) -> Table:
 
 def models_table(specs: list[ModelSpec]) -> Table:
     t = Table(title="model specs")
-    for col in ("name", "model", "params", "L", "D", "N", "K", "H", "F", "V", "max context"):
+    for col in ("name", "model", "params", "active", "L", "D", "N", "K", "H", "F", "V",
+                "max context"):
         t.add_column(col)
     for m in specs:
-        t.add_row(m.name, m.display_name, si(m.total_params, ""), str(m.layers),
-                  str(m.d_model), str(m.heads), str(m.kv_heads), str(m.head_dim),
-                  str(m.d_ff), str(m.vocab_size), f"{m.max_context:,}")
+        # MoE: F of one routed expert, with the expert count and top-k beside it
+        ffn = (f"{m.moe.expert_d_ff} ×{m.moe.experts} top-{m.moe.top_k}" if m.moe
+               else str(m.d_ff))
+        t.add_row(m.name, m.display_name, f"{m.total_params / 1e9:.2f} B",
+                  f"{m.active_params / 1e9:.2f} B", str(m.layers), str(m.d_model),
+                  str(m.heads), str(m.kv_heads), str(m.head_dim), ffn, str(m.vocab_size),
+                  f"{m.max_context:,}")
     return t
 
 
