@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import InvalidInputError
+from ..precision import Precision
 
 
 def __getattr__(name: str) -> Any:
@@ -52,3 +53,10 @@ def positive(value: int, what: str) -> int:
 
 def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2))
+
+
+def precision(dtype: str, weights: str | None, activations: str | None, kv: str | None
+              ) -> Precision:
+    """`--dtype` as the shorthand, each of `--weights/--activations/--kv` overriding its part."""
+    base = Precision.uniform(dtype)
+    return Precision(weights or base.weights, activations or base.activations, kv or base.kv)

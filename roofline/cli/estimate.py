@@ -11,7 +11,6 @@ from ..cost import CEILINGS
 from ..errors import DoesNotFitError, InvalidInputError
 from ..parallel import Parallel
 from ..phases import estimate as run_estimate
-from ..precision import Precision
 from ..units import seconds, si
 from . import app, common
 from .common import JsonFlag, SpecsDir, int_list, positive, print_json
@@ -49,9 +48,7 @@ def estimate(
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
     m = load_model(model, specs_dir or ())
     hw = load_hardware(hardware, specs_dir or ())
-    base = Precision.uniform(dtype)
-    precision = Precision(weights or base.weights, activations or base.activations,
-                          kv or base.kv)
+    precision = common.precision(dtype, weights, activations, kv)
     e = run_estimate(m, hw, int_list(batch, "batch size"), positive(prompt, "--prompt"),
                      positive(gen, "--gen"), precision, ceiling,  # type: ignore[arg-type]
                      Parallel(tp, pp, ep, replicas))

@@ -164,6 +164,14 @@ def serve_cmd(
     slo_attainment: Annotated[float, typer.Option(help="share of requests meeting the SLO")
                               ] = 0.9,
     dtype: Dtype = "bf16",
+    weights: Annotated[str | None, typer.Option(help="weight format (overrides --dtype)")
+                       ] = None,
+    activations: Annotated[str | None, typer.Option(help="activation format (overrides "
+                                                    "--dtype)")] = None,
+    kv: Annotated[str | None, typer.Option(help="KV-cache format (overrides --dtype)")] = None,
+    tp: Annotated[int, typer.Option(help="tensor-parallel GPUs per replica")] = 1,
+    pp: Annotated[int, typer.Option(help="pipeline-parallel stages per replica")] = 1,
+    ep: Annotated[int, typer.Option(help="expert-parallel GPUs per replica (MoE)")] = 1,
     ceiling: Ceiling = "achievable",
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -172,7 +180,8 @@ def serve_cmd(
     _, _, policies, run = prepare_runs(
         model, hardware, compare.split(","), requests, input_tokens=input_tokens,
         output_tokens=output_tokens, seed=seed, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
-        dtype=dtype, ceiling=ceiling, specs_dir=specs_dir)
+        dtype=dtype, ceiling=ceiling, specs_dir=specs_dir, weights=weights,
+        activations=activations, kv_format=kv, tp=tp, pp=pp, ep=ep)
     summaries = {p.name: run(i, rate) for i, p in enumerate(policies)}
     samples = {name: s.latency_samples_s(latency) for name, s in summaries.items()}
     sweeps = []

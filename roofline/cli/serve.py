@@ -14,14 +14,14 @@ from ..cost import CEILINGS
 from ..errors import InvalidInputError
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
-from ..precision import Precision
+from ..parallel import Parallel
 from ..serve.metrics import Summary
 from ..serve.policy import POLICIES, Policy, policy
 from ..serve.report import summary_table, sweep_table, timeline_lines
 from ..serve.simulate import DEFAULT_MEMORY_FRACTION, build_deployment, simulate
 from ..serve.sweep import sweep_rate
 from ..serve.workload import Lengths, from_trace, synthetic
-from . import app
+from . import app, common
 from .common import JsonFlag, SpecsDir, console, print_json
 
 Opt = typer.Option
@@ -36,7 +36,9 @@ def prepare_runs(model: str, hardware: str, names: list[str], requests: int = 20
                  memory_fraction: float = DEFAULT_MEMORY_FRACTION, replicas: int = 1,
                  prefill_replicas: int = 1, decode_replicas: int = 1,
                  prefill_hardware: str | None = None, decode_hardware: str | None = None,
-                 overrides: dict | None = None
+                 overrides: dict | None = None, weights: str | None = None,
+                 activations: str | None = None, kv_format: str | None = None, tp: int = 1,
+                 pp: int = 1, ep: int = 1
                  ) -> tuple[ModelSpec, HardwareSpec, list[Policy], Callable[[int, float], Summary]]:
     """Load the specs, policies and deployments once; `run(i, rate)` simulates policy i on the
     workload at `rate` and summarises it (shared by `serve` and `plot serve`)."""
@@ -48,7 +50,8 @@ def prepare_runs(model: str, hardware: str, names: list[str], requests: int = 20
     pre_hw = load_hardware(prefill_hardware, dirs) if prefill_hardware else None
     dec_hw = load_hardware(decode_hardware, dirs) if decode_hardware else None
     policies = [policy(n.strip()).with_overrides(**(overrides or {})) for n in names]
-    prec = Precision.uniform(dtype)
+    prec = common.precision(dtype, weights, activations, kv_format)
+    par = Parallel(tp, pp, ep)
     inputs = Lengths(lengths, input_tokens, high=m.max_context, sigma=sigma,  # type: ignore[arg-type]
                      low=1, uniform_high=2 * input_tokens - 1)
     outputs = Lengths(lengths, output_tokens, high=m.max_context, sigma=sigma,  # type: ignore[arg-type]
@@ -61,7 +64,7 @@ def prepare_runs(model: str, hardware: str, names: list[str], requests: int = 20
         return w
 
     deployments = [build_deployment(m, hw, p, prec, ceiling, replicas, pre_hw, dec_hw,  # type: ignore[arg-type]
-                                    prefill_replicas, decode_replicas, memory_fraction)
+                                    prefill_replicas, decode_replicas, memory_fraction, par)
                    for p in policies]
 
     def run(i: int, r: float) -> Summary:
@@ -107,6 +110,14 @@ def serve(
     max_seq_len: Annotated[int | None, Opt(help="contiguous KV reserved per sequence "
                                            "(default: longest request)")] = None,
     dtype: Annotated[str, Opt(help="weights, activations and KV format")] = "bf16",
+    weights: Annotated[str | None, Opt(help="weight format (overrides --dtype)")] = None,
+    activations: Annotated[str | None, Opt(help="activation format (overrides --dtype)")
+                           ] = None,
+    kv_format: Annotated[str | None, Opt("--kv-format", help="KV-cache format (overrides "
+                                         "--dtype; --kv is the allocation)")] = None,
+    tp: Annotated[int, Opt(help="tensor-parallel GPUs per replica")] = 1,
+    pp: Annotated[int, Opt(help="pipeline-parallel stages per replica")] = 1,
+    ep: Annotated[int, Opt(help="expert-parallel GPUs per replica (MoE models)")] = 1,
     ceiling: Annotated[str, Opt(help="datasheet or achievable")] = "achievable",
     slo_ttft: Annotated[float, Opt(help="TTFT SLO, seconds")] = 1.0,
     slo_tpot: Annotated[float, Opt(help="TPOT SLO, seconds")] = 0.1,
@@ -122,7 +133,8 @@ def serve(
         slo_tpot, dtype, ceiling, specs_dir, max_seq_len, memory_fraction, replicas,
         prefill_replicas, decode_replicas, prefill_hardware, decode_hardware,
         dict(max_seqs=max_seqs, token_budget=token_budget, kv=kv, block_size=block_size,
-             preemption=preemption, prefix_caching=prefix_caching, router=router))
+             preemption=preemption, prefix_caching=prefix_caching, router=router),
+        weights, activations, kv_format, tp, pp, ep)
     if trace is not None and sweep:
         raise InvalidInputError("--sweep-rate scales synthetic arrivals; it cannot use --trace")
     if sweep:
@@ -146,7 +158,12 @@ def serve(
     source = f"trace {trace}" if trace else (
         f"{requests} requests, {arrivals} {rate:g}/s, {lengths} P≈{input_tokens} G≈{output_tokens}"
         f"{f', shared prefix {prefix_tokens}' if prefix_tokens else ''}, seed {seed}")
-    console.print(summary_table(f"{m.display_name} on {hw.display_name} ({dtype}, {ceiling}) — "
+    group = "" if tp * pp * ep == 1 else f" × {tp * pp * ep} (TP {tp}, PP {pp}, EP {ep})"
+    p = common.precision(dtype, weights, activations, kv_format)
+    formats = p.weights if p.weights == p.activations == p.kv else (
+        f"weights {p.weights}, activations {p.activations}, KV {p.kv}")
+    console.print(summary_table(f"{m.display_name} on {hw.display_name}{group} ({formats}, "
+                                f"{ceiling}) — "
                                 f"{source}; SLO TTFT ≤ {slo_ttft:g} s, TPOT ≤ {slo_tpot:g} s",
                                 summaries))
     if len(summaries) == 1:

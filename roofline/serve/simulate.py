@@ -19,6 +19,7 @@ from ..cost import Ceiling
 from ..errors import DoesNotFitError, InvalidInputError
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
+from ..parallel import Parallel, check, memory_per_gpu, pp_stage, tp_shard
 from ..precision import Precision
 from .engine import Counters, Engine, Requests, StepTimer, Timeline
 from .policy import Policy
@@ -37,7 +38,8 @@ UNBOUNDED_KV_TOKENS = 1 << 60
 
 @dataclass(frozen=True)
 class Pool:
-    """Identical replicas: their step-time function and the KV tokens each can hold."""
+    """Identical replicas (each a group of tp·pp·ep GPUs): their step-time function and the
+    KV tokens each can hold."""
 
     name: str
     timer: StepTimer
@@ -64,30 +66,37 @@ class Deployment:
 
 
 def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, precision: Precision, policy: Policy,
-                       memory_fraction: float = DEFAULT_MEMORY_FRACTION) -> int:
-    """KV tokens one replica holds: (fraction · memory − weights − the activations of a full
+                       memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+                       par: Parallel = Parallel()) -> int:
+    """KV tokens one replica holds, from its fullest GPU (`parallel.memory_per_gpu`, the rules
+    of `roofline estimate`): (fraction · memory − weights per GPU − the activations of a full
     step of `token_budget` tokens over `max_seqs` sequences − the constant SSM/linear state of
-    `max_seqs` sequences) / (KV bytes per token). The state counts sequences, not tokens, so it
-    is reserved for every slot up front (as vLLM does for Mamba layers); a model without
-    per-token KV holds any number of tokens (`UNBOUNDED_KV_TOKENS`). Local (sliding-window)
-    layers are counted per token over the whole context: blocks that fall out of the window
-    are not reclaimed, so capacity is conservative for contexts beyond W."""
-    weights = memory.weights_bytes(model, precision)
-    act = memory.activation_bytes(model, precision, policy.max_seqs,
-                                  policy.token_budget / policy.max_seqs)
-    state = policy.max_seqs * model.state_elems_per_sequence * precision.kv_bytes
+    those sequences) / (KV bytes per token per GPU). TP and PP split every token's KV over the
+    group's GPUs; EP splits the sequences, so the replica holds ep times one GPU's tokens. The
+    state counts sequences, not tokens, so it is reserved for every slot up front (as vLLM does
+    for Mamba layers); a model without per-token KV holds any number of tokens
+    (`UNBOUNDED_KV_TOKENS`). Local (sliding-window) layers are counted per token over the whole
+    context: blocks that fall out of the window are not reclaimed, so capacity is conservative
+    for contexts beyond W."""
+    gpu = memory_per_gpu(model, precision, par, policy.max_seqs,
+                         policy.token_budget / policy.max_seqs, 0)
+    stage = pp_stage(tp_shard(model, par.tp), par.pp)
+    weights, act = gpu.weights_bytes, float(gpu.activation_bytes)
+    state = (par.sequences_per_gpu(policy.max_seqs) * stage.state_elems_per_sequence
+             * precision.kv_bytes)
     free = hw.memory_bytes * memory_fraction - weights - act - state
-    per_token = memory.kv_bytes_per_token(model, precision)
-    room = f"{model.name} weights ({weights / 1e9:.1f} GB)" + (
+    per_token = memory.kv_bytes_per_token(stage, precision)
+    where = "" if par.gpus_per_replica == 1 else " per GPU"
+    room = f"{model.name} weights{where} ({weights / 1e9:.1f} GB)" + (
         f", step activations and the state of {policy.max_seqs} sequences ({state / 1e9:.1f} GB)"
         if state else " and step activations")
     tokens = (UNBOUNDED_KV_TOKENS if per_token == 0 and free >= 0
-              else math.floor(free / per_token) if per_token else 0)
+              else math.floor(free / per_token) * par.ep if per_token else 0)
     if tokens < 1:
         raise DoesNotFitError(
             f"{room} leave no KV memory on {hw.name} ({memory_fraction:.0%} of "
-            f"{hw.memory_gb:g} GB); use a larger device, a smaller weight format, or a lower "
-            "--token-budget/--max-seqs")
+            f"{hw.memory_gb:g} GB); use a larger device, more GPUs (--tp/--pp/--ep), a smaller "
+            "weight format, or a lower --token-budget/--max-seqs")
     return tokens
 
 
@@ -96,8 +105,11 @@ def build_deployment(model: ModelSpec, hw: HardwareSpec, policy: Policy,
                      replicas: int = 1, prefill_hw: HardwareSpec | None = None,
                      decode_hw: HardwareSpec | None = None, prefill_replicas: int = 1,
                      decode_replicas: int = 1,
-                     memory_fraction: float = DEFAULT_MEMORY_FRACTION) -> Deployment:
-    """Pools whose step times come from the calculator for `model` on each pool's device."""
+                     memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+                     par: Parallel = Parallel()) -> Deployment:
+    """Pools whose step times come from the calculator for `model` on each pool's device, every
+    replica a group of `par`'s tp·pp·ep GPUs (`par.replicas` is not used: each pool has its
+    own replica count). KV bytes per token are one GPU's (each GPU moves its own share)."""
     if model.diffusion is not None:
         raise InvalidInputError(
             f"{model.name} is a diffusion LM (it denoises blocks of tokens, not one token per "
@@ -111,11 +123,13 @@ def build_deployment(model: ModelSpec, hw: HardwareSpec, policy: Policy,
             raise InvalidInputError(f"{what} must be at least 1, got {n}")
 
     def pool(name: str, device: HardwareSpec, n: int) -> Pool:
-        return Pool(name, mixed_step_cost(model, device, precision, ceiling),
-                    kv_capacity_tokens(model, device, precision, policy, memory_fraction), n,
-                    device.name)
+        check(model, device, par)
+        return Pool(name, mixed_step_cost(model, device, precision, ceiling, par),
+                    kv_capacity_tokens(model, device, precision, policy, memory_fraction, par),
+                    n, device.name)
 
-    kv_per_token = memory.kv_bytes_per_token(model, precision)
+    kv_per_token = memory.kv_bytes_per_token(pp_stage(tp_shard(model, par.tp), par.pp),
+                                             precision)
     state = model.state_elems_per_sequence * precision.kv_bytes
     if not policy.disaggregated:
         return Deployment(pool("serve", hw, replicas), kv_per_token, state_bytes_per_sequence=state)

@@ -24,6 +24,14 @@ so an operator that is not affine in these features is refused rather than mis-c
 step the cost is then Σ_ops max(compute_s, memory_s) + launch overheads: an ops × features
 product, no objects.
 
+On a parallel deployment (`roofline.parallel`) the probes are `parallel_step_cost`: one TP
+rank's operators plus the collectives, each collective an extra row whose time is affine in
+the tokens (all-reduce and hand-off of B·T·D activations, all-to-all of B·T·k·D). With expert
+parallelism over ep GPUs the fullest GPU runs ⌈B/ep⌉ of the B sequences: the per-sequence
+features are those of its share, the step's sums scaled by ⌈B/ep⌉/B (exact for uniform
+batches, the average sequence for mixed ones), while the routed experts see the whole group's
+tokens n (one more feature, `group_tokens`, and experts touched by n).
+
 Exact while n stays below the vocabulary size V (the embedding gathers min(n, V) rows);
 serving token budgets are far below V. A calibrated spec with a small-M GEMM term (M½ > 0)
 is not affine in these features and is refused by the fit check.
@@ -35,11 +43,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost import Ceiling, step_cost
+from ..cost import Ceiling
 from ..errors import InvalidInputError
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
 from ..operators import Step, attended_pairs, expected_experts_touched, kv_tokens_read
+from ..parallel import Parallel, parallel_step_cost
 from ..precision import Precision
 
 #: (B, T, S) probe shapes: their features span every direction, the rest re-check the fit.
@@ -48,6 +57,9 @@ _PROBES = [
     (1, 1, 0), (2, 1, 0), (1, 2, 0), (1, 1, 7), (3, 4, 2), (2, 3, 11), (5, 1, 40), (1, 16, 5),
     (4, 8, 100), (7, 2, 3), (1, 64, 900), (16, 1, 2000), (32, 4, 1), (8, 32, 0),
 ]
+#: With expert parallelism, shapes whose ⌈B/ep⌉/B differs from the others' (group tokens and
+#: the fullest GPU's tokens then vary apart).
+_EP_PROBES = [(3, 2, 9), (5, 3, 1), (9, 1, 30), (6, 4, 0)]
 _RTOL = 1e-9
 
 
@@ -67,15 +79,25 @@ class MixedStepCost:
     overhead_s: float  # kernel launch overheads of the whole step
     window: int | None = None  # W of the local layers
     experts: tuple[int, int] | None = None  # (E, k) of the MoE layers
+    ep: int = 1  # expert-parallel GPUs the replica's sequences are split over
+
+    def _share(self, B: float) -> float:
+        """Share of a replica's B sequences on its fullest GPU: ⌈B/ep⌉/B (1 without EP)."""
+        return 1.0 if self.ep == 1 else float(np.ceil(B / self.ep) / B)
 
     def features(self, B, T, S) -> np.ndarray:
         """Feature vector(s) of uniform batches: B sequences of T new tokens on S cached."""
         B, T, S = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (B, T, S)))
+        n = B * T  # the group's tokens
+        if self.ep > 1:
+            B = np.ceil(B / self.ep)  # sequences on the fullest GPU
         cols = [np.ones_like(B), B * T, B, B * attended_pairs(T, S), B * (S + T), T]
         if self.window is not None:
             cols += [B * attended_pairs(T, S, self.window), B * kv_tokens_read(T, S, self.window)]
+        if self.ep > 1:
+            cols.append(n)
         if self.experts is not None:
-            cols.append(expected_experts_touched(*self.experts, B * T))
+            cols.append(expected_experts_touched(*self.experts, n))
         return np.stack(cols, axis=-1)
 
     def _times(self, x: np.ndarray) -> np.ndarray:
@@ -91,6 +113,10 @@ class MixedStepCost:
         if self.window is not None:
             cols += [float(attended_pairs(T, S, self.window).sum()),
                      float(kv_tokens_read(T, S, self.window).sum())]
+        if self.ep > 1:
+            share = self._share(T.size)
+            cols = [cols[0], *(c * share for c in cols[1:5]), cols[5],
+                    *(c * share for c in cols[6:]), n]
         if self.experts is not None:
             cols.append(float(expected_experts_touched(*self.experts, n)))
         return float(self._times(np.array(cols)))
@@ -102,8 +128,9 @@ class MixedStepCost:
         j = np.arange(steps, dtype=float)
         pairs = float((S + 1).sum()) + n * j  # Σ (S_i + j + 1)
         x = np.empty((steps, self.compute_coef.shape[1]))
-        x[:, :6] = (1.0, n, n, 0.0, 0.0, 1.0)
-        x[:, 3] = x[:, 4] = pairs
+        share = self._share(n)
+        x[:, :6] = (1.0, n * share, n * share, 0.0, 0.0, 1.0)
+        x[:, 3] = x[:, 4] = pairs * share
         col = 6
         if self.window is not None:
             # Σ min(S_i + j + 1, W): the sequences still inside the window add S_i + j + 1,
@@ -111,24 +138,35 @@ class MixedStepCost:
             s = np.sort(S.astype(float))
             inside = np.searchsorted(s, self.window - 1 - j, side="left")  # S_i + j + 1 < W
             head = np.concatenate(([0.0], np.cumsum(s)))[inside]
-            x[:, col] = x[:, col + 1] = head + inside * (j + 1) + (n - inside) * self.window
+            x[:, col] = x[:, col + 1] = (head + inside * (j + 1)
+                                         + (n - inside) * self.window) * share
             col += 2
+        if self.ep > 1:
+            x[:, col] = n
+            col += 1
         if self.experts is not None:
             x[:, col] = expected_experts_touched(*self.experts, n)
         return self._times(x)
 
 
 def mixed_step_cost(model: ModelSpec, hw: HardwareSpec, precision: Precision = Precision(),
-                    ceiling: Ceiling = "achievable") -> MixedStepCost:
-    """Fit the per-operator coefficients from `step_cost` at the probe shapes and check them."""
+                    ceiling: Ceiling = "achievable", par: Parallel = Parallel()) -> MixedStepCost:
+    """Fit the per-operator coefficients from `parallel_step_cost` (one GPU: `step_cost`) at
+    the probe shapes and check them; collectives are rows with a memory time only."""
     W = model.attention.sliding_window if model.layers_with("local") else None
     moe = (model.moe.experts, model.moe.top_k) if model.moe is not None else None
-    shape = MixedStepCost(np.zeros((0, 0)), np.zeros((0, 0)), 0.0, W, moe)
-    B, T, S = np.array(_PROBES + (_window_probes(W) if W else []), dtype=float).T
-    sc = step_cost(model, hw, Step(B, T, S), precision, ceiling)
+    shape = MixedStepCost(np.zeros((0, 0)), np.zeros((0, 0)), 0.0, W, moe, par.ep)
+    B, T, S = np.array(_PROBES + _EP_PROBES * (par.ep > 1) + (_window_probes(W) if W else []),
+                       dtype=float).T
+    psc = parallel_step_cost(model, hw, Step(B, T, S), precision, par, ceiling)
+    sc = psc.compute
+    names = [o.name for o in sc.ops] + [c.name for c in psc.collectives]
+    zero = np.zeros_like(B)
+    compute = np.stack([np.broadcast_to(o.compute_s, B.shape) for o in sc.ops]
+                       + [zero for _ in psc.collectives])  # (ops, probes)
+    memory = np.stack([np.broadcast_to(o.memory_s, B.shape) for o in sc.ops]
+                      + [np.broadcast_to(c.time_s, B.shape) for c in psc.collectives])
     X = shape.features(B, T, S)  # (probes, features)
-    compute = np.stack([np.broadcast_to(o.compute_s, B.shape) for o in sc.ops])  # (ops, probes)
-    memory = np.stack([np.broadcast_to(o.memory_s, B.shape) for o in sc.ops])
     compute_coef = np.linalg.lstsq(X, compute.T, rcond=None)[0].T  # (ops, features)
     memory_coef = np.linalg.lstsq(X, memory.T, rcond=None)[0].T
     scale = np.maximum(compute, memory).max()  # an op's error is judged against the step's
@@ -137,9 +175,9 @@ def mixed_step_cost(model: ModelSpec, hw: HardwareSpec, precision: Precision = P
         if np.any(err > _RTOL * np.maximum(target.max(axis=1), 1e-6 * scale)):
             worst = int(np.argmax(err / np.maximum(target.max(axis=1), 1e-6 * scale)))
             raise InvalidInputError(
-                f"operator '{sc.ops[worst].name}' of {model.name} has a {name} time that is not "
+                f"operator '{names[worst]}' of {model.name} has a {name} time that is not "
                 "affine in the batch features (tokens, sequences, attended pairs, context, "
                 "windowed pairs and context, experts touched); the serving simulator cannot "
                 "cost mixed batches of this model on this hardware spec")
     overhead = float(sum(o.overhead_s for o in sc.ops))
-    return MixedStepCost(compute_coef, memory_coef, overhead, W, moe)
+    return MixedStepCost(compute_coef, memory_coef, overhead, W, moe, par.ep)

@@ -1,0 +1,90 @@
+"""`roofline serve` on parallel replicas: step costs exact against `parallel_step_cost`, KV
+capacity from per-GPU memory, and the refusals `roofline estimate` makes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from roofline.catalog import load_hardware, load_model
+from roofline.cli import main
+from roofline.errors import DoesNotFitError
+from roofline.operators import Step
+from roofline.parallel import Parallel, parallel_step_cost
+from roofline.precision import Precision
+from roofline.serve.policy import POLICIES
+from roofline.serve.simulate import build_deployment, simulate
+from roofline.serve.stepcost import mixed_step_cost
+from roofline.serve.workload import Lengths, synthetic
+
+SHAPES = [(1, 1, 0), (7, 1, 500), (3, 128, 0), (13, 1, 3000), (2, 37, 100), (64, 1, 1024),
+          (5, 512, 2000)]
+
+
+@pytest.mark.parametrize(("model", "par"), [
+    ("llama-3.1-70b", Parallel(tp=2)), ("llama-3.1-70b", Parallel(tp=4)),
+    ("llama-3.1-8b", Parallel(tp=2, pp=2)), ("mixtral-8x7b", Parallel(ep=2)),
+    ("mixtral-8x7b", Parallel(tp=4))])
+def test_mixed_step_cost_equals_parallel_step_cost_for_uniform_batches(model, par):
+    m, hw = load_model(model), load_hardware("h100-sxm")
+    c = mixed_step_cost(m, hw, Precision(), "achievable", par)
+    for B, T, S in SHAPES:
+        ref = float(parallel_step_cost(m, hw, Step(B, T, S), Precision(), par).time_s)
+        assert c.step_s(np.full(B, T, float), np.full(B, S, float)) == pytest.approx(ref,
+                                                                                       rel=1e-9)
+        if T == 1:  # the decode stretch: step j runs over S + j cached tokens
+            steps = c.decode_s(np.full(B, S, float), 3)
+            for j in range(3):
+                ref_j = float(parallel_step_cost(m, hw, Step(B, 1, S + j), Precision(),
+                                                 par).time_s)
+                assert steps[j] == pytest.approx(ref_j, rel=1e-9)
+
+
+def test_tp4_llama_70b_serves_where_one_h100_does_not_fit():
+    m, hw, p = load_model("llama-3.1-70b"), load_hardware("h100-sxm"), POLICIES["continuous"]
+    with pytest.raises(DoesNotFitError):
+        build_deployment(m, hw, p)
+    d = build_deployment(m, hw, p, par=Parallel(tp=4))
+    # KV per token on one of 4 TP ranks: 2 (K and V) · L 80 · K/tp = 8/4 kv heads · H 128
+    # · 2 bytes (bf16) = 81,920 bytes
+    assert d.kv_bytes_per_token == 2 * 80 * 2 * 128 * 2
+    # capacity: 90 % of 80 GB less a quarter of the ~70.6e9 parameters' 2 bytes leaves
+    # < 72e9 - 35e9 = 37 GB, so below 37e9 / 81,920 ≈ 451,660 tokens, and above 30 GB of it
+    assert 30e9 / 81920 < d.pool.kv_capacity_tokens < 37e9 / 81920
+    w = synthetic(200, 4.0, Lengths("lognormal", 1024), Lengths("lognormal", 256), seed=2)
+    r = simulate(w, p, d)
+    c = r.counters
+    assert (r.completions == 1).all()
+    assert c.prefill_tokens + c.decode_tokens == (
+        int((w.input_tokens + w.output_tokens - 1).sum()) + c.recomputed_tokens
+        - c.prefix_hit_tokens)
+    assert (r.first_token_s >= w.arrival_s).all() and (r.finish_s >= r.first_token_s).all()
+    for e in r.engines:
+        assert max(e.timeline.kv_allocated_tokens) <= d.pool.kv_capacity_tokens
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["serve", "llama-3.1-70b", "--tp", "3"], "does not divide"),
+    (["serve", "llama-3.1-8b", "--ep", "2"], "dense model"),
+    (["serve", "mixtral-8x7b", "--ep", "2", "--tp", "2"], "not modelled"),
+    (["serve", "mixtral-8x7b", "--ep", "3"], "routed experts"),
+    (["serve", "llama-3.1-8b", "--pp", "40"], "exceeds"),
+    (["serve", "llama-3.1-8b", "--tp", "0"], "at least 1"),
+    (["serve", "llama-3.1-70b", "--requests", "10"], "no KV memory"),
+    (["serve", "llama-3.1-8b", "--weights", "bf16", "--activations", "fp8"], "wider"),
+    (["plot", "serve", "llama-3.1-70b", "--tp", "3", "--output", "x.png"], "does not divide"),
+])
+def test_cli_refuses_in_one_line(capsys, args, says):
+    code, out, err = run_cli(capsys, *args)
+    assert code == 1 and says in err and len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
