@@ -176,3 +176,52 @@ def test_claim19_throughput_plateau(llama13, h100):
     assert tok_s[-1] < H100_BW / kv_seq
     gains = tok_s[1:] / tok_s[:-1]
     assert gains[-1] < gains[2] < gains[0]
+
+
+# ---- claim 17: prefill is O(n²); doubling the prompt multiplies TTFT by 2…4 ---------------
+def test_claim17_prefill_doubling_is_between_two_and_four():
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    # Llama-3.1-8B: L 32, D 4096, N 32, K 8, H 128, F 14336, V 128256. At P ≥ 4k the layer
+    # matmuls and attention are compute-bound: FLOPs 2·P·(layer params) + 4·L·N·H·P(P+1)/2
+    # (causal scores and ·V), linear + quadratic in P. The elementwise ops (SiLU·mul reads 2F
+    # writes F per token; each of 2L+1 norms with its residual moves 3·D per token), the
+    # embedding gather (P rows in, P out) and the last position's LM head (D·V weights) are
+    # memory-bound at 2 bytes per element.
+    L, D, N, K, H, F, V = 32, 4096, 32, 8, 128, 14336, 128256
+    layer_params = D * (N + 2 * K) * H + N * H * D + 3 * D * F
+
+    def ttft_s(P: int) -> float:
+        compute = 2 * P * L * layer_params + 4 * L * N * H * P * (P + 1) / 2
+        memory = 2 * (L * P * 3 * F + (2 * L + 1) * 3 * P * D + 2 * P * D + D * V)
+        return compute / H100_BF16 + memory / H100_BW
+
+    for P in (4096, 16384, 32768):
+        t1 = float(step_cost(m, hw, Step(1, P, 0), BF16, "datasheet").time_s)
+        t2 = float(step_cost(m, hw, Step(1, 2 * P, 0), BF16, "datasheet").time_s)
+        assert t1 == pytest.approx(ttft_s(P), rel=0.01)  # LM head's activations etc.: < 1%
+        assert 2 < t2 / t1 < 4
+        assert t2 / t1 == pytest.approx(ttft_s(2 * P) / ttft_s(P), rel=0.01)
+    # the quadratic share grows with P, so the doubling factor rises towards 4
+    ratio = [ttft_s(2 * P) / ttft_s(P) for P in (1024, 8192, 65536)]
+    assert ratio[0] < ratio[1] < ratio[2] < 4
+
+
+# ---- claim 10: an 8B target with a 1B draft speeds decoding up about 2× ---------------------
+def test_claim10_speculative_decoding_about_two_x():
+    from roofline.speculative import Drafter, speculative_cost
+
+    t, d, hw = load_model("llama-3.1-8b"), load_model("llama-3.2-1b"), load_hardware("h100-sxm")
+    alpha = 0.8
+    best = max((speculative_cost(t, Drafter(model=d), hw, k, alpha, ceiling="datasheet")
+                for k in range(1, 9)), key=lambda c: c.speedup)
+    # Leviathan et al. 2023: speed-up = (1 − α^(K+1)) / ((1 − α)(K·c + 1)) with c the draft /
+    # target step cost ratio; at batch 1 both steps are memory-bound, so c ≈ the ratio of the
+    # bytes each reads: (1.24e9 + its KV) / (8.03e9 + its KV) ≈ 0.16 (bf16, S = 1024).
+    c = best.draft_s / best.k / best.target_step_s
+    assert 0.13 < c < 0.2
+    # verification over K+1 tokens costs about one plain step while memory-bound
+    assert best.verify_s == pytest.approx(best.target_step_s, rel=0.05)
+    k = best.k
+    hand = (1 - alpha ** (k + 1)) / ((1 - alpha) * (k * c + best.verify_s / best.target_step_s))
+    assert best.speedup == pytest.approx(hand, rel=1e-9)
+    assert 1.8 < best.speedup < 2.6  # the seed's "≈2×"
