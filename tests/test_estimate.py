@@ -133,3 +133,15 @@ def test_max_batch_is_the_fitting_edge(model, hw):
         return
     edge = estimate(m, dev, [e.max_batch, e.max_batch + 1], prompt=1024, gen=256)
     assert [c.fits for c in edge.cases] == [True, False]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["hardware", "show"], "Missing argument"),
+    (["estimate", "--batchh", "3"], "No such option: --batchh"),
+    (["no-such-command"], "No such command"),
+])
+def test_usage_errors_are_one_line_too(capsys, args, message):
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2  # click's usage-error status
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err
+    assert "Traceback" not in err

@@ -66,14 +66,16 @@ def main(argv: list[str] | None = None) -> None:
         print("interrupted", file=sys.stderr)
         raise SystemExit(130) from None
     except Exception as e:  # click usage errors and aborts carry their own exit codes
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            print(f"error: {e.format_message()}", file=sys.stderr)
-            raise SystemExit(e.exit_code) from None
-        if isinstance(e, click.exceptions.Exit):
-            raise SystemExit(e.exit_code) from None
-        if isinstance(e, click.exceptions.Abort):
+        # typer ships its own copy of click (typer._click) in newer releases: match by class
+        # name so both the vendored and the standalone click are recognised.
+        kinds = {c.__name__ for c in type(e).__mro__}
+        if "ClickException" in kinds:
+            print(f"error: {e.format_message()} (see `roofline --help`)",  # type: ignore[attr-defined]
+                  file=sys.stderr)
+            raise SystemExit(e.exit_code) from None  # type: ignore[attr-defined]
+        if "Exit" in kinds:
+            raise SystemExit(e.exit_code) from None  # type: ignore[attr-defined]
+        if "Abort" in kinds:
             print("aborted", file=sys.stderr)
             raise SystemExit(1) from None
         raise
