@@ -9,7 +9,7 @@ import typer
 from ..catalog import load_hardware, load_model
 from ..cost import CEILINGS
 from ..errors import DoesNotFitError, InvalidInputError
-from ..parallel import Parallel
+from ..parallel import Parallel, min_gpus_to_fit
 from ..phases import estimate as run_estimate
 from ..units import seconds, si
 from . import app, common
@@ -74,6 +74,15 @@ def estimate(
     too_big = [c for c in e.cases if not c.fits]
     if too_big:
         c = too_big[0]
+        if e.max_batch == 0:
+            fit = min_gpus_to_fit(m, hw, precision, c.batch, c.prompt_tokens,
+                                  c.prompt_tokens + c.gen_tokens)
+            hint = (f"--tp {fit.tp}" + (f" --pp {fit.pp}" if fit.pp > 1 else "")
+                    if fit else "a smaller --weights format")
+            raise DoesNotFitError(
+                f"{m.name} needs {si(c.weights_bytes, 'B')} of weights per GPU but {hw.name} "
+                f"has {si(hw.memory_bytes, 'B')}, so no batch fits: spread it over GPUs "
+                f"(smallest that fits batch {c.batch}: {hint}) or use a smaller --weights format")
         raise DoesNotFitError(
             f"batch {c.batch} needs {si(c.memory_bytes_per_gpu, 'B')} per GPU but {hw.name} "
             f"has {si(hw.memory_bytes, 'B')}; the largest batch that fits at "
