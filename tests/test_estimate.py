@@ -81,6 +81,8 @@ def test_datasheet_ceiling_is_said(capsys):
     (["estimate", "llama-2-7b", "--dtype", "fp5"], "unknown dtype 'fp5'"),
     (["estimate", "llama-2-7b", "--ceiling", "magic"], "unknown ceiling"),
     (["estimate", "llama-2-13b", "--batch", "256"], "batch 256 needs"),
+    # 70,553,706,496 params · 2 B = 141.1 GB > 80 GB; over TP 2 each GPU holds ~70.6 GB
+    (["estimate", "llama-3.1-70b", "--batch", "1"], "smallest that fits batch 1: --tp 2)"),
     (["estimate", "llama-2-7b", "--hardware", "a100-sxm-80gb", "--dtype", "fp8"], "no fp8 compute"),
     (["hardware", "show", "nope"], "unknown hardware 'nope'"),
 ])
