@@ -39,3 +39,16 @@ def refused(capsys: pytest.CaptureFixture[str]):
         return err
 
     return check
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run the CLI in-process: (exit status, stdout, stderr)."""
+    from roofline.cli import main
+
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 import pytest
+from conftest import run_cli
 
 from roofline.catalog import load_hardware, load_model
-from roofline.cli import main
 from roofline.cost import decode_step_s, prefill_s
 from roofline.phases import estimate
 from roofline.precision import Precision
@@ -42,12 +42,6 @@ def test_grid_in_one_call_matches_pointwise():
             assert grid[i, j] == pytest.approx(float(decode_step_s(m, hw, int(b), int(s))))
 
 
-def run_cli(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-        raise SystemExit(0)
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def test_json_output_has_the_documented_keys(capsys):

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -258,14 +259,6 @@ def test_continuous_beats_static_on_a_mixed_workload():
 
 
 # ---- CLI ----------------------------------------------------------------------------------
-def run_cli(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_cli_json_keys(capsys):

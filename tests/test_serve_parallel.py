@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import run_cli
 
 from roofline.catalog import load_hardware, load_model
-from roofline.cli import main
 from roofline.errors import DoesNotFitError
 from roofline.operators import Step
 from roofline.parallel import Parallel, parallel_step_cost
@@ -63,14 +63,6 @@ def test_tp4_llama_70b_serves_where_one_h100_does_not_fit():
         assert max(e.timeline.kv_allocated_tokens) <= d.pool.kv_capacity_tokens
 
 
-def run_cli(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize(("args", "says"), [
