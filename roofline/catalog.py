@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .errors import SpecError, UnknownNameError, field_error
+from .engine import EngineSpec
 from .hardware import HardwareSpec
 from .model import ModelSpec
 
@@ -121,8 +122,11 @@ class Catalog(Generic[Spec]):
         suggestions = sorted({keys[c] for c in close})
         hint = f"did you mean: {', '.join(suggestions)}? " if suggestions else ""
         return (f"unknown {self.kind} '{name}'; {hint}"
-                f"run `roofline {'models' if self.kind == 'model' else 'hardware'} list` "
+                f"run `roofline {_LIST_COMMAND[self.kind]} list` "
                 "for the known names, or pass a path to a YAML spec")
+
+
+_LIST_COMMAND = {"model": "models", "hardware": "hardware", "engine": "engines"}
 
 
 def _looks_like_path(s: str) -> bool:
@@ -164,6 +168,12 @@ def model_catalog(specs_dirs: Sequence[str | Path] = ()) -> Catalog[ModelSpec]:
     return Catalog("model", ModelSpec, _scan_cached(tuple(folders)))
 
 
+def engine_catalog(specs_dirs: Sequence[str | Path] = ()) -> Catalog[EngineSpec]:
+    folders = [d / "engine_specs" for d in _user_dirs(specs_dirs)]
+    folders = [f for f in folders if f.is_dir()] + [_bundled("engine_specs")]
+    return Catalog("engine", EngineSpec, _scan_cached(tuple(folders)))
+
+
 @lru_cache(maxsize=16)
 def _scan_cached(folders: tuple[Path, ...]) -> tuple[_Entry, ...]:
     return _scan(folders)
@@ -181,3 +191,10 @@ def load_model(name_or_path: str, specs_dirs: Sequence[str | Path] = ()) -> Mode
     if isinstance(name_or_path, ModelSpec):
         return name_or_path
     return model_catalog(specs_dirs).load(name_or_path)
+
+
+def load_engine(name_or_path: str, specs_dirs: Sequence[str | Path] = ()) -> EngineSpec:
+    """An engine profile by catalog name, alias (`trt-llm`), or path to a YAML file."""
+    if isinstance(name_or_path, EngineSpec):
+        return name_or_path
+    return engine_catalog(specs_dirs).load(name_or_path)

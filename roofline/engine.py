@@ -1,0 +1,88 @@
+"""EngineSpec: how one inference software stack runs a step (the third layer of a prediction).
+
+The datasheet roofline says what the silicon could do; the hardware `achievable` terms what the
+best kernels reach on it; an engine profile says which kernels a real stack runs and what it
+adds around them. One YAML per engine under `engine_specs/`, every value with its source:
+
+- launches: `eager` (every kernel of an unfused PyTorch implementation, `Op.launches`) or
+  `fused` (one kernel per operator, plus the engine's `extra_launches_per_layer`);
+- CUDA graphs: a decode step replayed from a graph pays no host launch cost, only the GPU-side
+  per-kernel floor; without graphs each kernel also costs `host_launch_us` on the host, and the
+  GPU waits whenever the host is slower than the kernel (`cost.op_cost`);
+- the attention kernel and the fraction of the memory (decode) and compute (prefill) roofs it
+  reaches;
+- the weight-only GEMM kernel (dequantise-in-kernel: Marlin, tinygemm, ...): the fraction of
+  the memory roof it reaches while memory-bound, and the compute it spends dequantising;
+- the all-reduce: latency per call and the fraction of the link's bus bandwidth it reaches;
+- per-step host overhead (scheduling, sampling, detokenisation) for prefill and decode;
+- the prefill token budget (chunked prefill) and the memory fraction the engine claims.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class Sourced(_Frozen):
+    source: str = Field(min_length=1)
+
+
+class AttentionKernel(Sourced):
+    """The attention kernel and the fractions of the roofs it reaches."""
+
+    kernel: str
+    decode_memory_fraction: float = Field(gt=0, le=1, description=(
+        "fraction of the achievable memory bandwidth a decode attention kernel reaches"))
+    prefill_compute_fraction: float = Field(gt=0, le=1, description=(
+        "fraction of the achievable matmul peak a causal prefill attention kernel reaches"))
+
+
+class WeightOnlyKernel(Sourced):
+    """GEMM of narrow weights dequantised inside the kernel (w4a16, w8a16)."""
+
+    kernel: str
+    memory_fraction: float = Field(gt=0, le=1, description=(
+        "fraction of the achievable memory bandwidth it streams narrow weights at"))
+    dequant_flops_per_weight: float = Field(ge=0, description=(
+        "extra FLOP-equivalents per weight element per row of M, at the matmul peak"))
+
+
+class AllReduce(Sourced):
+    """The tensor-parallel all-reduce implementation."""
+
+    kind: Literal["nccl-ring", "one-shot", "two-shot"]
+    latency_us: float = Field(ge=0, description="fixed cost of one all-reduce call")
+    bus_fraction: float = Field(gt=0, le=1, description=(
+        "fraction of the link's per-direction bandwidth the bus bandwidth reaches"))
+
+
+class EngineSpec(_Frozen):
+    """One inference engine. Values are for its documented default configuration."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    display_name: str
+    aliases: tuple[str, ...] = ()
+    version: str
+    launches: Literal["eager", "fused"]
+    extra_launches_per_layer: int = Field(default=0, ge=0, description=(
+        "kernels per layer beyond one per operator (fused only): rope, KV-cache write, ..."))
+    cuda_graphs: bool = Field(description="decode steps replayed from CUDA graphs")
+    host_launch_us: float = Field(ge=0, description=(
+        "host time to launch one kernel without graphs (Python + dispatcher + driver)"))
+    host_step_us: float = Field(ge=0, description=(
+        "host time per step outside kernels: scheduling, sampling, detokenisation"))
+    attention: AttentionKernel
+    weight_only: WeightOnlyKernel
+    all_reduce: AllReduce
+    prefill_token_budget: int | None = Field(default=None, gt=0, description=(
+        "tokens one prefill step takes (chunked prefill); None: whole prompts"))
+    memory_fraction: float = Field(default=0.9, gt=0, le=1, description=(
+        "fraction of device memory the engine claims for weights, KV and workspace"))
+    source: str = Field(min_length=1)
+    notes: str = ""
