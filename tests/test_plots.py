@@ -244,7 +244,7 @@ def test_cli_serve_chart_plots_the_simulation_results(tmp_path, monkeypatch):
     drawn = []
     monkeypatch.setattr(plots, "save", lambda fig, path: drawn.append(fig) or path)
     out = tmp_path / "serve.png"
-    main(["plot", "serve", "llama-3.1-8b", "-h", "h100-sxm", "--rate", "4", "--requests", "30",
+    main(["plot", "serve", "llama-3.1-8b", "-H", "h100-sxm", "--rate", "4", "--requests", "30",
           "--input-tokens", "200", "--output-tokens", "30", "--compare", "static,chunked",
           "--latency", "ttft", "--sweep-rate", "-o", str(out)])
     (fig,) = drawn
@@ -265,10 +265,10 @@ def test_cli_serve_chart_plots_the_simulation_results(tmp_path, monkeypatch):
 
 # ---- through the CLI ---------------------------------------------------------------------
 @pytest.mark.parametrize("args", [
-    ["roofline", "-h", "h100-sxm", "-m", "llama-3.1-8b", "--batch", "1,64", "--prompt", "512"],
-    ["batch", "llama-2-13b", "-h", "h100-sxm", "-h", "a100-sxm-80gb", "--batch", "1,32,64"],
-    ["kv", "llama-2-13b", "llama-3.1-8b", "-h", "l4"],
-    ["serve", "mixtral-8x7b", "-h", "h200", "--requests", "20", "--input-tokens", "100",
+    ["roofline", "-H", "h100-sxm", "-m", "llama-3.1-8b", "--batch", "1,64", "--prompt", "512"],
+    ["batch", "llama-2-13b", "-H", "h100-sxm", "-H", "a100-sxm-80gb", "--batch", "1,32,64"],
+    ["kv", "llama-2-13b", "llama-3.1-8b", "-H", "l4"],
+    ["serve", "mixtral-8x7b", "-H", "h200", "--requests", "20", "--input-tokens", "100",
      "--output-tokens", "10"],
 ])
 def test_cli_writes_charts(tmp_path, capsys, args):

@@ -2,11 +2,17 @@
 
 Each command lives in its own module and registers itself on `app`. Domain errors from the
 core are caught here, and only here: one line on stderr, exit status 1, no traceback.
+Interrupts (Ctrl-C, SIGTERM, SIGHUP) never exit 0: 128 + the signal number.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated
 
 import typer
 
@@ -18,11 +24,34 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 hardware_app = typer.Typer(help="List and show accelerator specs.", no_args_is_help=True)
 models_app = typer.Typer(help="List and show model architecture specs.", no_args_is_help=True)
 app.add_typer(hardware_app, name="hardware")
 app.add_typer(models_app, name="models")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("roofline")
+        except PackageNotFoundError:
+            v = "unknown (not installed)"
+        print(f"roofline {v}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_version, help="print the version and exit")
+    ] = False,
+) -> None:
+    """How fast can this LLM run on that hardware, why, and is my system anywhere near it?"""
+
 
 #: The module(s) that register each top-level command. Only the modules of the command being
 #: run are imported, so `roofline estimate` does not pay for serve, plot or measure imports.
@@ -42,6 +71,43 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "check": ("measure",),
 }
 
+#: Signals that stop a run the way Ctrl-C does (what `timeout`, CI runners and schedulers send).
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM/SIGHUP raised as an interrupt, so every Ctrl-C path (keeping measured points
+    included) serves them too."""
+
+
+_received: list[int] = []
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    _received.append(signum)
+    raise Interrupted(signum)
+
+
+@contextmanager
+def _stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise `Interrupted` while a command runs (restored afterwards)."""
+    previous = {}
+    try:
+        for s in STOP_SIGNALS:
+            previous[s] = signal.signal(s, _on_signal)
+    except ValueError:  # not the main thread: leave the handlers alone
+        pass
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def interrupt_status() -> int:
+    """128 + the signal that stopped the run (130 for Ctrl-C)."""
+    return 128 + (_received[-1] if _received else signal.SIGINT)
+
 
 def register(argv: list[str]) -> None:
     """Import the command modules `argv` needs (all of them for help or an unknown name)."""
@@ -54,28 +120,70 @@ def register(argv: list[str]) -> None:
         importlib.import_module(f"{__name__}.{name}")
 
 
+def _usage_hint(e: Exception) -> str:
+    ctx = getattr(e, "ctx", None)
+    path = getattr(ctx, "command_path", "") or "roofline"
+    return f"see `{path} --help`"
+
+
+def _interrupted() -> SystemExit:
+    print("interrupted", file=sys.stderr)
+    return SystemExit(interrupt_status())
+
+
+def _broken_pipe() -> SystemExit:
+    """stdout closed by the reader (`| head`): stop quietly, and keep Python's exit-time
+    flush from raising again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return SystemExit(1)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    _received.clear()
     try:
-        register(argv)
-        app(args=argv, standalone_mode=False)
+        with _stop_signals():
+            register(argv)
+            rv = app(args=argv, prog_name="roofline", standalone_mode=False)
+            sys.stdout.flush()
     except RooflineError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(1) from None
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
+        raise _interrupted() from None
+    except BrokenPipeError:
+        raise _broken_pipe() from None
     except Exception as e:  # click usage errors and aborts carry their own exit codes
         # typer ships its own copy of click (typer._click) in newer releases: match by class
         # name so both the vendored and the standalone click are recognised.
         kinds = {c.__name__ for c in type(e).__mro__}
+        if "NoArgsIsHelpError" in kinds:  # a bare `roofline` or group: help, exit 0
+            message = e.format_message()  # type: ignore[attr-defined]
+            if message.strip():
+                print(message)
+            raise SystemExit(0) from None
         if "ClickException" in kinds:
-            print(f"error: {e.format_message()} (see `roofline --help`)",  # type: ignore[attr-defined]
-                  file=sys.stderr)
+            message = " ".join(str(e.format_message()).split())  # type: ignore[attr-defined]
+            print(f"error: {message} ({_usage_hint(e)})", file=sys.stderr)
             raise SystemExit(e.exit_code) from None  # type: ignore[attr-defined]
         if "Exit" in kinds:
-            raise SystemExit(e.exit_code) from None  # type: ignore[attr-defined]
+            code = e.exit_code  # type: ignore[attr-defined]
+            if code == 130:
+                raise _interrupted() from None
+            raise SystemExit(code) from None
         if "Abort" in kinds:
+            if isinstance(e.__context__, KeyboardInterrupt):
+                raise _interrupted() from None
             print("aborted", file=sys.stderr)
             raise SystemExit(1) from None
         raise
+    # typer under standalone_mode=False returns an exit code instead of raising: 130 for a
+    # Ctrl-C it caught itself (some releases), a code for `typer.Exit(n)`
+    if isinstance(rv, int) and not isinstance(rv, bool) and rv != 0:
+        if rv == 130:
+            raise _interrupted()
+        raise SystemExit(rv)

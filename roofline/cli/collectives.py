@@ -11,36 +11,45 @@ from rich.table import Table
 from ..catalog import load_hardware
 from ..errors import InvalidInputError
 from ..units import seconds, si
-from . import app
+from . import app, common
 from .common import JsonFlag, SpecsDir, console, print_json
 
 Opt = typer.Option
 
 
+#: Largest message per rank (16 GiB): beyond it no device holds the buffers.
+MAX_MESSAGE_BYTES = 2**34
+
+
 def sizes(text: str) -> list[int]:
+    if len(text) > 20_000:
+        raise InvalidInputError("--sizes: at most 1000 values; give fewer")
     try:
-        values = [int(float(v)) for v in text.split(",") if v.strip()]
+        floats = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise InvalidInputError(f"--sizes must be comma-separated byte counts, got '{text}'"
-                                ) from None
-    if not values or min(values) < 4:
-        raise InvalidInputError("--sizes needs at least one message of 4 bytes or more")
-    return values
+        raise InvalidInputError(f"--sizes must be comma-separated byte counts, got "
+                                f"'{text[:40]}'") from None
+    if not floats or not all(4 <= v <= MAX_MESSAGE_BYTES for v in floats):
+        raise InvalidInputError(f"--sizes needs messages of 4 to {MAX_MESSAGE_BYTES:,} bytes, "
+                                f"got '{text[:40]}'")
+    return [int(v) for v in floats]
 
 
 @app.command()
 def collectives(
-    world_size: Annotated[int, Opt("--world-size", "-n", help="ranks (GPUs, or CPU processes)")
-                          ] = 2,
+    world_size: Annotated[int, Opt("--world-size", "-n", help="ranks (GPUs, or CPU processes)",
+                                   callback=common.in_range(2, 1024))] = 2,
     sizes_text: Annotated[str, Opt("--sizes", help="message bytes per rank, comma-separated")
                           ] = "1e3,1e4,1e5,1e6,1e7",
     backend: Annotated[str | None, Opt(help="nccl or gloo (default: nccl with CUDA, else gloo)")
                        ] = None,
-    hardware: Annotated[str | None, Opt("--hardware", "-h",
+    hardware: Annotated[str | None, Opt(*common.HARDWARE_FLAGS,
                                         help="device whose interconnect the model uses for "
                                              "the predicted column")] = None,
-    reps: Annotated[int, Opt(help="timed repetitions per point (median reported)")] = 20,
-    warmup: Annotated[int, Opt(help="untimed repetitions first")] = 3,
+    reps: Annotated[int, Opt(help="timed repetitions per point (median reported)",
+                             callback=common.in_range(1, 10**5))] = 20,
+    warmup: Annotated[int, Opt(help="untimed repetitions first",
+                               callback=common.in_range(0, 10**5))] = 3,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:

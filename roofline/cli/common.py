@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from ..errors import InvalidInputError
 from ..precision import Precision
+
+N = TypeVar("N", int, float)
+
+#: Sizes beyond these are not real workloads; they are refused before any work starts
+#: (a typo such as `--requests 1000000000` would otherwise run for hours).
+MAX_TOKENS = 10**8  # prompt, generated or cached tokens per sequence
+MAX_BATCH = 10**7  # sequences at once
+MAX_GPUS = 10**5  # per parallel dimension or replicas
+MAX_REQUESTS = 10**7  # requests in one simulated workload
+MAX_SEED = 2**32 - 1
 
 
 def __getattr__(name: str) -> Any:
@@ -30,24 +42,64 @@ SpecsDir = Annotated[
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
 
+def _num(v: float) -> str:
+    """1000000 -> '1,000,000'; 0.5 -> '0.5'; nan -> 'nan'."""
+    if isinstance(v, float) and (not math.isfinite(v) or v != int(v) or abs(v) >= 1e15):
+        return f"{v:g}"
+    return f"{int(v):,}"
 
-def int_list(text: str, what: str) -> list[int]:
-    """'1,16,64' -> [1, 16, 64]; each value a positive integer."""
+
+def in_range(low: float | None = None, high: float | None = None, *, open_low: bool = False
+             ) -> Callable[..., Any]:
+    """A typer option callback refusing values outside [low, high] (or (low, high] with
+    `open_low`), NaN and infinities, as a domain error naming the option:
+    `Opt(callback=in_range(0, 1, open_low=True))`."""
+
+    def check(param: typer.CallbackParam, value: Any) -> Any:
+        if value is None:
+            return value
+        below = low is not None and (value <= low if open_low else value < low)
+        above = high is not None and value > high
+        if not math.isfinite(value) or below or above:
+            lo = "" if low is None else ("positive" if open_low and low == 0 else
+                                         f"{'more than' if open_low else 'at least'} "
+                                         f"{_num(low)}")
+            hi = "" if high is None else f"at most {_num(high)}"
+            name = param.opts[0] if param.opts else param.name
+            raise InvalidInputError(f"{name} must be {' and '.join(x for x in (lo, hi) if x)}"
+                                    f", got {_num(value)}")
+        return value
+
+    return check
+
+
+def int_list(text: str, what: str, limit: int = MAX_BATCH, long: int = 1000) -> list[int]:
+    """'1,16,64' -> [1, 16, 64]; each value an integer in [1, limit], at most `long` values."""
+    if len(text) > 20 * long:
+        raise InvalidInputError(f"{what}: at most {long} values; give fewer")
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise InvalidInputError(f"{what} must be comma-separated integers, got '{text}'") from None
+        raise InvalidInputError(f"{what} must be comma-separated integers, got "
+                                f"'{text[:40]}'") from None
     if not values:
         raise InvalidInputError(f"give at least one {what}")
+    if len(values) > long:
+        raise InvalidInputError(f"{what}: at most {long} values, got {len(values)}; give fewer")
     bad = [v for v in values if v < 1]
     if bad:
         raise InvalidInputError(f"{what} must be at least 1, got {bad[0]}")
+    big = [v for v in values if v > limit]
+    if big:
+        raise InvalidInputError(f"{what} must be at most {limit:,}, got {big[0]:,}")
     return values
 
 
-def positive(value: int, what: str) -> int:
+def positive(value: int, what: str, limit: int = MAX_TOKENS) -> int:
     if value < 1:
         raise InvalidInputError(f"{what} must be at least 1, got {value}")
+    if value > limit:
+        raise InvalidInputError(f"{what} must be at most {limit:,}, got {value:,}")
     return value
 
 
@@ -55,8 +107,60 @@ def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2))
 
 
+def check_output(path: Path | None, what: str = "output") -> Path | None:
+    """An output path checked before any work starts (see `roofline.files.check_output`)."""
+    from ..files import check_output as check
+
+    return None if path is None else check(path, what)
+
+
 def precision(dtype: str, weights: str | None, activations: str | None, kv: str | None
               ) -> Precision:
     """`--dtype` as the shorthand, each of `--weights/--activations/--kv` overriding its part."""
     base = Precision.uniform(dtype)
     return Precision(weights or base.weights, activations or base.activations, kv or base.kv)
+
+
+# ---- one vocabulary: the same option means the same thing in every command ----------------
+HARDWARE_FLAGS = ("--hardware", "-H")
+Hardware = Annotated[str, typer.Option(*HARDWARE_FLAGS, help="device name, alias, or YAML path")]
+Prompt = Annotated[int, typer.Option(help="prompt tokens P per sequence",
+                                     callback=in_range(1, MAX_TOKENS))]
+Gen = Annotated[int, typer.Option(help="generated tokens G per sequence",
+                                  callback=in_range(1, MAX_TOKENS))]
+Context = Annotated[int, typer.Option(help="cached tokens S per sequence",
+                                      callback=in_range(1, MAX_TOKENS))]
+Dtype = Annotated[str, typer.Option(help="shorthand for weights, activations and KV format")]
+Weights = Annotated[str | None, typer.Option(help="weight format (overrides --dtype): bf16, fp16, "
+                                             "fp8, int8, int4, int4-g128, nf4, nf4-dq, mxfp4, "
+                                             "nvfp4")]
+Activations = Annotated[str | None, typer.Option(help="activation format; sets the compute "
+                                                 "peak (overrides --dtype)")]
+KvFormat = Annotated[str | None, typer.Option("--kv-format", help="KV-cache number format "
+                                              "(overrides --dtype)")]
+#: `--kv` meant the KV format before `--kv-format`; it stays, hidden, for old scripts.
+KvAlias = Annotated[str | None, typer.Option("--kv", hidden=True,
+                                             help="deprecated: use --kv-format")]
+Tp = Annotated[int, typer.Option(help="tensor-parallel GPUs", callback=in_range(1, MAX_GPUS))]
+Pp = Annotated[int, typer.Option(help="pipeline-parallel stages",
+                                 callback=in_range(1, MAX_GPUS))]
+Ep = Annotated[int, typer.Option(help="expert-parallel GPUs (MoE models)",
+                                 callback=in_range(1, MAX_GPUS))]
+Ceiling = Annotated[str, typer.Option(help="datasheet (speed of light) or achievable")]
+Seed = Annotated[int, typer.Option(help="random seed of the synthetic workload",
+                                   callback=in_range(0, MAX_SEED))]
+SloTtft = Annotated[float, typer.Option(help="TTFT SLO, seconds",
+                                        callback=in_range(0, 1e6, open_low=True))]
+SloTpot = Annotated[float, typer.Option(help="TPOT SLO, seconds",
+                                        callback=in_range(0, 1e6, open_low=True))]
+SloAttainment = Annotated[float, typer.Option(help="share of requests that must meet the SLO",
+                                              callback=in_range(0, 1, open_low=True))]
+
+
+def kv_format(kv_format: str | None, kv: str | None) -> str | None:
+    """`--kv-format`, or the deprecated `--kv` spelling of it (said once on stderr)."""
+    if kv is not None:
+        if kv_format is not None and kv_format != kv:
+            raise InvalidInputError("--kv is the old name of --kv-format; give one of them")
+        print("note: --kv is deprecated; use --kv-format", file=sys.stderr)
+    return kv_format or kv

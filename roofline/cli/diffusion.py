@@ -10,20 +10,22 @@ from ..catalog import load_hardware, load_model
 from ..diffusion import compare_diffusion
 from ..precision import Precision
 from ..report import diffusion_table
-from . import app
+from . import app, common
 from .common import JsonFlag, SpecsDir, console, print_json
 
 
 @app.command()
 def diffusion(
     model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")] = "llada-8b",
-    hardware: Annotated[str, typer.Option("--hardware", "-h", help="device name or YAML path")
-                        ] = "h100-sxm",
-    prompt: Annotated[int, typer.Option(help="prompt tokens P")] = 512,
-    gen: Annotated[int | None, typer.Option(help="answer tokens L (default: the spec's)")] = None,
-    steps: Annotated[int | None, typer.Option(help="refinement steps N (default: the spec's)")
-                     ] = None,
-    batch: Annotated[int, typer.Option(help="sequences B")] = 1,
+    hardware: common.Hardware = "h100-sxm",
+    prompt: common.Prompt = 512,
+    gen: Annotated[int | None, typer.Option(help="answer tokens L (default: the spec's)",
+                                            callback=common.in_range(1, common.MAX_TOKENS))
+                   ] = None,
+    steps: Annotated[int | None, typer.Option(help="refinement steps N (default: the spec's)",
+                                              callback=common.in_range(1, 10**6))] = None,
+    batch: Annotated[int, typer.Option(help="sequences B",
+                                       callback=common.in_range(1, common.MAX_BATCH))] = 1,
     dtype: Annotated[str, typer.Option(help="weights, activations and KV format")] = "bf16",
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,

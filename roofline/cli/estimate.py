@@ -22,23 +22,22 @@ Opt = typer.Option
 def estimate(
     model: Annotated[str, typer.Argument(
         help="model name, alias, or path to a YAML spec")] = "llama-3.1-8b",
-    hardware: Annotated[str, Opt("--hardware", "-h",
-                                 help="device name, alias, or YAML path")] = "h100-sxm",
+    hardware: common.Hardware = "h100-sxm",
     batch: Annotated[str, Opt(help="batch sizes B per replica, comma-separated")] = "1,16,64",
-    prompt: Annotated[int, Opt(help="prompt tokens P per sequence")] = 1024,
-    gen: Annotated[int, Opt(help="generated tokens G per sequence")] = 256,
+    prompt: common.Prompt = 1024,
+    gen: common.Gen = 256,
     dtype: Annotated[str, Opt(help="shorthand for weights, activations and KV format (a "
                               "weight-only format keeps bf16 activations and KV)")] = "bf16",
-    weights: Annotated[str | None, Opt(help="weight format: bf16, fp16, fp8, int8, int4, "
-                                       "int4-g128, nf4, nf4-dq, mxfp4, nvfp4")] = None,
-    activations: Annotated[str | None, Opt(help="activation format; sets the compute peak "
-                                           "(bf16, fp16, fp8, int8, fp32, tf32)")] = None,
-    kv: Annotated[str | None, Opt(help="KV-cache format")] = None,
-    tp: Annotated[int, Opt(help="tensor-parallel GPUs")] = 1,
-    pp: Annotated[int, Opt(help="pipeline-parallel stages")] = 1,
-    ep: Annotated[int, Opt(help="expert-parallel GPUs (MoE models)")] = 1,
-    replicas: Annotated[int, Opt(help="independent copies (throughput ×m)")] = 1,
-    ceiling: Annotated[str, Opt(help="datasheet (speed of light) or achievable")] = "achievable",
+    weights: common.Weights = None,
+    activations: common.Activations = None,
+    kv_format: common.KvFormat = None,
+    kv: common.KvAlias = None,
+    tp: common.Tp = 1,
+    pp: common.Pp = 1,
+    ep: common.Ep = 1,
+    replicas: Annotated[int, Opt(help="independent copies (throughput ×m)",
+                                 callback=common.in_range(1, common.MAX_GPUS))] = 1,
+    ceiling: common.Ceiling = "achievable",
     breakdown: Annotated[bool, Opt(help="per-operator FLOPs, bytes, intensity, bound")] = False,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
@@ -48,7 +47,7 @@ def estimate(
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
     m = load_model(model, specs_dir or ())
     hw = load_hardware(hardware, specs_dir or ())
-    precision = common.precision(dtype, weights, activations, kv)
+    precision = common.precision(dtype, weights, activations, common.kv_format(kv_format, kv))
     e = run_estimate(m, hw, int_list(batch, "batch size"), positive(prompt, "--prompt"),
                      positive(gen, "--gen"), precision, ceiling,  # type: ignore[arg-type]
                      Parallel(tp, pp, ep, replicas))

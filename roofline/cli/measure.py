@@ -5,6 +5,7 @@ torch is imported only inside `measure`/`check` (through `kernels`), never at CL
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -15,12 +16,13 @@ from rich.table import Table
 
 from ..catalog import load_hardware
 from ..cost import CEILINGS
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, RooflineError
+from ..files import write_text
 from ..measure.calibrate import calibrated_spec
 from ..measure.results import Results, load_results, median_of_runs, write_results
 from ..measure.validate import PROTOCOL, Validation, validate
 from ..units import seconds, si
-from . import app
+from . import app, common, interrupt_status
 from .common import JsonFlag, SpecsDir, console, print_json
 
 Device = Annotated[str, typer.Option(help="auto, cpu, or cuda:N")]
@@ -29,15 +31,16 @@ Suite = Annotated[str, typer.Option(help="ci (≤60 s on a 2-core CPU), quick, o
 
 Threads = Annotated[int | None, typer.Option(
     help="CPU intra-op threads (default: 1 for the ci suite, whose small kernels lose whole "
-    "scheduler quanta at OpenMP barriers when a core is shared; all cores otherwise)")]
+    "scheduler quanta at OpenMP barriers when a core is shared; all cores otherwise)",
+    callback=common.in_range(1, 4096))]
 
 
 def _threads(suite: str, threads: int | None) -> int | None:
     return 1 if threads is None and suite == "ci" else threads
 
 
-def _measure(device: str, suite: str, dtype: str | None, out: Path,
-             threads: int | None = None) -> Results:
+def _measure(device: str, suite: str, dtype: str | None, threads: int | None = None
+             ) -> Results:
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -55,8 +58,33 @@ def _measure(device: str, suite: str, dtype: str | None, out: Path,
         results = run(info, suite, dtypes,
                       lambda i, n, name: bar.update(task, completed=i, total=n,
                                                     description=name))
-    write_results(results, out)
     return results
+
+
+def _kept_in(r: Results, out: Path) -> Path:
+    """Where to write `r`: `out`, unless `r` is an interrupted run and `out` holds a complete
+    results file (or a file that is not ours), which a shorter run never replaces; then
+    `NAME.interrupted.json` beside it."""
+    if r.complete or not out.exists():
+        return out
+    try:
+        if not load_results(out).complete:
+            return out
+    except RooflineError:
+        pass
+    return out.with_name(f"{out.stem}.interrupted{out.suffix or '.json'}")
+
+
+def _save_measured(r: Results, out: Path) -> Path:
+    """Write `r`; for an interrupted run, say on stderr (one line) what was kept where, and
+    stop with the interrupt's status."""
+    path = write_results(r, _kept_in(r, out))
+    if not r.complete:
+        kept = "" if path == out else f"; the earlier results in {out} are unchanged"
+        print(f"interrupted: {len(r.points)} measured point(s) kept in {path}{kept}",
+              file=sys.stderr)
+        raise SystemExit(interrupt_status())
+    return path
 
 
 def _summary_table(r: Results) -> Table:
@@ -95,13 +123,13 @@ def measure(
     threads: Threads = None,
 ) -> None:
     """Time GEMMs, bandwidth, attention and whole model steps on this machine."""
-    r = _measure(device, suite, dtype, output, threads)
-    console.print(_summary_table(r))
-    for s in r.skipped:
-        console.print(f"skipped {s.name}: {s.reason}")
-    if not r.complete:
-        console.print(f"interrupted: {len(r.points)} points kept in {output}")
-        raise SystemExit(130)
+    common.check_output(output, "results file")
+    r = _measure(device, suite, dtype, threads)
+    if r.complete:
+        console.print(_summary_table(r))
+        for s in r.skipped:
+            console.print(f"skipped {s.name}: {s.reason}")
+    _save_measured(r, output)
     console.print(f"wrote {output}")
 
 
@@ -112,12 +140,13 @@ def calibrate(
                                                 "(default: print it)")] = None,
 ) -> None:
     """Write a hardware spec of what this machine achieved (use it with --hardware)."""
+    common.check_output(output, "hardware spec")
     spec = calibrated_spec(load_results(results), results)
     text = yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
     if output is None:
         print(text, end="")
         return
-    output.write_text(text, encoding="utf-8")
+    write_text(output, text)
     console.print(f"wrote {output}: use `roofline estimate --hardware {output}`")
 
 
@@ -145,7 +174,7 @@ def _validation_tables(v: Validation) -> list[Table]:
 def validation_of(results_path: Path, r: Results, hardware: str | None, ceiling: str | None,
                   tolerance: float | None, specs_dir: list[Path] | None) -> Validation:
     """Validate `r` on the calibrated spec (default) or on `hardware`."""
-    if tolerance is not None and not tolerance > 0:
+    if tolerance is not None and not 0 < tolerance <= 1e9:
         raise InvalidInputError(f"--tolerance must be a fraction such as 0.25, got {tolerance}")
     if hardware is None:
         hw, ceiling = calibrated_spec(r, results_path), ceiling or "achievable"
@@ -170,11 +199,12 @@ def _validate(results_path: Path, r: Results, hardware: str | None, ceiling: str
 
 
 Hardware = Annotated[str | None, typer.Option(
-    "--hardware", "-h", help="predict on this spec instead of the calibrated one "
+    *common.HARDWARE_FLAGS, help="predict on this spec instead of the calibrated one "
     "(default ceiling then: datasheet)")]
 Ceiling = Annotated[str | None, typer.Option(help="datasheet or achievable")]
 Tolerance = Annotated[float | None, typer.Option(help="one band for every family, e.g. 0.25 "
-                                                 "(default: the per-family bands)")]
+                                                 "(default: the per-family bands)",
+                                                 callback=common.in_range(0, 1e9, open_low=True))]
 
 
 @app.command("validate")
@@ -201,12 +231,20 @@ def check(
     threads: Threads = None,
     repeats: Annotated[int, typer.Option(
         help="runs of the suite; each point is the median run's (odd numbers pick a real "
-        "run): on a noisy machine, repeat rather than widen the bands")] = 3,
+        "run): on a noisy machine, repeat rather than widen the bands",
+        callback=common.in_range(1, 99))] = 3,
 ) -> None:
     """Measure the ci suite and validate it in one command (for your CI)."""
-    if repeats < 1:
-        raise InvalidInputError(f"--repeats must be at least 1, got {repeats}")
-    runs = [_measure(device, "ci", None, output, threads) for _ in range(repeats)]
+    common.check_output(output, "results file")
+    runs: list[Results] = []
+    try:
+        for _ in range(repeats):
+            runs.append(_measure(device, "ci", None, threads))
+            if not runs[-1].complete:
+                break  # interrupted: stop, keep what was measured, never validate
+    except KeyboardInterrupt:
+        if not runs:
+            raise
+        runs[-1] = runs[-1].model_copy(update={"complete": False})
     r = median_of_runs(runs)
-    write_results(r, output)
-    _validate(output, r, None, None, tolerance, json_out, None)
+    _validate(_save_measured(r, output), r, None, None, tolerance, json_out, None)

@@ -17,13 +17,14 @@ from .. import plots
 from ..catalog import load_hardware, load_model
 from ..cost import CEILINGS
 from ..errors import InvalidInputError
+from ..files import replace_from
 from ..measure.results import load_results
 from ..phases import estimate
 from ..precision import Precision
 from ..report import frontier_table
 from ..serve.sweep import sweep_rate
 from ..sweeps import kv_curve
-from . import app
+from . import app, common
 from .common import SpecsDir, console, int_list, positive
 from .measure import validation_of
 from .serve import prepare_runs
@@ -37,9 +38,10 @@ Output = Annotated[Path, typer.Option("--output", "-o", help="chart file, .png o
 Dtype = Annotated[str, typer.Option(help="weights, activations and KV format")]
 Ceiling = Annotated[str, typer.Option(help="datasheet (speed of light) or achievable")]
 Models = Annotated[list[str], typer.Argument(help="model names, aliases or YAML paths")]
-Devices = Annotated[list[str], typer.Option("--hardware", "-h",
+Devices = Annotated[list[str], typer.Option(*common.HARDWARE_FLAGS,
                                             help="device name, alias or YAML path (repeatable)")]
-Device = Annotated[str, typer.Option("--hardware", "-h", help="device name, alias or YAML path")]
+Device = Annotated[str, typer.Option(*common.HARDWARE_FLAGS,
+                                     help="device name, alias or YAML path")]
 ModelOpt = Annotated[str | None, typer.Option(
     "--model", "-m", help="model whose prefill and decode operators to place")]
 Batches = Annotated[str, typer.Option(help="batch sizes B, comma-separated")]
@@ -53,7 +55,18 @@ def _check_ceiling(ceiling: str) -> None:
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
 
 
-def _saved(path: Path) -> None:
+def _chart_path(path: Path | None) -> None:
+    """Refuse, before any work, a chart path that could not be written at the end."""
+    if path is None:
+        return
+    if path.suffix.lower() not in plots.FORMATS:
+        raise InvalidInputError(f"cannot write '{path}': give a file ending in .png or .svg")
+    common.check_output(path, "chart")
+
+
+def _saved(fig: object, path: Path) -> None:
+    """Draw `fig` into a temporary file beside `path`, then move it into place."""
+    replace_from(path, lambda tmp: plots.save(fig, tmp))  # type: ignore[arg-type]
     console.print(f"wrote {path}")
 
 
@@ -63,7 +76,9 @@ def roofline_cmd(
     hardware: Device = "h100-sxm",
     model: ModelOpt = None,
     batch: Batches = "1,64",
-    prompt: Annotated[int, typer.Option(help="prompt tokens P; decode is drawn at S = P")] = 1024,
+    prompt: Annotated[int, typer.Option(help="prompt tokens P; decode is drawn at S = P",
+                                        callback=common.in_range(1, common.MAX_TOKENS))
+                      ] = 1024,
     dtype: Dtype = "bf16",
     ceiling: Ceiling = "achievable",
     measured: Annotated[Path | None, typer.Option(
@@ -72,6 +87,7 @@ def roofline_cmd(
     specs_dir: SpecsDir = None,
 ) -> None:
     """Roofline of a device, with each operator of a model's prefill and decode steps."""
+    _chart_path(output)
     _check_ceiling(ceiling)
     hw = load_hardware(hardware, specs_dir or ())
     estimates = []
@@ -82,7 +98,7 @@ def roofline_cmd(
                               Precision.uniform(dtype), ceiling)  # type: ignore[arg-type]
                      for b in int_list(batch, "batch size")]
     points = load_results(measured).points if measured is not None else ()
-    _saved(plots.save(plots.roofline_chart(hw, estimates, points), output))
+    _saved(plots.roofline_chart(hw, estimates, points), output)
 
 
 @plot_app.command("validate")
@@ -90,13 +106,15 @@ def validate_cmd(
     results: Annotated[Path, typer.Argument(help="results JSON from `roofline measure`")],
     output: Output,
     hardware: Annotated[str | None, typer.Option(
-        "--hardware", "-h", help="predict on this spec instead of the calibrated one")] = None,
+        *common.HARDWARE_FLAGS, help="predict on this spec instead of the calibrated one")
+    ] = None,
     ceiling: Annotated[str | None, typer.Option(help="datasheet or achievable")] = None,
     specs_dir: SpecsDir = None,
 ) -> None:
     """Predicted vs measured time per point with each family's band (as `roofline validate`)."""
+    _chart_path(output)
     v = validation_of(results, load_results(results), hardware, ceiling, None, specs_dir)
-    _saved(plots.save(plots.validation_chart(v), output))
+    _saved(plots.validation_chart(v), output)
 
 
 @plot_app.command("batch")
@@ -104,8 +122,8 @@ def batch_cmd(
     models: Models,
     hardware: Devices = ["h100-sxm"],  # noqa: B006 (typer reads the default, never mutates it)
     batch: Batches = "1,2,4,8,16,32,64,128,256",
-    prompt: Annotated[int, typer.Option(help="prompt tokens P per sequence")] = 1024,
-    gen: Annotated[int, typer.Option(help="generated tokens G per sequence")] = 256,
+    prompt: common.Prompt = 1024,
+    gen: common.Gen = 256,
     dtype: Dtype = "bf16",
     ceiling: Ceiling = "achievable",
     output: TextOutput = None,
@@ -113,6 +131,7 @@ def batch_cmd(
     specs_dir: SpecsDir = None,
 ) -> None:
     """Latency-throughput frontier over batch sizes (one curve per model x device)."""
+    _chart_path(output)
     _check_ceiling(ceiling)
     batches = int_list(batch, "batch size")
     specs = [load_model(m, specs_dir or ()) for m in models]
@@ -121,7 +140,7 @@ def batch_cmd(
                           Precision.uniform(dtype), ceiling)  # type: ignore[arg-type]
                  for m in specs for hw in devices]
     if output is not None:
-        _saved(plots.save(plots.frontier_chart(estimates), output))
+        _saved(plots.frontier_chart(estimates), output)
     if output is None or text:
         console.print(frontier_table(estimates))
 
@@ -131,16 +150,19 @@ def kv_cmd(
     models: Models,
     output: Output,
     hardware: Devices = ["h100-sxm"],  # noqa: B006 (typer reads the default, never mutates it)
-    batch: Annotated[int, typer.Option(help="sequences B held at once")] = 1,
-    dtype: Annotated[str, typer.Option(help="KV cache format")] = "bf16",
+    batch: Annotated[int, typer.Option(help="sequences B held at once",
+                                       callback=common.in_range(1, common.MAX_BATCH))] = 1,
+    dtype: Annotated[str, typer.Option("--kv-format", "--dtype", help="KV cache format")
+                     ] = "bf16",
     specs_dir: SpecsDir = None,
 ) -> None:
     """KV cache / state memory vs context length for several models (windows, MLA latents
     and SSM state included), with device memory lines."""
+    _chart_path(output)
     curves = [kv_curve(load_model(m, specs_dir or ()), Precision(kv=dtype),
                        positive(batch, "--batch")) for m in models]
     devices = [load_hardware(h, specs_dir or ()) for h in hardware]
-    _saved(plots.save(plots.kv_chart(curves, devices), output))
+    _saved(plots.kv_chart(curves, devices), output)
 
 
 @plot_app.command("serve")
@@ -148,40 +170,48 @@ def serve_cmd(
     model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")],
     output: Output,
     hardware: Device = "h100-sxm",
-    rate: Annotated[float, typer.Option(help="mean arrivals per second (sweep: start)")] = 5.0,
-    requests: Annotated[int, typer.Option(help="requests per simulation")] = 1000,
+    rate: Annotated[float, typer.Option(help="mean arrivals per second (sweep: start)",
+                                        callback=common.in_range(0, 1e6, open_low=True))] = 5.0,
+    requests: Annotated[int, typer.Option(help="requests per simulation",
+                                          callback=common.in_range(1, common.MAX_REQUESTS))
+                        ] = 1000,
     compare: Annotated[str, typer.Option(help="comma-separated policies, same workload")
                        ] = "static,continuous,chunked",
     latency: Annotated[str, typer.Option(help="latency whose CDF is drawn: ttft, tpot, e2e")
                        ] = "e2e",
-    input_tokens: Annotated[int, typer.Option(help="mean prompt tokens P")] = 1024,
-    output_tokens: Annotated[int, typer.Option(help="mean generated tokens G")] = 256,
-    seed: Annotated[int, typer.Option(help="random seed of the workload")] = 0,
+    input_tokens: Annotated[int, typer.Option("--prompt", "--input-tokens",
+                                              help="mean prompt tokens P",
+                                              callback=common.in_range(1, common.MAX_TOKENS))
+                            ] = 1024,
+    output_tokens: Annotated[int, typer.Option("--gen", "--output-tokens",
+                                               help="mean generated tokens G",
+                                               callback=common.in_range(1, common.MAX_TOKENS))
+                             ] = 256,
+    seed: common.Seed = 0,
     sweep: Annotated[bool, typer.Option("--sweep-rate", help="also draw throughput vs arrival "
                                         "rate, each policy swept to its SLO limit")] = False,
-    slo_ttft: Annotated[float, typer.Option(help="TTFT SLO, seconds")] = 1.0,
-    slo_tpot: Annotated[float, typer.Option(help="TPOT SLO, seconds")] = 0.1,
-    slo_attainment: Annotated[float, typer.Option(help="share of requests meeting the SLO")
-                              ] = 0.9,
+    slo_ttft: common.SloTtft = 1.0,
+    slo_tpot: common.SloTpot = 0.1,
+    slo_attainment: common.SloAttainment = 0.9,
     dtype: Dtype = "bf16",
-    weights: Annotated[str | None, typer.Option(help="weight format (overrides --dtype)")
-                       ] = None,
-    activations: Annotated[str | None, typer.Option(help="activation format (overrides "
-                                                    "--dtype)")] = None,
-    kv: Annotated[str | None, typer.Option(help="KV-cache format (overrides --dtype)")] = None,
-    tp: Annotated[int, typer.Option(help="tensor-parallel GPUs per replica")] = 1,
-    pp: Annotated[int, typer.Option(help="pipeline-parallel stages per replica")] = 1,
-    ep: Annotated[int, typer.Option(help="expert-parallel GPUs per replica (MoE)")] = 1,
+    weights: common.Weights = None,
+    activations: common.Activations = None,
+    kv_format: common.KvFormat = None,
+    kv: common.KvAlias = None,
+    tp: common.Tp = 1,
+    pp: common.Pp = 1,
+    ep: common.Ep = 1,
     ceiling: Ceiling = "achievable",
     specs_dir: SpecsDir = None,
 ) -> None:
     """Serving simulation: latency CDF per policy at --rate, and with --sweep-rate the
     throughput each policy reaches at every arrival rate its SLO sweep tried."""
+    _chart_path(output)
     _, _, policies, run = prepare_runs(
         model, hardware, compare.split(","), requests, input_tokens=input_tokens,
         output_tokens=output_tokens, seed=seed, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
         dtype=dtype, ceiling=ceiling, specs_dir=specs_dir, weights=weights,
-        activations=activations, kv_format=kv, tp=tp, pp=pp, ep=ep)
+        activations=activations, kv_format=common.kv_format(kv_format, kv), tp=tp, pp=pp, ep=ep)
     summaries = {p.name: run(i, rate) for i, p in enumerate(policies)}
     samples = {name: s.latency_samples_s(latency) for name, s in summaries.items()}
     sweeps = []
@@ -192,4 +222,4 @@ def serve_cmd(
             sweeps.append(plots.RateSweep(p.name, [r for r, _ in points],
                                           [s.throughput_tokens_per_s for _, s in points]))
     name = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "end-to-end latency"}[latency]
-    _saved(plots.save(plots.serve_chart(samples, sweeps, name), output))
+    _saved(plots.serve_chart(samples, sweeps, name), output)

@@ -19,10 +19,14 @@ from ..speculative import (
     speculative_cost,
 )
 from ..units import seconds
-from . import app
+from . import app, common
 from .common import JsonFlag, SpecsDir, console, int_list, print_json
 
 Opt = typer.Option
+
+
+#: Draft tokens per cycle beyond this never pay (acceptance α^K vanishes); refused up front.
+MAX_K = 256
 
 
 def k_values(text: str) -> list[int]:
@@ -30,16 +34,21 @@ def k_values(text: str) -> list[int]:
     if ".." in text:
         lo, _, hi = text.partition("..")
         try:
-            values = list(range(int(lo), int(hi) + 1))
+            low, high = int(lo), int(hi)
         except ValueError:
-            raise InvalidInputError(f"--k must look like 1..8 or 1,2,4, got '{text}'") from None
-        if not values:
+            raise InvalidInputError(f"--k must look like 1..8 or 1,2,4, got '{text[:40]}'"
+                                    ) from None
+        if high < low:
             raise InvalidInputError(f"--k range '{text}' is empty")
-        return int_list(",".join(map(str, values)), "--k")
-    return int_list(text, "--k")
+        if high > MAX_K:
+            raise InvalidInputError(f"--k must be at most {MAX_K}, got {high:,}")
+        return int_list(",".join(map(str, range(low, high + 1))), "--k", MAX_K)
+    return int_list(text, "--k", MAX_K)
 
 
 def probabilities(text: str) -> list[float]:
+    if len(text) > 20_000:
+        raise InvalidInputError("--acceptance: at most 1000 values; give fewer")
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -58,15 +67,16 @@ def speculate(
     draft: Annotated[str | None, Opt(help="draft model (same vocabulary as the target)")] = None,
     heads: Annotated[float | None, Opt(
         help="draft-free heads (Medusa/EAGLE) instead of a draft: cost of one head as a "
-             "fraction of one target layer")] = None,
-    hardware: Annotated[str, Opt("--hardware", "-h", help="device name, alias, or YAML path")
-                        ] = "h100-sxm",
+             "fraction of one target layer", callback=common.in_range(0, 100, open_low=True))
+    ] = None,
+    hardware: common.Hardware = "h100-sxm",
     k: Annotated[str, Opt("--k", help="draft tokens per step K: a range 1..8 or a list")
                  ] = "1..8",
     acceptance: Annotated[str, Opt(help="per-token acceptance rates α, comma-separated")
                           ] = "0.6,0.85",
     batch: Annotated[str, Opt(help="batch sizes B, comma-separated")] = "1",
-    context: Annotated[int, Opt(help="cached tokens S when the cycle runs")] = 1024,
+    context: Annotated[int, Opt(help="cached tokens S when the cycle runs",
+                                callback=common.in_range(0, common.MAX_TOKENS))] = 1024,
     dtype: Annotated[str, Opt(help="weights, activations and KV format of both models")
                      ] = "bf16",
     ceiling: Annotated[str, Opt(help="datasheet (speed of light) or achievable")] = "achievable",

@@ -7,18 +7,23 @@ model specs the whole-step points were built from, so `validate` needs nothing e
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import InvalidInputError, SpecError, field_error
+from ..files import read_text, replace_from
 from ..model import ModelSpec
 
 SCHEMA_VERSION = 1
+#: A results file larger than this is not one `measure` wrote (the full suite writes < 1 MB).
+MAX_RESULTS_BYTES = 64 * 2**20
+#: No kernel point is timed for longer than a day per call; a larger value is corrupt.
+MAX_TIME_S = 86_400.0
+#: FLOPs or bytes of one point beyond this (10³⁰) is no real shape.
+MAX_COUNT = 1e30
 
 Family = Literal["gemm_peak", "gemm_small", "gemv_small", "attention_small",
                  "prefill_attention_small", "gemm_sweep", "bandwidth", "decode_attention",
@@ -30,17 +35,17 @@ FAMILIES: tuple[str, ...] = ("gemm_peak", "gemm_small", "gemv_small", "attention
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Timing(_Frozen):
     """Per-call wall time over `repeats` timed calls, seconds."""
 
-    median_s: float = Field(gt=0)
-    p20_s: float = Field(gt=0)
-    p80_s: float = Field(gt=0)
-    min_s: float = Field(gt=0)
-    repeats: int = Field(ge=1)
+    median_s: float = Field(gt=0, le=MAX_TIME_S)
+    p20_s: float = Field(gt=0, le=MAX_TIME_S)
+    p80_s: float = Field(gt=0, le=MAX_TIME_S)
+    min_s: float = Field(gt=0, le=MAX_TIME_S)
+    repeats: int = Field(ge=1, le=10**9)
     method: str = Field(description="perf_counter, cuda_events or cuda_graph")
 
     @property
@@ -58,8 +63,8 @@ class Point(_Frozen):
     dtype: str
     shape: dict[str, int]
     model: str | None = Field(default=None, description="model spec name (whole steps)")
-    flops: float = Field(ge=0)
-    bytes: float = Field(ge=0)
+    flops: float = Field(ge=0, le=MAX_COUNT)
+    bytes: float = Field(ge=0, le=MAX_COUNT)
     timing: Timing
     graph_timing: Timing | None = Field(default=None, description="CUDA-graph replay (GPU)")
     backend: str = ""
@@ -141,6 +146,16 @@ class Results(_Frozen):
     skipped: tuple[Skipped, ...] = ()
     models: dict[str, ModelSpec] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _models_recorded(self) -> Results:
+        """Every whole-step point names a model spec held in `models` (validate needs it)."""
+        for i, p in enumerate(self.points):
+            if p.family in ("decode_step", "prefill_step") and p.model not in self.models:
+                known = ", ".join(sorted(self.models)) or "none"
+                raise ValueError(f"point {i} '{p.name}' names model '{p.model}', which the "
+                                 f"file does not hold (it holds: {known})")
+        return self
+
     def family(self, family: str) -> list[Point]:
         return [p for p in self.points if p.family == family]
 
@@ -162,29 +177,20 @@ def median_of_runs(runs: Sequence[Results]) -> Results:
 
 
 def write_results(results: Results, path: str | Path) -> Path:
-    """Write atomically: a temporary file in the same folder, then `os.replace`."""
+    """Write atomically: a temporary file in the same folder, then `os.replace` (readers never
+    see half a file; permissions as any new file's)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(results.model_dump_json(indent=1))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    text = results.model_dump_json(indent=1)
+    return replace_from(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def load_results(path: str | Path) -> Results:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise SpecError(f"{path}: cannot read results file ({e.strerror}); "
-                        "run `roofline measure -o FILE` first") from None
+    text = read_text(path, "results file", MAX_RESULTS_BYTES)
     try:
         return Results.model_validate_json(text)
     except ValidationError as e:
         raise SpecError(f"{path}: not a roofline results file (schema {SCHEMA_VERSION}): "
-                        f"{field_error(e)}") from None
+                        f"{field_error(e)}; run `roofline measure -o FILE` to make one"
+                        ) from None
