@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -20,13 +21,19 @@ from typing import Generic, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .errors import SpecError, UnknownNameError, field_error
 from .engine import EngineSpec
+from .errors import SpecError, UnknownNameError, field_error
+from .files import is_regular_file, read_text
 from .hardware import HardwareSpec
 from .model import ModelSpec
 
 SPECS_PATH_ENV = "ROOFLINE_SPECS_PATH"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: A spec is a page of YAML; a larger file is not a spec (and is refused before it is read).
+MAX_SPEC_BYTES = 1 * 2**20
+#: Values (mappings, lists, scalars) a spec may expand to once YAML aliases are followed; a
+#: "billion laughs" document of a few hundred bytes expands past it at once.
+MAX_SPEC_NODES = 100_000
 
 Spec = TypeVar("Spec", bound=BaseModel)
 
@@ -36,11 +43,25 @@ def normalise(name: str) -> str:
     return "-".join(name.strip().lower().replace("_", " ").replace("/", " ").split())
 
 
+def _check_expansion(data: object, path: Path) -> None:
+    """Refuse a document whose aliases expand it beyond MAX_SPEC_NODES values (counted with
+    every alias followed, as validation would; stops as soon as the limit is passed)."""
+    stack, seen = [data], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > MAX_SPEC_NODES:
+            raise SpecError(f"{path}: expands to more than {MAX_SPEC_NODES:,} values (YAML "
+                            "aliases nested too deep?); a spec is a page of fields, fix it")
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
 def _read_yaml(path: Path) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise SpecError(f"{path}: cannot read spec file ({e.strerror})") from None
+    text = read_text(path, "spec file", MAX_SPEC_BYTES)
     try:
         data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as e:
@@ -50,10 +71,22 @@ def _read_yaml(path: Path) -> dict:
         raise SpecError(f"{path}{where}: broken YAML ({problem}); fix the file") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping of fields at the top level")
+    _check_expansion(data, path)
     return data
 
 
+#: Top-level sizes beyond which a spec cannot be real and would stall the calculator (it
+#: walks layers one by one): refused before validation.
+MAX_LAYERS = 100_000
+_SIZE_LIMITS: dict[type, dict[str, int]] = {ModelSpec: {"layers": MAX_LAYERS}}
+
+
 def _validate(cls: type[Spec], data: dict, path: Path | str) -> Spec:
+    for field, limit in _SIZE_LIMITS.get(cls, {}).items():
+        value = data.get(field)
+        if isinstance(value, int | float) and value > limit:
+            raise SpecError(f"{path}: field '{field}': {value:,} is more than {limit:,}; "
+                            "no real model has that many, fix the file")
     try:
         return cls.model_validate(data)
     except ValidationError as e:
@@ -66,13 +99,21 @@ def load_spec_file(cls: type[Spec], path: str | Path) -> Spec:
     return _validate(cls, _read_yaml(path), path)
 
 
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):  # a name too long for the system, a NUL byte
+        return False
+
+
 def _user_dirs(extra: Sequence[str | Path]) -> list[Path]:
     env = os.environ.get(SPECS_PATH_ENV, "")
     dirs = [Path(d) for d in extra] + [Path(d) for d in env.split(os.pathsep) if d]
     for d in dirs:
-        if not d.is_dir():
-            raise SpecError(
-                f"spec folder '{d}' does not exist (from --specs-dir or ${SPECS_PATH_ENV})")
+        if not _is_dir(d):
+            shown = str(d) if len(str(d)) <= 120 else f"{str(d)[:60]}…{str(d)[-60:]}"
+            raise SpecError(f"spec folder '{shown}' does not exist (from --specs-dir or "
+                            f"${SPECS_PATH_ENV}); give an existing folder")
     return dirs
 
 
@@ -81,6 +122,20 @@ class _Entry:
     name: str
     aliases: tuple[str, ...]
     path: Path
+    bundled: bool = False
+
+
+@dataclass(frozen=True)
+class _Broken:
+    """A file in a spec folder that could not be indexed, and why: it breaks only the
+    commands that need it (its own name, or every spec of its kind)."""
+
+    path: Path
+    error: str
+
+
+#: (kind, name) of user specs that shadow a bundled one, already said on stderr.
+_shadow_noted: set[tuple[str, str]] = set()
 
 
 @dataclass(frozen=True)
@@ -89,18 +144,26 @@ class Catalog(Generic[Spec]):
 
     kind: str  # "hardware" or "model"
     cls: type[Spec]
-    entries: tuple[_Entry, ...]
+    entries: tuple[_Entry | _Broken, ...]
+
+    @property
+    def _good(self) -> list[_Entry]:
+        return [e for e in self.entries if isinstance(e, _Entry)]
+
+    @property
+    def _broken(self) -> list[_Broken]:
+        return [e for e in self.entries if isinstance(e, _Broken)]
 
     def _index(self) -> dict[str, _Entry]:
         index: dict[str, _Entry] = {}
-        for e in reversed(self.entries):  # earlier folders win
+        for e in reversed(self._good):  # earlier folders win
             for key in (e.name, *e.aliases):
                 index[normalise(key)] = e
         return index
 
     def names(self) -> list[str]:
         seen: dict[str, None] = {}
-        for e in self.entries:
+        for e in self._good:
             seen.setdefault(e.name, None)
         return sorted(seen)
 
@@ -108,22 +171,44 @@ class Catalog(Generic[Spec]):
         """Resolve a name, alias, or path to a validated spec."""
         if _looks_like_path(name_or_path):
             return load_spec_file(self.cls, name_or_path)
-        entry = self._index().get(normalise(name_or_path))
+        key = normalise(name_or_path)
+        entry = self._index().get(key)
         if entry is None:
+            mine = [b for b in self._broken if normalise(b.path.stem) == key]
+            if mine:
+                raise SpecError(mine[0].error)
             raise UnknownNameError(self._unknown(name_or_path))
+        self._note_shadow(entry)
         return _load_cached(self.cls, entry.path)
 
     def load_all(self) -> list[Spec]:
+        if self._broken:
+            more = f" (and {len(self._broken) - 1} more)" if len(self._broken) > 1 else ""
+            raise SpecError(f"{self._broken[0].error}{more}")
         return [self.load(n) for n in self.names()]
 
+    def _note_shadow(self, entry: _Entry) -> None:
+        """Say once on stderr that a user spec hides a bundled one of the same name."""
+        if entry.bundled or (self.kind, entry.name) in _shadow_noted:
+            return
+        bundled = [e for e in self._good if e.bundled and normalise(e.name) == normalise(
+            entry.name)]
+        if bundled:
+            _shadow_noted.add((self.kind, entry.name))
+            print(f"note: {self.kind} '{entry.name}' comes from {entry.path}, not the "
+                  "bundled spec of that name", file=sys.stderr)
+
     def _unknown(self, name: str) -> str:
-        keys = {normalise(k): e.name for e in self.entries for k in (e.name, *e.aliases)}
+        keys = {normalise(k): e.name for e in self._good for k in (e.name, *e.aliases)}
         close = difflib.get_close_matches(normalise(name), list(keys), n=4, cutoff=0.5)
         suggestions = sorted({keys[c] for c in close})
         hint = f"did you mean: {', '.join(suggestions)}? " if suggestions else ""
-        return (f"unknown {self.kind} '{name}'; {hint}"
+        shown = name if len(name) <= 80 else f"{name[:40]}…{name[-20:]}"
+        broken = (f" ({len(self._broken)} unreadable spec file(s) skipped, e.g. "
+                  f"{self._broken[0].path})" if self._broken else "")
+        return (f"unknown {self.kind} '{shown}'; {hint}"
                 f"run `roofline {_LIST_COMMAND[self.kind]} list` "
-                "for the known names, or pass a path to a YAML spec")
+                f"for the known names, or pass a path to a YAML spec{broken}")
 
 
 _LIST_COMMAND = {"model": "models", "hardware": "hardware", "engine": "engines"}
@@ -131,7 +216,7 @@ _LIST_COMMAND = {"model": "models", "hardware": "hardware", "engine": "engines"}
 
 def _looks_like_path(s: str) -> bool:
     """A YAML file name, or an existing file ('meta-llama/Llama-2-7b-hf' is an alias)."""
-    return s.endswith((".yaml", ".yml")) or Path(s).is_file()
+    return s.endswith((".yaml", ".yml")) or is_regular_file(s)
 
 
 @lru_cache(maxsize=256)
@@ -139,16 +224,35 @@ def _load_cached(cls: type[Spec], path: Path) -> Spec:
     return load_spec_file(cls, path)
 
 
-def _scan(folders: Iterable[Path]) -> tuple[_Entry, ...]:
-    entries = []
+def _is_bundled(folder: Path) -> bool:
+    try:
+        return folder.resolve() == _bundled(folder.name).resolve()
+    except (ImportError, OSError, TypeError, ValueError):
+        return False
+
+
+def _index_entry(path: Path, bundled: bool) -> _Entry:
+    """A spec file's name and aliases (the file is validated only when it is loaded)."""
+    data = _read_yaml(path)
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise SpecError(f"{path}: field 'name': missing or not text; every spec needs a name")
+    aliases = data.get("aliases") or ()
+    if not isinstance(aliases, list | tuple) or not all(
+            isinstance(a, str | int | float) for a in aliases):
+        raise SpecError(f"{path}: field 'aliases': expected a list of names")
+    return _Entry(name, tuple(str(a) for a in aliases), path, bundled)
+
+
+def _scan(folders: Iterable[Path]) -> tuple[_Entry | _Broken, ...]:
+    entries: list[_Entry | _Broken] = []
     for folder in folders:
+        bundled = _is_bundled(folder)
         for path in sorted(folder.glob("*.yaml")):
-            data = _read_yaml(path)
-            name = data.get("name")
-            if not isinstance(name, str):
-                raise SpecError(f"{path}: field 'name': missing; every spec needs a name")
-            aliases = tuple(str(a) for a in data.get("aliases", ()) or ())
-            entries.append(_Entry(name, aliases, path))
+            try:
+                entries.append(_index_entry(path, bundled))
+            except SpecError as e:
+                entries.append(_Broken(path, str(e)))
     return tuple(entries)
 
 
@@ -175,7 +279,7 @@ def engine_catalog(specs_dirs: Sequence[str | Path] = ()) -> Catalog[EngineSpec]
 
 
 @lru_cache(maxsize=16)
-def _scan_cached(folders: tuple[Path, ...]) -> tuple[_Entry, ...]:
+def _scan_cached(folders: tuple[Path, ...]) -> tuple[_Entry | _Broken, ...]:
     return _scan(folders)
 
 

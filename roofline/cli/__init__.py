@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Annotated
 
 import typer
+import typer.main
 
 from ..errors import RooflineError
 
@@ -120,9 +121,20 @@ def register(argv: list[str]) -> None:
         importlib.import_module(f"{__name__}.{name}")
 
 
-def _usage_hint(e: Exception) -> str:
+def _command_path(argv: list[str]) -> str:
+    """'roofline plot kv' for argv ['plot', 'kv', ...]: the deepest command argv names."""
+    cmd, words = typer.main.get_command(app), ["roofline"]
+    for word in argv:
+        sub = getattr(cmd, "commands", {}).get(word)
+        if sub is None:
+            break
+        cmd, words = sub, [*words, word]
+    return " ".join(words)
+
+
+def _usage_hint(e: Exception, argv: list[str]) -> str:
     ctx = getattr(e, "ctx", None)
-    path = getattr(ctx, "command_path", "") or "roofline"
+    path = getattr(ctx, "command_path", "") or _command_path(argv)
     return f"see `{path} --help`"
 
 
@@ -168,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(0) from None
         if "ClickException" in kinds:
             message = " ".join(str(e.format_message()).split())  # type: ignore[attr-defined]
-            print(f"error: {message} ({_usage_hint(e)})", file=sys.stderr)
+            print(f"error: {message} ({_usage_hint(e, argv)})", file=sys.stderr)
             raise SystemExit(e.exit_code) from None  # type: ignore[attr-defined]
         if "Exit" in kinds:
             code = e.exit_code  # type: ignore[attr-defined]

@@ -59,9 +59,9 @@ def _chart_path(path: Path | None) -> None:
     """Refuse, before any work, a chart path that could not be written at the end."""
     if path is None:
         return
+    common.check_output(path, "chart")
     if path.suffix.lower() not in plots.FORMATS:
         raise InvalidInputError(f"cannot write '{path}': give a file ending in .png or .svg")
-    common.check_output(path, "chart")
 
 
 def _saved(fig: object, path: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Literal
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..files import read_text
 
 Arrivals = Literal["poisson", "fixed"]
 LengthKind = Literal["fixed", "uniform", "lognormal"]
@@ -26,6 +27,10 @@ LENGTH_KINDS: tuple[str, ...] = ("fixed", "uniform", "lognormal")
 NO_PREFIX = -1
 _COLUMNS = ("arrival_s", "input_tokens", "output_tokens")
 _OPTIONAL = ("prefix_id", "prefix_tokens")
+#: Limits of a workload that can be simulated; beyond them the input is refused up front.
+MAX_REQUESTS = 10**7
+MAX_TOKENS = 10**8  # per request, prompt or output
+MAX_TRACE_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -90,10 +95,11 @@ def synthetic(requests: int, rate_per_s: float, inputs: Lengths, outputs: Length
     """`requests` arrivals at `rate_per_s` (Poisson: exponential gaps; fixed: equal gaps).
     With `prefix_tokens` > 0 every prompt starts with the same system prompt (prefix id 0)
     of that many tokens, added to its drawn length."""
-    if requests < 1:
-        raise InvalidInputError(f"--requests must be at least 1, got {requests}")
-    if not rate_per_s > 0:
-        raise InvalidInputError(f"--rate must be positive, got {rate_per_s}")
+    if not 1 <= requests <= MAX_REQUESTS:
+        raise InvalidInputError(f"--requests must be at least 1 and at most {MAX_REQUESTS:,}, "
+                                f"got {requests:,}")
+    if not 0 < rate_per_s < float("inf"):
+        raise InvalidInputError(f"--rate must be positive and finite, got {rate_per_s}")
     if arrivals not in ARRIVALS:
         raise InvalidInputError(f"unknown arrivals '{arrivals}'; use one of: {', '.join(ARRIVALS)}")
     if prefix_tokens < 0:
@@ -113,10 +119,16 @@ def _int_field(row: dict, key: str, where: str, minimum: int) -> int:
     raw = row.get(key)
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         raise InvalidInputError(f"{where}: missing '{key}'")
+    if isinstance(raw, bool):
+        raise InvalidInputError(f"{where}: '{key}' must be a number, got {raw!r}")
     try:
         value = float(raw)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"{where}: '{key}' must be a number, got {raw!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidInputError(f"{where}: '{key}' must be a number, got {str(raw)[:40]!r}"
+                                ) from None
+    if not np.isfinite(value) or abs(value) > MAX_TOKENS:
+        raise InvalidInputError(f"{where}: '{key}' must be a whole number of at most "
+                                f"{MAX_TOKENS:,}, got {str(raw)[:40]!r}")
     if value != int(value):
         raise InvalidInputError(f"{where}: '{key}' must be a whole number, got {raw!r}")
     if value < minimum:
@@ -126,10 +138,7 @@ def _int_field(row: dict, key: str, where: str, minimum: int) -> int:
 
 def _rows(path: Path) -> list[tuple[int, dict]]:
     """(line number, row) pairs of a CSV (header on line 1) or JSONL file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise InvalidInputError(f"{path}: cannot read trace ({e.strerror})") from None
+    text = read_text(path, "trace", MAX_TRACE_BYTES, InvalidInputError)
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         rows = []
         for n, line in enumerate(text.splitlines(), start=1):
@@ -164,12 +173,18 @@ def from_trace(path: Path, default_prefix_tokens: int = 0) -> Workload:
     rows = _rows(path)
     if not rows:
         raise InvalidInputError(f"{path}: trace has no requests")
+    if len(rows) > MAX_REQUESTS:
+        raise InvalidInputError(f"{path}: {len(rows):,} requests is more than the "
+                                f"{MAX_REQUESTS:,} a simulation takes; split the trace")
     cols: dict[str, list] = {k: [] for k in (*_COLUMNS, *_OPTIONAL)}
     for n, row in rows:
         where = f"{path}: row {n}"
+        raw_arrival = row.get("arrival_s", "")
         try:
-            arrival = float(row.get("arrival_s", ""))
-        except (TypeError, ValueError):
+            if isinstance(raw_arrival, bool):
+                raise TypeError
+            arrival = float(raw_arrival)
+        except (TypeError, ValueError, OverflowError):
             raise InvalidInputError(
                 f"{where}: 'arrival_s' must be a number, got {row.get('arrival_s')!r}") from None
         if not np.isfinite(arrival) or arrival < 0:
