@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import stat
 import subprocess
 import sys
 import time
@@ -563,3 +565,141 @@ def test_kv_alias_still_means_the_format(capsys):
     out, err = capsys.readouterr()
     assert json.loads(out)["precision"]["kv"] == "fp8"
     assert "--kv-format" in err
+
+
+# ---- signals: measure and check stop, keep what they measured, exit non-zero -------------
+#: Runs the real CLI with a six-point suite of small reads; `STOP_AT` names the progress call
+#: (counted over every run of `check`) at which it writes `MARK` and waits to be signalled,
+#: so a signal lands at a known moment (-1: never). Ctrl-C is given Python's usual handler:
+#: a shell may start a child with SIGINT ignored.
+HARNESS = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import kernels.suite as suite
+from kernels.timing import Budget
+
+STOP, MARK = int(os.environ["STOP_AT"]), os.environ["MARK"]
+suite.plan = lambda *a: suite.Plan(
+    tuple(suite.PointSpec("bandwidth", "read", "fp32", {"elems": 2**k}) for k in range(10, 16)),
+    Budget(0.0, 0.002, min_repeats=2, max_repeats=20), ())
+run, calls = suite.run, [0]
+
+def patched(info, name, dtypes, on_point=lambda i, n, s: None):
+    def hook(i, n, s):
+        on_point(i, n, s)
+        if calls[0] == STOP:
+            open(MARK, "w").close()
+            time.sleep(120)
+        calls[0] += 1
+    return run(info, name, dtypes, hook)
+
+suite.run = patched
+from roofline.cli import main
+main(sys.argv[1:])
+"""
+#: The CLI unpatched, running the ci suite (a minute): interrupted while torch imports.
+PLAIN = """
+import runpy, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.argv[0] = "roofline"
+runpy.run_module("roofline", run_name="__main__")
+"""
+POINTS = 6
+SCENARIOS = {  # name: (command, signal, stop at, expected points, earlier complete file)
+    "measure-int-first": ("measure", "SIGINT", 0, 0, False),
+    "measure-int-middle": ("measure", "SIGINT", 3, 3, False),
+    "measure-int-last": ("measure", "SIGINT", POINTS, POINTS, False),
+    "measure-term-first": ("measure", "SIGTERM", 0, 0, False),
+    "measure-term-middle": ("measure", "SIGTERM", 3, 3, False),
+    "measure-hup-middle": ("measure", "SIGHUP", 2, 2, False),
+    "measure-term-keeps-earlier": ("measure", "SIGTERM", 4, 4, True),
+    "measure-int-while-importing": ("measure", "SIGINT", -2, None, True),
+    "check-int-second-run": ("check", "SIGINT", POINTS + 1 + 3, POINTS, False),
+    "check-term-first-run": ("check", "SIGTERM", 2, 2, True),
+}
+
+
+def _loading_torch(pid: int) -> bool:
+    """torch's libraries are mapped into `pid`: the CLI is in `measure`, importing torch."""
+    try:
+        return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+def _launch(folder: Path, stop: int, command: str, out: Path) -> subprocess.Popen:
+    env = dict(os.environ, STOP_AT=str(stop), MARK=str(folder / "mark"))
+    suite = ["--suite", "ci"] if command == "measure" else []
+    argv = [sys.executable, "-c", PLAIN if stop == -2 else HARNESS, command, "--device", "cpu",
+            *suite, "-o", str(out)]
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
+    """Every scenario at once (they mostly wait on torch's import): name -> (exit status,
+    stderr, output folder, the earlier file's bytes or None)."""
+    base = tmp_path_factory.mktemp("signals")
+    complete = base / "complete.json"
+    p = _launch(base, -1, "measure", complete)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    procs = {}
+    for name, (command, _, stop, _, earlier) in SCENARIOS.items():
+        folder = base / name
+        folder.mkdir()
+        if earlier:
+            (folder / "results.json").write_bytes(complete.read_bytes())
+        procs[name] = _launch(folder, stop, command, folder / "results.json")
+    deadline = time.monotonic() + 150
+    waiting = dict(procs)
+    while waiting and time.monotonic() < deadline:
+        for name, proc in list(waiting.items()):
+            mark = base / name / "mark"
+            early = SCENARIOS[name][2] == -2 and _loading_torch(proc.pid)
+            if early or mark.exists() or proc.poll() is not None:
+                proc.send_signal(getattr(signal, SCENARIOS[name][1]))
+                del waiting[name]
+        time.sleep(0.05)
+    out = {}
+    for name, proc in procs.items():
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        earlier = complete.read_bytes() if SCENARIOS[name][4] else None
+        out[name] = (proc.returncode, err, base / name, earlier)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_interrupt_keeps_measured_points(name, interrupted):
+    from roofline.measure.results import load_results
+
+    code, err, folder, earlier = interrupted[name]
+    command, sig, _, points, _ = SCENARIOS[name]
+    assert code == 128 + getattr(signal, sig), err
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("interrupted"), err
+    target = folder / "results.json"
+    if earlier is not None:  # a complete file is never replaced by a shorter run
+        assert target.read_bytes() == earlier
+        target = folder / "results.interrupted.json"
+    if points is None and not target.exists():  # stopped while starting: nothing written
+        return
+    r = load_results(target)
+    assert not r.complete and len(r.points) == (points if points is not None else
+                                                len(r.points)), err
+    assert str(target) in err
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~_umask()
+    leftovers = [p.name for p in folder.iterdir() if p.name.startswith(".")]
+    assert leftovers == [], "a temporary file was left behind"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
