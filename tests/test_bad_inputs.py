@@ -703,3 +703,69 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+# ---- interrupts in-process, broken stdout, written files -----------------------------------
+def _interrupting(monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Make `estimate`'s core call stop the way `how` says, mid-command."""
+    import roofline.cli.estimate as est
+
+    def stop(*args: object, **kwargs: object) -> None:
+        if how == "raise":
+            raise KeyboardInterrupt
+        os.kill(os.getpid(), getattr(signal, how))
+        time.sleep(5)
+
+    monkeypatch.setattr(est, "run_estimate", stop)
+
+
+@pytest.mark.parametrize("how,status", [("raise", 130), ("SIGINT", 130), ("SIGTERM", 143),
+                                        ("SIGHUP", 129)])
+def test_interrupt_never_exits_0(how, status, monkeypatch, capsys):
+    """Whatever typer does with a KeyboardInterrupt (raise it, or return 130 under
+    standalone_mode=False), the CLI exits 128 + the signal, saying so in one line."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
+    _interrupting(monkeypatch, how)
+    try:
+        with pytest.raises(SystemExit) as e:
+            main(["estimate", "--batch", "1"])
+    finally:
+        signal.signal(signal.SIGINT, sigint)
+    assert e.value.code == status
+    assert capsys.readouterr().err == "interrupted\n"
+    assert {s: signal.getsignal(s) for s in before} == before  # handlers restored
+
+
+def test_broken_stdout_is_quiet():
+    """`roofline estimate ... | head -c 10`: the reader goes away after 10 of ~100 kB; the
+    CLI stops quietly, non-zero, without a traceback."""
+    batches = ",".join(str(b) for b in range(1, 201))
+    p = subprocess.Popen([sys.executable, "-m", "roofline", "estimate", "--batch", batches,
+                          "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.read(10)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    p.stderr.close()
+    assert p.wait(timeout=60) == 1
+    assert err == "", err
+
+
+@pytest.mark.parametrize("argv", [
+    ["models", "import", str(HF), "-o", "{}/spec.yaml"],
+    ["plot", "kv", "llama-3.1-8b", "-o", "{}/kv.svg"],
+])
+def test_outputs_are_atomic_with_ordinary_permissions(argv, tmp_path, capsys):
+    (tmp_path / argv[-1].rsplit("/", 1)[1]).write_text("earlier", encoding="utf-8")
+    main([a.replace("{}", str(tmp_path)) for a in argv])
+    capsys.readouterr()
+    written = [p for p in tmp_path.iterdir()]
+    assert len(written) == 1, "a temporary file was left behind"
+    assert written[0].read_text(encoding="utf-8") != "earlier"
+    assert stat.S_IMODE(written[0].stat().st_mode) == 0o666 & ~_umask()
+
+
+def test_complete_measure_file_has_ordinary_permissions(interrupted, tmp_path_factory):
+    complete = next(iter(interrupted.values()))[2].parent / "complete.json"
+    assert stat.S_IMODE(complete.stat().st_mode) == 0o666 & ~_umask()
