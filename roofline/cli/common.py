@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,17 +22,19 @@ N = TypeVar("N", int, float)
 MAX_TOKENS = 10**8  # prompt, generated or cached tokens per sequence
 MAX_BATCH = 10**7  # sequences at once
 MAX_GPUS = 10**5  # per parallel dimension or replicas
-MAX_REQUESTS = 10**7  # requests in one simulated workload
+MAX_REQUESTS = 10**6  # requests in one simulated workload (~2 min at 10^6)
 MAX_SEED = 2**32 - 1
 
 
 def __getattr__(name: str) -> Any:
     """`console` is created on first use: `--json` runs never import rich's console."""
     if name == "console":
-        from rich.console import Console
+        from .fit import FittingConsole
 
-        # Tables are wide: when output is not a terminal, do not squeeze them into 80 columns.
-        globals()["console"] = Console(width=None if sys.stdout.isatty() else 160)
+        # Tables are wide: when output is not a terminal (and $COLUMNS does not say), do not
+        # squeeze them into 80 columns.
+        wide = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
+        globals()["console"] = FittingConsole(width=None if wide else 160)
         return globals()["console"]
     raise AttributeError(name)
 

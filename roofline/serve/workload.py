@@ -28,7 +28,7 @@ NO_PREFIX = -1
 _COLUMNS = ("arrival_s", "input_tokens", "output_tokens")
 _OPTIONAL = ("prefix_id", "prefix_tokens")
 #: Limits of a workload that can be simulated; beyond them the input is refused up front.
-MAX_REQUESTS = 10**7
+MAX_REQUESTS = 10**6  # a simulation of 10^6 requests takes minutes
 MAX_TOKENS = 10**8  # per request, prompt or output
 MAX_TRACE_BYTES = 1 << 30
 
