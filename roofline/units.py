@@ -12,8 +12,11 @@ def si(value: float, unit: str, digits: int = 3) -> str:
 
 
 def seconds(value: float) -> str:
-    if value >= 1:
-        return f"{value:.3g} s"
-    if value >= 1e-3:
-        return f"{value * 1e3:.3g} ms"
-    return f"{value * 1e6:.3g} µs"
+    """A time with an SI prefix, 3 significant figures: 6.95e-9 -> '6.95 ns'."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return f"{value} s"
+    value = float(f"{value:.3g}")  # round first: 999.9 ns is '1 µs', not '1e+03 ns'
+    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {unit}"
+    return f"{value * 1e12:.3g} ps" if value else "0 s"

@@ -66,3 +66,13 @@ def test_tables_fit_80_columns(argv, tmp_path, capsys):
     assert max(len(line.rstrip()) for line in narrow.splitlines()) <= 80
     lost = _words(wide) - _words(narrow)
     assert not lost, f"cut at 80 columns: {sorted(lost)[:10]}"
+
+
+@pytest.mark.parametrize("value,text", [
+    (2.5, "2.5 s"), (1.2e-3, "1.2 ms"), (34e-6, "34 µs"), (6.95e-9, "6.95 ns"),
+    (6.95e-12, "6.95 ps"), (0.0, "0 s"), (999.9e-9, "1 µs"), (999.96e-3, "1 s"),
+])
+def test_every_time_has_an_si_prefix(value, text):
+    from roofline.units import seconds
+
+    assert seconds(value) == text
