@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import InvalidInputError, SpecError
@@ -153,3 +155,19 @@ def replace_from(path: str | Path, write: Callable[[Path], object]) -> Path:
 def write_text(path: str | Path, text: str) -> Path:
     """Write `text` (UTF-8) to `path` atomically, with ordinary permissions."""
     return replace_from(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold Ctrl-C, SIGTERM and SIGHUP until the block is done (a file being saved after an
+    interrupt is finished first); a signal that came meanwhile is delivered on exit."""
+    held = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, ValueError, OSError):  # no sigmask here: save unprotected
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -17,7 +17,7 @@ from rich.table import Table
 from ..catalog import load_hardware
 from ..cost import CEILINGS
 from ..errors import InvalidInputError, RooflineError
-from ..files import write_text
+from ..files import signals_deferred, write_text
 from ..measure.calibrate import calibrated_spec
 from ..measure.results import Results, load_results, median_of_runs, write_results
 from ..measure.validate import PROTOCOL, Validation, validate
@@ -78,7 +78,8 @@ def _kept_in(r: Results, out: Path) -> Path:
 def _save_measured(r: Results, out: Path) -> Path:
     """Write `r`; for an interrupted run, say on stderr (one line) what was kept where, and
     stop with the interrupt's status."""
-    path = write_results(r, _kept_in(r, out))
+    with signals_deferred():  # a second Ctrl-C while saving waits until the file is whole
+        path = write_results(r, _kept_in(r, out))
     if not r.complete:
         kept = "" if path == out else f"; the earlier results in {out} are unchanged"
         print(f"interrupted: {len(r.points)} measured point(s) kept in {path}{kept}",
