@@ -319,6 +319,17 @@ def test_bad_hf_config(path, needle, bad, capsys):
     refuse(capsys, bad, ["models", "import", path, "-o", "BAD/out/imported.yaml"], needle)
 
 
+@pytest.mark.parametrize("index,needle", [
+    ('{"metadata": [1]}', "total_size"), ('{"metadata": {"total_size": "12"}}', "total_size"),
+    ('{"metadata": {"total_size": -5}}', "total_size"), ("[]", "JSON object"),
+    ('{"metadata": {"total_size": true}}', "total_size"), ("\xff", "not UTF-8"),
+])
+def test_bad_safetensors_index(index, needle, bad, capsys, tmp_path):
+    (tmp_path / "config.json").write_bytes(HF.read_bytes())
+    (tmp_path / "model.safetensors.index.json").write_bytes(index.encode("latin-1"))
+    refuse(capsys, bad, ["models", "import", str(tmp_path / "config.json")], needle)
+
+
 # ---- numeric flags: ranges, NaN, infinities, sizes that cannot be real -------------------
 FLAGS = {
     "estimate": (["estimate"], ["--prompt", "--gen", "--tp", "--pp", "--ep", "--replicas"]),

@@ -89,9 +89,11 @@ def models_import(
              f"({spec.active_params:,} active per token)"]
     index = config.parent / INDEX
     if is_regular_file(index):
-        total = _read_json(index).get("metadata", {}).get("total_size")
-        if not isinstance(total, int):
-            raise SpecError(f"{index}: no integer metadata.total_size")
+        meta = _read_json(index).get("metadata")
+        total = meta.get("total_size") if isinstance(meta, dict) else None
+        if isinstance(total, bool) or not isinstance(total, int) or total <= 0:
+            raise SpecError(f"{index}: no positive integer metadata.total_size; fix or remove "
+                            "the index")
         c = check_checkpoint(spec, cfg, total)
         lines.append(f"{INDEX}: total_size {si(c.checkpoint_bytes, 'B')}; spec weights at "
                      f"{c.dtype} {si(c.spec_weights_bytes, 'B')}; difference "
