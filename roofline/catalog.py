@@ -81,7 +81,31 @@ MAX_LAYERS = 100_000
 _SIZE_LIMITS: dict[type, dict[str, int]] = {ModelSpec: {"layers": MAX_LAYERS}}
 
 
+#: No count in a spec (parameters included) comes near this; larger integers would overflow
+#: the calculator's 64-bit arithmetic.
+MAX_SPEC_INT = 10**15
+
+
+def _huge_int(data: object, where: str = "") -> str | None:
+    """The dotted path of the first integer beyond MAX_SPEC_INT in `data`, if any."""
+    if isinstance(data, bool):
+        return None
+    if isinstance(data, int):
+        return where if abs(data) > MAX_SPEC_INT else None
+    items = (data.items() if isinstance(data, dict) else
+             enumerate(data) if isinstance(data, list) else ())
+    for key, value in items:
+        found = _huge_int(value, f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
+
+
 def _validate(cls: type[Spec], data: dict, path: Path | str) -> Spec:
+    huge = _huge_int(data)
+    if huge is not None:
+        raise SpecError(f"{path}: field '{huge}': more than {MAX_SPEC_INT:,}; no real spec "
+                        "has a count that large, fix the file")
     for field, limit in _SIZE_LIMITS.get(cls, {}).items():
         value = data.get(field)
         if isinstance(value, int | float) and value > limit:

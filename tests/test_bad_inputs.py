@@ -90,6 +90,8 @@ def bad(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "model-string.yaml": MODEL.replace("layers: 6", "layers: six"),
         "model-zero.yaml": MODEL.replace("heads: 8", "heads: 0"),
         "model-extra.yaml": MODEL + "surprise: 1\n",
+        "model-huge-int.yaml": MODEL.replace("vocab_size: 8192", f"vocab_size: {10**20}"),
+        "model-layers.yaml": MODEL.replace("layers: 6", "layers: 10000000"),
         "config-list.json": "[1, 2]", "config-broken.json": '{"hidden_size": ',
         "config-empty.json": "",
         "trace-nan.csv": "arrival_s,input_tokens,output_tokens\n0,nan,10\n",
@@ -223,7 +225,8 @@ def test_unreadable_spec_file(argv, path, needle, bad, capsys):
 
 MODEL_VALUES = [("model-nan", "d_model"), ("model-inf", "max_context"),
                 ("model-string", "layers"), ("model-zero", "heads"),
-                ("model-extra", "surprise"), ("hw-nan", "")]
+                ("model-extra", "surprise"), ("model-huge-int", "vocab_size"),
+                ("model-layers", "layers"), ("hw-nan", "")]
 HARDWARE_VALUES = [("hw-nan", "bf16"), ("hw-inf", "memory_bandwidth"),
                    ("hw-negative", "memory_gb"), ("hw-string", "memory_gb"),
                    ("model-nan", "")]

@@ -169,6 +169,10 @@ def main(argv: list[str] | None = None) -> None:
         raise _interrupted() from None
     except BrokenPipeError:
         raise _broken_pipe() from None
+    except OverflowError as e:  # a size that passed every range but overflows 64-bit math
+        print(f"error: a value is too large to compute with ({e}); use smaller sizes in the "
+              "flags or spec", file=sys.stderr)
+        raise SystemExit(1) from None
     except Exception as e:  # click usage errors and aborts carry their own exit codes
         # typer ships its own copy of click (typer._click) in newer releases: match by class
         # name so both the vendored and the standalone click are recognised.
