@@ -114,7 +114,7 @@ def _validate(cls: type[Spec], data: dict, path: Path | str) -> Spec:
     try:
         return cls.model_validate(data)
     except ValidationError as e:
-        raise SpecError(f"{path}: {field_error(e)}") from None
+        raise SpecError(f"{path}: {field_error(e)}; fix the spec file") from None
 
 
 def load_spec_file(cls: type[Spec], path: str | Path) -> Spec:
