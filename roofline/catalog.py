@@ -60,8 +60,31 @@ def _check_expansion(data: object, path: Path) -> None:
             stack.extend(node)
 
 
+#: Nesting a spec may have (it needs about five levels); libyaml's composer recurses on the C
+#: stack, so a document nested thousands deep would crash the process, not raise.
+MAX_SPEC_DEPTH = 64
+
+
+def _check_depth(text: str, path: Path) -> None:
+    """Refuse a document nested deeper than MAX_SPEC_DEPTH, from the parser's event stream
+    (iterative: safe at any depth) before anything composes it."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
+                depth += 1
+                if depth > MAX_SPEC_DEPTH:
+                    raise SpecError(f"{path}: nested more than {MAX_SPEC_DEPTH} levels deep; "
+                                    "a spec is a page of fields, fix the file")
+            elif isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        pass  # the load that follows reports it, with its line
+
+
 def _read_yaml(path: Path) -> dict:
     text = read_text(path, "spec file", MAX_SPEC_BYTES)
+    _check_depth(text, path)
     try:
         data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as e:

@@ -148,6 +148,9 @@ def _rows(path: Path) -> list[tuple[int, dict]]:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise InvalidInputError(f"{path}: row {n}: not valid JSON ({e.msg})") from None
+            except RecursionError:
+                raise InvalidInputError(f"{path}: row {n}: JSON nested too deep; a row is one "
+                                        "object of numbers") from None
             if not isinstance(row, dict):
                 raise InvalidInputError(f"{path}: row {n}: expected a JSON object")
             rows.append((n, row))
