@@ -173,12 +173,11 @@ class _Entry:
 
 
 @dataclass(frozen=True)
-class _Broken:
-    """A file in a spec folder that could not be indexed, and why: it breaks only the
-    commands that need it (its own name, or every spec of its kind)."""
+class _Broken(_Entry):
+    """A file in a spec folder that could not be indexed (no name), and why: it breaks only
+    the commands that need it (its own name, or every spec of its kind)."""
 
-    path: Path
-    error: str
+    error: str = ""
 
 
 #: (kind, name) of user specs that shadow a bundled one, already said on stderr.
@@ -191,26 +190,28 @@ class Catalog(Generic[Spec]):
 
     kind: str  # "hardware" or "model"
     cls: type[Spec]
-    entries: tuple[_Entry | _Broken, ...]
+    entries: tuple[_Entry, ...]
+    broken: tuple[_Broken, ...] = ()
 
-    @property
-    def _good(self) -> list[_Entry]:
-        return [e for e in self.entries if isinstance(e, _Entry)]
-
-    @property
-    def _broken(self) -> list[_Broken]:
-        return [e for e in self.entries if isinstance(e, _Broken)]
+    def __post_init__(self) -> None:
+        # `_scan` hands over readable and unreadable files in one tuple: keep them apart, so
+        # `entries` holds only files that were indexed
+        mixed = self.entries
+        object.__setattr__(self, "entries", tuple(e for e in mixed
+                                                  if not isinstance(e, _Broken)))
+        object.__setattr__(self, "broken", self.broken + tuple(
+            e for e in mixed if isinstance(e, _Broken)))
 
     def _index(self) -> dict[str, _Entry]:
         index: dict[str, _Entry] = {}
-        for e in reversed(self._good):  # earlier folders win
+        for e in reversed(self.entries):  # earlier folders win
             for key in (e.name, *e.aliases):
                 index[normalise(key)] = e
         return index
 
     def names(self) -> list[str]:
         seen: dict[str, None] = {}
-        for e in self._good:
+        for e in self.entries:
             seen.setdefault(e.name, None)
         return sorted(seen)
 
@@ -221,7 +222,7 @@ class Catalog(Generic[Spec]):
         key = normalise(name_or_path)
         entry = self._index().get(key)
         if entry is None:
-            mine = [b for b in self._broken if normalise(b.path.stem) == key]
+            mine = [b for b in self.broken if normalise(b.path.stem) == key]
             if mine:
                 raise SpecError(mine[0].error)
             raise UnknownNameError(self._unknown(name_or_path))
@@ -229,16 +230,16 @@ class Catalog(Generic[Spec]):
         return _load_cached(self.cls, entry.path)
 
     def load_all(self) -> list[Spec]:
-        if self._broken:
-            more = f" (and {len(self._broken) - 1} more)" if len(self._broken) > 1 else ""
-            raise SpecError(f"{self._broken[0].error}{more}")
+        if self.broken:
+            more = f" (and {len(self.broken) - 1} more)" if len(self.broken) > 1 else ""
+            raise SpecError(f"{self.broken[0].error}{more}")
         return [self.load(n) for n in self.names()]
 
     def _note_shadow(self, entry: _Entry) -> None:
         """Say once on stderr that a user spec hides a bundled one of the same name."""
         if entry.bundled or (self.kind, entry.name) in _shadow_noted:
             return
-        bundled = [e for e in self._good if e.bundled and normalise(e.name) == normalise(
+        bundled = [e for e in self.entries if e.bundled and normalise(e.name) == normalise(
             entry.name)]
         if bundled:
             _shadow_noted.add((self.kind, entry.name))
@@ -246,13 +247,13 @@ class Catalog(Generic[Spec]):
                   "bundled spec of that name", file=sys.stderr)
 
     def _unknown(self, name: str) -> str:
-        keys = {normalise(k): e.name for e in self._good for k in (e.name, *e.aliases)}
+        keys = {normalise(k): e.name for e in self.entries for k in (e.name, *e.aliases)}
         close = difflib.get_close_matches(normalise(name), list(keys), n=4, cutoff=0.5)
         suggestions = sorted({keys[c] for c in close})
         hint = f"did you mean: {', '.join(suggestions)}? " if suggestions else ""
         shown = name if len(name) <= 80 else f"{name[:40]}…{name[-20:]}"
-        broken = (f" ({len(self._broken)} unreadable spec file(s) skipped, e.g. "
-                  f"{self._broken[0].path})" if self._broken else "")
+        broken = (f" ({len(self.broken)} unreadable spec file(s) skipped, e.g. "
+                  f"{self.broken[0].path})" if self.broken else "")
         return (f"unknown {self.kind} '{shown}'; {hint}"
                 f"run `roofline {_LIST_COMMAND[self.kind]} list` "
                 f"for the known names, or pass a path to a YAML spec{broken}")
@@ -291,15 +292,15 @@ def _index_entry(path: Path, bundled: bool) -> _Entry:
     return _Entry(name, tuple(str(a) for a in aliases), path, bundled)
 
 
-def _scan(folders: Iterable[Path]) -> tuple[_Entry | _Broken, ...]:
-    entries: list[_Entry | _Broken] = []
+def _scan(folders: Iterable[Path]) -> tuple[_Entry, ...]:
+    entries: list[_Entry] = []
     for folder in folders:
         bundled = _is_bundled(folder)
         for path in sorted(folder.glob("*.yaml")):
             try:
                 entries.append(_index_entry(path, bundled))
             except SpecError as e:
-                entries.append(_Broken(path, str(e)))
+                entries.append(_Broken("", (), path, bundled, str(e)))
     return tuple(entries)
 
 
@@ -326,7 +327,7 @@ def engine_catalog(specs_dirs: Sequence[str | Path] = ()) -> Catalog[EngineSpec]
 
 
 @lru_cache(maxsize=16)
-def _scan_cached(folders: tuple[Path, ...]) -> tuple[_Entry | _Broken, ...]:
+def _scan_cached(folders: tuple[Path, ...]) -> tuple[_Entry, ...]:
     return _scan(folders)
 
 
