@@ -17,6 +17,7 @@ import stat
 import subprocess
 import sys
 import time
+import typing
 from pathlib import Path
 
 import pytest
@@ -791,3 +792,43 @@ def test_outputs_are_atomic_with_ordinary_permissions(argv, tmp_path, capsys):
 def test_complete_measure_file_has_ordinary_permissions(interrupted, tmp_path_factory):
     complete = next(iter(interrupted.values()))[2].parent / "complete.json"
     assert stat.S_IMODE(complete.stat().st_mode) == 0o666 & ~_umask()
+
+
+# ---- every numeric option of every command: NaN and overflowing values refused -----------
+BASE_ARGS = {
+    "kv": ["llama-3.1-8b"], "speculate": ["llama-3.1-8b", "--draft", "llama-3.2-1b"],
+    "plot kv": ["llama-3.1-8b", "-o", "BAD/out/o.png"], "plot batch": ["llama-3.1-8b"],
+    "plot serve": ["llama-3.1-8b", "-o", "BAD/out/o.png"], "plot roofline": ["-o", "BAD/out/o.png"],
+    "plot validate": ["BAD/results-nan.json", "-o", "BAD/out/o.png"],
+    "validate": ["BAD/results-nan.json"], "measure": ["-o", "BAD/out/m.json"],
+    "check": ["-o", "BAD/out/m.json"],
+}
+
+
+def _numeric_options() -> list[tuple[str, str]]:
+    import typer.main
+
+    from roofline.cli import app, register
+
+    register([])
+    found = []
+    stack = [([], typer.main.get_command(app))]
+    while stack:
+        path, cmd = stack.pop()
+        for name, sub in getattr(cmd, "commands", {}).items():
+            stack.append(([*path, name], sub))
+        if getattr(cmd, "commands", None) or cmd.callback is None:
+            continue
+        hints = typing.get_type_hints(cmd.callback)  # Annotated stripped: int | None -> ...
+        for p in cmd.params:
+            kinds = set(typing.get_args(hints.get(p.name))) or {hints.get(p.name)}
+            if p.opts and p.opts[0].startswith("--") and kinds & {int, float}:
+                found.append((" ".join(path), p.opts[0]))
+    return sorted(found)
+
+
+@pytest.mark.parametrize("value", ["nan", "1e400"])
+@pytest.mark.parametrize("command,option", _numeric_options())
+def test_every_numeric_option_refuses_nonsense(command, option, value, bad, capsys):
+    argv = [*command.split(), *BASE_ARGS.get(command, []), option, value]
+    refuse(capsys, bad, argv, option)

@@ -155,8 +155,11 @@ def _broken_pipe() -> SystemExit:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from .common import NOTES
+
     argv = sys.argv[1:] if argv is None else argv
     _received.clear()
+    NOTES.clear()
     try:
         with _stop_signals():
             register(argv)
@@ -203,3 +206,5 @@ def main(argv: list[str] | None = None) -> None:
         if rv == 130:
             raise _interrupted()
         raise SystemExit(rv)
+    for note in NOTES:
+        print(note, file=sys.stderr)

@@ -160,10 +160,14 @@ SloAttainment = Annotated[float, typer.Option(help="share of requests that must 
                                               callback=in_range(0, 1, open_low=True))]
 
 
+#: Notes for stderr, printed by `main` after a command succeeds (a refusal stays one line).
+NOTES: list[str] = []
+
+
 def kv_format(kv_format: str | None, kv: str | None) -> str | None:
-    """`--kv-format`, or the deprecated `--kv` spelling of it (said once on stderr)."""
+    """`--kv-format`, or the deprecated `--kv` spelling of it (said on stderr at the end)."""
     if kv is not None:
         if kv_format is not None and kv_format != kv:
             raise InvalidInputError("--kv is the old name of --kv-format; give one of them")
-        print("note: --kv is deprecated; use --kv-format", file=sys.stderr)
+        NOTES.append("note: --kv is deprecated; use --kv-format")
     return kv_format or kv

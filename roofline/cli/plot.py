@@ -89,14 +89,15 @@ def roofline_cmd(
     """Roofline of a device, with each operator of a model's prefill and decode steps."""
     _chart_path(output)
     _check_ceiling(ceiling)
+    batches, precision = int_list(batch, "batch size"), Precision.uniform(dtype)
     hw = load_hardware(hardware, specs_dir or ())
     estimates = []
     if model is not None:
         m = load_model(model, specs_dir or ())
         # gen = 1: the chart needs only the prefill step and the first decode step (S = P)
         estimates = [estimate(m, hw, [b], positive(prompt, "--prompt"), 1,
-                              Precision.uniform(dtype), ceiling)  # type: ignore[arg-type]
-                     for b in int_list(batch, "batch size")]
+                              precision, ceiling)  # type: ignore[arg-type]
+                     for b in batches]
     points = load_results(measured).points if measured is not None else ()
     _saved(plots.roofline_chart(hw, estimates, points), output)
 
