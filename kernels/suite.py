@@ -17,6 +17,7 @@ import torch
 
 from roofline.catalog import load_model
 from roofline.errors import InvalidInputError
+from roofline.files import signals_deferred
 from roofline.measure.calibrate import CALIBRATION_FAMILIES
 from roofline.measure.kernel_ops import op_flops_bytes
 from roofline.measure.results import DeviceInfo, Environment, Point, Results, Skipped
@@ -254,15 +255,25 @@ def run(info: DeviceInfo, suite: str, dtypes: tuple[str, ...],
             del case
             _sync(device)
         on_point(len(p.points), len(p.points), "done")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP raised as one by the CLI
         complete = False
-    env = Environment(
-        device=info, torch_version=torch.__version__,
-        python_version=f"{platform.python_implementation()} {sys.version.split()[0]}",
-        threads=torch.get_num_threads(),
-        flags={"cuda.matmul.allow_tf32": str(torch.backends.cuda.matmul.allow_tf32),
-               "cpu_capability": str(torch.backends.cpu.get_cpu_capability())},
-        started_at=started, finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    used = {pt.model for pt in points if pt.model}
-    return Results(suite=suite, complete=complete, environment=env, points=tuple(points),
-                   skipped=tuple(skipped), models={k: v for k, v in specs.items() if k in used})
+
+    def finish(complete: bool) -> Results:
+        env = Environment(
+            device=info, torch_version=torch.__version__,
+            python_version=f"{platform.python_implementation()} {sys.version.split()[0]}",
+            threads=torch.get_num_threads(),
+            flags={"cuda.matmul.allow_tf32": str(torch.backends.cuda.matmul.allow_tf32),
+                   "cpu_capability": str(torch.backends.cpu.get_cpu_capability())},
+            started_at=started,
+            finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        used = {pt.model for pt in points if pt.model}
+        return Results(suite=suite, complete=complete, environment=env, points=tuple(points),
+                       skipped=tuple(skipped),
+                       models={k: v for k, v in specs.items() if k in used})
+
+    try:  # a signal while the points are packed up ends the run there: keep them
+        with signals_deferred():
+            return finish(complete)
+    except KeyboardInterrupt:
+        return finish(False)
