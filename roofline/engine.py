@@ -49,17 +49,16 @@ class WeightOnlyKernel(Sourced):
     kernel: str
     memory_fraction: float = Field(gt=0, le=1, description=(
         "fraction of the achievable memory bandwidth it streams narrow weights at"))
-    dequant_flops_per_weight: float = Field(ge=0, description=(
-        "extra FLOP-equivalents per weight element per row of M, at the matmul peak"))
+    compute_fraction: float = Field(gt=0, le=1, description=(
+        "fraction of the matmul ceiling it reaches while compute-bound (dequantisation)"))
 
 
 class AllReduce(Sourced):
-    """The tensor-parallel all-reduce implementation."""
+    """The tensor-parallel all-reduce implementation: its algorithm (hops and bytes per GPU,
+    `roofline.parallel.all_reduce_s`) and the fixed cost of one call (launch, handshake)."""
 
-    kind: Literal["nccl-ring", "one-shot", "two-shot"]
+    kind: Literal["ring", "one-shot", "two-shot"]
     latency_us: float = Field(ge=0, description="fixed cost of one all-reduce call")
-    bus_fraction: float = Field(gt=0, le=1, description=(
-        "fraction of the link's per-direction bandwidth the bus bandwidth reaches"))
 
 
 class EngineSpec(_Frozen):
