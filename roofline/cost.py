@@ -15,9 +15,9 @@ it) and, when an `EngineSpec` is given, the software stack's terms on top:
   (`Op.instances`) for an engine that fuses;
 - attention kernels reach the engine's fraction of the memory roof (decode) and of the
   compute roof (prefill), times the device's own attention fractions (calibrated CPUs);
-- weight-only GEMMs (weights narrower than activations: w4a16, w8a16) stream at the engine's
-  weight-only kernel fraction of the memory roof and compute at its fraction of the matmul
-  ceiling (dequantisation in the kernel);
+- GEMMs run the engine's kernel for their weight × activation width (w4a16, w8a16 dequantise
+  in the kernel; some engines run their own 16-bit kernels): its fractions of the memory and
+  compute ceilings; a width the engine does not list runs at the device's ceilings;
 - host: without CUDA graphs every kernel costs the engine's `host_launch_us` on the host; the
   host runs ahead of the device, so a step takes max(device time, host launch time); every
   step also pays `host_step_us` (scheduling, sampling) that nothing hides;
@@ -178,11 +178,6 @@ def gemv_rows_s(op: Op, row_s: float) -> ArrayLike:
     return np.where(gemm_rows(op) < 2, op.weight_rows * row_s, 0)
 
 
-def is_weight_only(p: Precision) -> bool:
-    """Weights stored narrower than the activations they multiply: dequantised in the kernel."""
-    return p.weight_format.element_bits < p.activation_format.element_bits
-
-
 def launches(op: Op, engine: EngineSpec | None) -> ArrayLike:
     """Kernels the operator launches: eager `Op.launches`, or one per instance when fused."""
     return op.instances if engine is not None and engine.launches == "fused" else op.launches
@@ -207,9 +202,11 @@ def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False) -> OpCost:
             rows_per_instance = np.asarray(op.weight_rows, dtype=float) / op.instances
             flop_eff = gemm_shape_efficiency(gemm_rows(op), rows_per_instance, t.gemm_tile,
                                              c.compute_units)
-        if e is not None and is_weight_only(p):
-            mem_eff = e.weight_only.memory_fraction
-            flop_eff = flop_eff * e.weight_only.compute_fraction
+        k = e.matmul_kernel(p.weight_format.element_bits, p.activation_format.element_bits) \
+            if e is not None else None
+        if k is not None:
+            mem_eff = k.memory_fraction
+            flop_eff = flop_eff * k.compute_fraction
     n = launches(op, e)
     host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
     return OpCost(op, w, a, kv,
