@@ -12,7 +12,9 @@ it) and, when an `EngineSpec` is given, the software stack's terms on top:
   no fitted curve; off when the spec gives no tile or no compute-unit count;
 - a fixed device time per kernel (launch, ramp-up, tail), `kernel_overhead_us` × launches:
   `Op.launches` kernels of an eager implementation, or one per operator instance
-  (`Op.instances`) for an engine that fuses;
+  (`Op.instances`) for an engine that fuses; a GEMM pays `gemm_overhead_us` instead (ramp to
+  streaming bandwidth and the split-K tail of a skinny GEMM), and a decode attention call the
+  engine kernel's `decode_fixed_us` on top (split-KV partials and their combine);
 - attention kernels reach the engine's fraction of the memory roof (decode) and of the
   compute roof (prefill), times the device's own attention fractions (calibrated CPUs);
 - GEMMs run the engine's kernel for their weight × activation width (w4a16, w8a16 dequantise
@@ -115,7 +117,9 @@ class OpCost:
 
     @property
     def intensity_flops_per_byte(self) -> ArrayLike:
-        return self.op.flops / self.bytes
+        b = np.asarray(self.bytes, dtype=float)
+        return np.divide(self.op.flops, b, out=np.zeros(np.broadcast(self.op.flops, b).shape),
+                         where=b > 0)
 
     @property
     def time_s(self) -> ArrayLike:
@@ -179,41 +183,50 @@ def gemv_rows_s(op: Op, row_s: float) -> ArrayLike:
 
 
 def launches(op: Op, engine: EngineSpec | None) -> ArrayLike:
-    """Kernels the operator launches: eager `Op.launches`, or one per instance when fused."""
-    return op.instances if engine is not None and engine.launches == "fused" else op.launches
+    """Kernels the operator launches: eager `Op.launches`; fused, one per instance, plus the
+    engine's `extra_launches_per_layer` (RoPE, KV-cache write) on each attention layer."""
+    if engine is None or engine.launches == "eager":
+        return op.launches
+    extra = engine.extra_launches_per_layer if op.kind == "attention" else 0
+    return op.instances * (1 + extra)
 
 
-def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False) -> OpCost:
+def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False, decode: bool = False
+            ) -> OpCost:
     """Bytes and times of one operator (module docstring). `graphs`: the step is replayed
-    from a CUDA graph, so its kernels cost the host nothing."""
+    from a CUDA graph, so its kernels cost the host nothing; `decode`: one new token per
+    sequence (the engine's decode attention kernel and its fixed cost)."""
     w = op.weight_elems * p.weight_bytes
     a = op.act_elems * p.activation_bytes
     kv = (op.kv_read_elems + op.kv_write_elems) * p.kv_bytes
     t, e = c.terms, c.engine
     mem_eff: ArrayLike = 1.0
     flop_eff: ArrayLike = 1.0
+    n = launches(op, e)
+    fixed_s = n * c.kernel_overhead_s
     if op.kind == "attention":
         mem_eff, flop_eff = t.attention_memory_fraction, t.attention_compute_fraction
         if e is not None:
             mem_eff *= e.attention.decode_memory_fraction
             flop_eff *= e.attention.prefill_compute_fraction
+            if decode:
+                fixed_s += op.instances * e.attention.decode_fixed_us * 1e-6
     elif op.kind == "matmul":
-        if t.gemm_tile is not None and c.compute_units:
+        k = e.matmul_kernel(p.weight_format.element_bits, p.activation_format.element_bits) \
+            if e is not None else None
+        if k is not None:  # the engine's own kernel: its measured fractions include its tiling
+            mem_eff, flop_eff = k.memory_fraction, k.compute_fraction
+        elif t.gemm_tile is not None and c.compute_units:
             rows_per_instance = np.asarray(op.weight_rows, dtype=float) / op.instances
             flop_eff = gemm_shape_efficiency(gemm_rows(op), rows_per_instance, t.gemm_tile,
                                              c.compute_units)
-        k = e.matmul_kernel(p.weight_format.element_bits, p.activation_format.element_bits) \
-            if e is not None else None
-        if k is not None:
-            mem_eff = k.memory_fraction
-            flop_eff = flop_eff * k.compute_fraction
-    n = launches(op, e)
+        fixed_s = n * max(c.kernel_overhead_s, t.gemm_overhead_us * 1e-6)
     host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
     return OpCost(op, w, a, kv,
                   compute_s=effective_flops(op, t.matmul_half_rows) / (c.flops_per_s * flop_eff),
                   memory_s=(w + a + kv) / (c.bytes_per_s * mem_eff)
                   + gemv_rows_s(op, t.gemv_row_ns * 1e-9),
-                  overhead_s=n * c.kernel_overhead_s, host_s=host)
+                  overhead_s=fixed_s, host_s=host)
 
 
 @dataclass(frozen=True)
@@ -270,16 +283,6 @@ def is_decode(step: Step) -> bool:
     return bool(np.all(np.asarray(step.new_tokens) == 1))
 
 
-def engine_ops(model: ModelSpec, engine: EngineSpec | None) -> list[Op]:
-    """Kernels a fusing engine launches beyond one per operator (RoPE, KV-cache write...):
-    `extra_launches_per_layer` per layer, no FLOPs or bytes of their own (those are counted
-    in the operators they serve)."""
-    if engine is None or engine.launches != "fused" or engine.extra_launches_per_layer == 0:
-        return []
-    n = engine.extra_launches_per_layer * model.layers
-    return [Op("engine/extra kernels", "elementwise", flops=0, launches=n, instances=n)]
-
-
 def step_cost(model: ModelSpec, hw: HardwareSpec, step: Step,
               precision: Precision = Precision(), ceiling: Ceiling = "achievable",
               shard: ExpertShard | None = None, engine: EngineSpec | None = None) -> StepCost:
@@ -290,9 +293,10 @@ def step_cost(model: ModelSpec, hw: HardwareSpec, step: Step,
     c = Ceilings.of(hw, precision.compute, ceiling, eng)
     decode = is_decode(step)
     graphs = eng is not None and eng.cuda_graphs and decode
-    ops = [*operators(model, step, shard), *engine_ops(model, eng)]
+    ops = operators(model, step, shard)
     host_step = 0.0 if eng is None else eng.host_step_us * 1e-6
-    return StepCost(step, tuple(op_cost(op, precision, c, graphs) for op in ops), c, host_step)
+    return StepCost(step, tuple(op_cost(op, precision, c, graphs, decode) for op in ops), c,
+                    host_step)
 
 
 def decode_step_s(model: ModelSpec, hw: HardwareSpec, batch: ArrayLike, context: ArrayLike,

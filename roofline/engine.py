@@ -43,6 +43,9 @@ class AttentionKernel(Sourced):
         "fraction of the achievable memory bandwidth a decode attention kernel reaches"))
     prefill_compute_fraction: float = Field(gt=0, le=1, description=(
         "fraction of the achievable matmul peak a causal prefill attention kernel reaches"))
+    decode_fixed_us: float = Field(default=0.0, ge=0, description=(
+        "fixed time of one decode attention call beyond the per-kernel floor (split-KV "
+        "partials and their combine), microseconds"))
 
 
 class MatmulKernel(Sourced):

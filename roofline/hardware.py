@@ -70,6 +70,9 @@ class Achievable(_Frozen):
         description="achieved streaming bandwidth over the datasheet bandwidth")
     kernel_overhead_us: float = Field(default=0.0, ge=0, description=(
         "fixed device time per kernel: launch, ramp-up and tail, microseconds"))
+    gemm_overhead_us: float = Field(default=0.0, ge=0, description=(
+        "fixed device time per GEMM kernel beyond its bytes at the achievable bandwidth: "
+        "ramp-up to streaming bandwidth, split reduction and tail, microseconds"))
     gemm_tile: tuple[int, int] | None = Field(default=None, description=(
         "(M, N) output tile of the device's large GEMM kernels: with `compute_units`, the "
         "tile and wave quantisation of `roofline.cost.gemm_shape_efficiency`"))

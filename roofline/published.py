@@ -16,9 +16,10 @@ How a row's metric is read (the conventions of the sources, stated in published-
   by the tensor-parallel GPUs when `per_gpu` = 1 (TensorRT-LLM 0.7-0.9 report per GPU).
 - memory_bytes: weights + KV cache + activations of the estimate (per GPU × GPUs).
 - A prompt or generation of 0 tokens (llama-bench tg/pp runs) is costed as 1.
-- Formats: `unknown` weights are fp16; `unknown` KV is 16-bit; weights narrower than 16 bits run
-  against 16-bit activations (weight-only kernels), except fp8 on TensorRT-LLM, which runs
-  W8A8 (its FP8 recipe quantises the GEMM inputs).
+- Formats: `unknown` weights are fp16; weights narrower than 16 bits run against 16-bit
+  activations (weight-only kernels), except fp8 on TensorRT-LLM, which runs W8A8; `unknown` KV
+  is fp8 there (the FP8 build recipe quantises the GEMM inputs and the KV cache:
+  kv_cache_quant_algo FP8 in the v0.9.0 performance docs' build configs) and 16-bit elsewhere.
 Rows the tool cannot predict (unknown model, device or format, or a configuration that does not
 fit) are kept with the reason, so coverage is part of the report.
 """
@@ -162,10 +163,12 @@ def load_rows(path: str | Path) -> list[Row]:
 
 def precision_of(row: Row, engine: EngineSpec | None) -> Precision:
     """The row's formats under the conventions of the module docstring."""
-    kv = "fp16" if row.kv in ("unknown", "") else row.kv
     weights = "fp16" if row.weights in ("unknown", "") else row.weights
-    half = kv if kv in ("bf16", "fp16") else "fp16"
     w8a8 = engine is not None and engine.name in W8A8_FP8_ENGINES and weights.startswith("fp8")
+    kv = row.kv
+    if kv in ("unknown", ""):
+        kv = "fp8" if w8a8 else "fp16"
+    half = kv if kv in ("bf16", "fp16") else "fp16"
     return Precision(weights=weights, activations=weights if w8a8 else half, kv=kv)
 
 

@@ -83,7 +83,8 @@ def test_tp_step_adds_two_all_reduces_per_layer() -> None:
     c = parallel_step_cost(m, hw, step, p, Parallel(tp=8))
     rank = step_cost(tp_shard(m, 8), hw, step, p)
     M = 8 * 1 * 8192 * 2  # B·T·D bf16 bytes
-    each = 2 * 7 / 8 * M / 450e9 + 2 * 7 * 1e-6  # h100-sxm: 450 GB/s, default λ = 1 µs
+    # h100-sxm: 450 GB/s per direction at its 0.82 bus fraction, λ = 1 µs per ring hop
+    each = 2 * 7 / 8 * M / (0.82 * 450e9) + 2 * 7 * 1e-6
     assert c.time_s == pytest.approx(rank.time_s + 2 * 80 * each, rel=1e-12)
 
 
@@ -92,7 +93,7 @@ def test_pp_buys_memory_not_latency() -> None:
     step = Step(1, 1, 1024)
     one = parallel_step_cost(m, hw, step, p, Parallel(tp=4))
     two = parallel_step_cost(m, hw, step, p, Parallel(tp=4, pp=2))
-    handoff = 8192 * 2 / 450e9 + 1e-6  # B·T·D bf16 bytes over one link + λ
+    handoff = 8192 * 2 / (0.82 * 450e9) + 1e-6  # B·T·D bf16 bytes over one link + λ
     assert two.time_s == pytest.approx(one.time_s + handoff, rel=1e-12)
     m1 = memory_per_gpu(m, p, Parallel(tp=4), 1, 1024, 1280)
     m2 = memory_per_gpu(m, p, Parallel(tp=4, pp=2), 1, 1024, 1280)
