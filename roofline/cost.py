@@ -220,7 +220,8 @@ def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False, decode: boo
             rows_per_instance = np.asarray(op.weight_rows, dtype=float) / op.instances
             flop_eff = gemm_shape_efficiency(gemm_rows(op), rows_per_instance, t.gemm_tile,
                                              c.compute_units)
-        fixed_s = n * max(c.kernel_overhead_s, t.gemm_overhead_us * 1e-6)
+        # one GEMM kernel per instance pays the GEMM overhead, the rest (RoPE...) the floor
+        fixed_s += op.instances * max(t.gemm_overhead_us * 1e-6 - c.kernel_overhead_s, 0.0)
     host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
     return OpCost(op, w, a, kv,
                   compute_s=effective_flops(op, t.matmul_half_rows) / (c.flops_per_s * flop_eff),
@@ -256,6 +257,32 @@ class StepCost:
     @property
     def time_s(self) -> ArrayLike:
         return np.maximum(self.device_s, self.host_launch_s) + self.host_step_s
+
+    @property
+    def terms_s(self) -> dict[str, ArrayLike]:
+        """The step time split into its named terms; they add up to `time_s`."""
+        roofline = sum(np.maximum(o.compute_s, o.memory_s) for o in self.ops)
+        return {"roofline_s": roofline, "fixed_s": sum(o.overhead_s for o in self.ops),
+                "host_exposed_s": np.maximum(self.host_launch_s - self.device_s, 0.0),
+                "host_step_s": self.host_step_s}
+
+    def as_dict(self) -> dict:
+        """Per-operator terms and the step's totals (scalar steps only)."""
+        def f(v: ArrayLike) -> float:
+            return float(np.asarray(v))
+
+        ops = [{"name": o.name, "kind": o.op.kind, "flops": f(o.flops),
+                "weight_bytes": f(o.weight_bytes), "activation_bytes": f(o.act_bytes),
+                "kv_bytes": f(o.kv_bytes), "intensity_flops_per_byte":
+                f(o.intensity_flops_per_byte), "bound": "compute" if bool(o.compute_bound)
+                else "memory", "compute_s": f(o.compute_s), "memory_s": f(o.memory_s),
+                "fixed_s": f(o.overhead_s), "host_launch_s": f(o.host_s), "time_s": f(o.time_s)}
+               for o in self.ops]
+        return {"ceiling": self.ceilings.name,
+                "engine": self.ceilings.engine.name if self.ceilings.engine else None,
+                "operators": ops, "device_s": f(self.device_s),
+                "host_launch_s": self.host_launch_s, "host_bound": bool(self.host_bound),
+                "terms": {k: f(v) for k, v in self.terms_s.items()}, "time_s": f(self.time_s)}
 
     @property
     def flops(self) -> ArrayLike:
