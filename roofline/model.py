@@ -198,7 +198,10 @@ class ModelSpec(_Frozen):
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
     position: Literal["rope", "learned", "alibi", "none"] = "rope"
     max_context: int = Field(gt=0)
-    linear_bias: Literal["none", "qkv", "all"] = "none"
+    linear_bias: Literal["none", "qkv", "mlp", "all"] = Field(
+        default="none", description="which projections carry a bias: qkv (Qwen2), mlp (GPT-J: "
+        "fc_in and fc_out only), all (every attention and MLP projection)")
+    lm_head_bias: bool = Field(default=False, description="the LM head adds a V-wide bias (GPT-J)")
     parallel_block: bool = Field(
         default=False, description="attention and MLP read the same input (GPT-J, Falcon)"
     )
@@ -377,7 +380,7 @@ class ModelSpec(_Frozen):
                           + a.kv_lora_rank * N * (a.qk_nope_head_dim + a.v_head_dim))
                 return q + kv + self.attn_out_dim * D + norm
             kv_out = 2 * self.kv_dim if kind.owns_kv else 0
-            bias = {"none": 0, "qkv": self.q_dim + kv_out,
+            bias = {"none": 0, "mlp": 0, "qkv": self.q_dim + kv_out,
                     "all": self.q_dim + kv_out + D}[self.linear_bias]
             return D * (self.q_dim + kv_out) + self.q_dim * D + bias + norm
         if kind.mixer == "linear":
@@ -403,7 +406,7 @@ class ModelSpec(_Frozen):
     def ffn_params(self, ffn: Ffn) -> int:
         D, mats = self.d_model, self.mlp_matrices
         if ffn == "dense":
-            bias = 0 if self.linear_bias != "all" else (mats - 1) * self.d_ff + D
+            bias = (mats - 1) * self.d_ff + D if self.linear_bias in ("mlp", "all") else 0
             return mats * D * self.d_ff + bias
         if ffn == "moe":
             e = self.moe
@@ -430,7 +433,7 @@ class ModelSpec(_Frozen):
             positional=self.max_context * D if self.position == "learned" else 0,
             attention=attn, mlp=mlp,
             norms=(self.layers * self.norms_per_layer + 1) * self.norm_params,
-            lm_head=0 if self.tied_embeddings else V * D,
+            lm_head=(0 if self.tied_embeddings else V * D) + (V if self.lm_head_bias else 0),
             moe=moe, ssm=ssm,
         )
 

@@ -66,6 +66,12 @@ PUBLISHED = [
     ("jamba-v0.1", 51_600_000_000, "ai21labs/Jamba-v0.1 Hub page: 51.6B params", 0),
     ("minimax-text-01", 456_000_000_000, "MiniMax-01 report, arXiv:2501.08313: 456B total", 0),
     ("llada-8b", 8_020_000_000, "Nie et al. 2025, arXiv:2502.09992, Table 5: 8.02B", 0),
+    # Issue 14: the models people run today.
+    ("llama-3-8b", 8_030_261_248, "HF safetensors metadata, meta-llama/Meta-Llama-3-8B", 0),
+    ("llama-3-70b", 70_553_706_496, "HF safetensors metadata, meta-llama/Meta-Llama-3-70B", 0),
+    ("llama-3.3-70b", 70_553_706_496,
+     "HF safetensors metadata, meta-llama/Llama-3.3-70B-Instruct", 0),
+    ("gpt-j-6b", 6_053_381_344, "EleutherAI/gpt-j-6b model card: n_parameters 6,053,381,344", 0),
 ]
 
 
@@ -156,3 +162,42 @@ def test_hf_repo_id_is_indexed_as_alias() -> None:
 
 def test_load_model_resolves_hf_repo_id() -> None:
     assert load_model("meta-llama/Llama-2-13b-hf").name == "llama-2-13b"
+
+
+def test_gpt_j_6b_hand_derivation() -> None:
+    """GPT-J-6B from its config.json (n_layer 28, n_embd 4096, n_head 16, n_inner null -> 4D,
+    vocab 50400), with the biases GPT-J's modules carry: none on q/k/v/out, fc_in (F) and fc_out
+    (D) on the MLP, and a V-wide bias on the untied LM head. One LayerNorm (scale + bias) per
+    layer feeds attention and MLP in parallel, plus ln_f."""
+    D, F, V, L = 4_096, 4 * 4_096, 50_400, 28
+    attention = 4 * D * D                       # q, k, v, out: 67,108,864
+    mlp = 2 * D * F + F + D                     # fc_in, fc_out + biases: 134,238,208
+    layer_norm = 2 * D                          # ln_1 scale + bias
+    total = V * D + L * (attention + mlp + layer_norm) + 2 * D + (D * V + V)
+    assert total == 6_050_882_784
+    spec = load_model("EleutherAI/gpt-j-6b")
+    assert spec.parallel_block and spec.norms_per_layer == 1
+    p = spec.params
+    assert p.attention == L * attention
+    assert p.mlp == L * mlp
+    assert p.lm_head == D * V + V
+    assert p.norms == (L + 1) * layer_norm
+    assert spec.total_params == total
+    # the published 6,053,381,344 is 2,498,560 (0.04 %) above the shapes' count
+    assert 6_053_381_344 - total == 2_498_560
+
+
+@pytest.mark.parametrize(("alias", "name"), [
+    ("meta-llama/Meta-Llama-3-8B", "llama-3-8b"), ("Llama-3-8B", "llama-3-8b"),
+    ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.3-70b"), ("EleutherAI/gpt-j-6b", "gpt-j-6b"),
+    ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),
+])
+def test_issue_14_aliases(alias: str, name: str) -> None:
+    assert load_model(alias).name == name
+
+
+def test_llama_3_and_3_1_differ_only_in_context() -> None:
+    """Llama 3 (8K) and 3.1 (128K via rope scaling) share every shape."""
+    a, b = load_model("llama-3-8b"), load_model("llama-3.1-8b")
+    assert a.total_params == b.total_params == 8_030_261_248
+    assert (a.max_context, b.max_context) == (8_192, 131_072)
