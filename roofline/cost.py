@@ -148,7 +148,7 @@ def gemv_rows_s(op: Op, row_s: float) -> ArrayLike:
 
 
 def op_cost(op: Op, p: Precision, c: Ceilings) -> OpCost:
-    w = op.weight_elems * p.weight_bytes
+    w = op.weight_elems * p.weight_bytes_for(op.name)
     a = op.act_elems * p.activation_bytes
     kv = (op.kv_read_elems + op.kv_write_elems) * p.kv_bytes
     attn = op.kind == "attention"
