@@ -95,14 +95,21 @@ def _ffn_tensors(m: ModelSpec, i: int, ffn: str) -> list[Tensor]:
         e = m.moe
         ins = ["ffn_gate", "ffn_up"] if m.mlp == "gated" else ["ffn_up"]
         Fe, Fs = e.expert_d_ff, e.shared_d_ff or e.expert_d_ff
-        ts = [Tensor("router", "ffn_gate_inp", i, D, D * e.experts, False)]
+        bias = m.linear_bias == "all"
+        ts = [Tensor("router", "ffn_gate_inp", i, D, D * e.experts + (e.experts if bias else 0),
+                     False)]
         ts += [Tensor("experts", f"{r}_exps", i, D, e.experts * D * Fe) for r in ins]
         ts.append(Tensor("experts", "ffn_down_exps", i, Fe, e.experts * Fe * D))
+        if bias:
+            ts.append(Tensor("experts", "ffn_exps_bias", i, 1,
+                             e.experts * m.expert_bias_params, False))
         if e.shared_experts:
             n = e.shared_experts
             ts += [Tensor("shared_experts", f"{r}_shexp", i, D, n * D * Fs) for r in ins]
             ts.append(Tensor("shared_experts", "ffn_down_shexp", i, Fs, n * Fs * D))
-        return ts
+        rest = m.ffn_params("moe") - sum(t.elems for t in ts)  # shared-expert biases
+        return ts + ([Tensor("shared_experts", "ffn_shexp_bias", i, 1, rest, False)]
+                     if rest else [])
     return []
 
 

@@ -52,8 +52,9 @@ def weight_group(op_name: str) -> str | None:
 def group_params(m: ModelSpec) -> dict[str, int]:
     """Parameters per tensor group; they add up to `m.total_params`."""
     p = m.params
-    routed = m.routed_expert_params
-    router = m.layers_moe * m.d_model * m.moe.experts if m.moe else 0
+    E = m.moe.experts if m.moe else 0
+    routed = m.routed_expert_params + m.layers_moe * E * m.expert_bias_params
+    router = m.layers_moe * (m.d_model * E + (E if m.linear_bias == "all" else 0))
     return {"embedding": p.embedding + p.positional, "attention": p.attention, "mlp": p.mlp,
             "experts": routed, "shared_experts": p.moe - routed - router, "router": router,
             "ssm": p.ssm, "norms": p.norms, "lm_head": p.lm_head}
