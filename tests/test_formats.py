@@ -212,3 +212,19 @@ def test_estimate_runs_with_a_mix(capsys: pytest.CaptureFixture[str]) -> None:
                            "--weights", "Q4_K_M", "--batch", "1", "--json")
     assert code == 0
     assert json.loads(out)["cases"][0]["weights_bytes"] == 4_080_263_168
+
+
+@pytest.mark.parametrize("name", ["llama-2-7b", "llama-3.1-70b", "mixtral-8x7b", "qwen3-30b-a3b",
+                                  "gemma-3-27b", "gpt-oss-20b", "deepseek-v3", "jamba-v0.1"])
+def test_mixes_lie_between_their_block_types(name: str) -> None:
+    """A K file type only promotes tensors above its base type (never past Q6_K, Q8_0 aside):
+    all-Q3_K <= Q3_K_S <= Q3_K_M <= Q3_K_L <= all-Q6_K, likewise for Q4_K and Q5_K (norms
+    and router F32 in every case)."""
+    m = load_model(name)
+
+    def w(fmt: str) -> float:
+        return memory.weights_bytes(m, Precision(fmt))
+
+    assert w("q3_k") <= w("q3_k_s") <= w("q3_k_m") <= w("q3_k_l") <= w("q6_k")
+    assert w("q4_k") <= w("q4_k_s") <= w("q4_k_m") <= w("q6_k")
+    assert w("q5_k") <= w("q5_k_s") <= w("q5_k_m") <= w("q6_k")
