@@ -34,6 +34,7 @@ pays `gemv_row_ns` per weight row on top of streaming its bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -43,7 +44,7 @@ from .engine import EngineSpec
 from .hardware import Achievable, HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, ExpertShard, Op, Step, operators
-from .precision import Precision
+from .precision import Precision, weight_group
 
 Ceiling = Literal["datasheet", "achievable"]
 CEILINGS: tuple[str, ...] = ("datasheet", "achievable")
@@ -182,6 +183,14 @@ def gemv_rows_s(op: Op, row_s: float) -> ArrayLike:
     return np.where(gemm_rows(op) < 2, op.weight_rows * row_s, 0)
 
 
+@lru_cache(maxsize=4096)
+def weight_bits(p: Precision, op_name: str) -> int:
+    """Element bits of the weights operator `op_name` multiplies (its tensor group's format:
+    a weight-only checkpoint keeps the LM head 16-bit, so its GEMM is not a w4a16 one)."""
+    group = weight_group(op_name)
+    return (p.group_formats()[group] if group else p.weight_format).element_bits
+
+
 def launches(op: Op, engine: EngineSpec | None) -> ArrayLike:
     """Kernels the operator launches: eager `Op.launches`; fused, one per instance, plus the
     engine's `extra_launches_per_layer` (RoPE, KV-cache write) on each attention layer."""
@@ -196,7 +205,7 @@ def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False, decode: boo
     """Bytes and times of one operator (module docstring). `graphs`: the step is replayed
     from a CUDA graph, so its kernels cost the host nothing; `decode`: one new token per
     sequence (the engine's decode attention kernel and its fixed cost)."""
-    w = op.weight_elems * p.weight_bytes
+    w = op.weight_elems * p.weight_bytes_for(op.name)
     a = op.act_elems * p.activation_bytes
     kv = (op.kv_read_elems + op.kv_write_elems) * p.kv_bytes
     t, e = c.terms, c.engine
@@ -212,7 +221,7 @@ def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False, decode: boo
             if decode:
                 fixed_s += op.instances * e.attention.decode_fixed_us * 1e-6
     elif op.kind == "matmul":
-        k = e.matmul_kernel(p.weight_format.element_bits, p.activation_format.element_bits) \
+        k = e.matmul_kernel(weight_bits(p, op.name), p.activation_format.element_bits) \
             if e is not None else None
         if k is not None:  # the engine's own kernel: its measured fractions include its tiling
             mem_eff, flop_eff = k.memory_fraction, k.compute_fraction

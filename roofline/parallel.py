@@ -309,11 +309,14 @@ def memory_per_gpu(m: ModelSpec, p: Precision, par: Parallel, batch: ArrayLike,
     GPU holds E/n routed experts and the KV and activations of ⌈B/n⌉ sequences."""
     check_ep(m, par)
     stage = pp_stage(tp_shard(m, par.tp), par.pp)
+    q = p if p.model_bits is not None else p.for_model(m)  # the checkpoint's group formats
     ends = stage.params
+    embed = ends.embedding + ends.positional
     shared_end = 0 if par.pp == 1 or m.tied_embeddings else min(
-        ends.embedding + ends.positional, ends.lm_head)
+        embed * q.group_bytes("embedding"), ends.lm_head * q.group_bytes("lm_head"))
     elsewhere = stage.routed_expert_params * (par.ep - 1) // par.ep  # on the other EP ranks
-    weights = memory.weights_bytes(stage, p) - (shared_end + elsewhere) * p.weight_bytes
+    weights = (memory.weights_bytes(stage, q) - shared_end
+               - elsewhere * q.group_bytes("experts"))
     b = par.sequences_per_gpu(batch)
     return GpuMemory(weights, memory.kv_cache_bytes(stage, p, b, context),
                      memory.activation_bytes(stage, p, b, prompt))
