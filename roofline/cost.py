@@ -161,7 +161,7 @@ def gemm_shape_efficiency(M: ArrayLike, N: ArrayLike, tile: tuple[int, int], uni
     M = np.maximum(np.asarray(M, dtype=float), 1.0)
     N = np.maximum(np.asarray(N, dtype=float), 1.0)
     tm_max, tn = tile
-    tm = np.clip(2.0 ** np.ceil(np.log2(M)), min(MIN_TILE_ROWS, tm_max), tm_max)
+    tm = np.minimum(np.maximum(2.0 ** np.ceil(np.log2(M)), min(MIN_TILE_ROWS, tm_max)), tm_max)
     tiles = np.ceil(M / tm) * np.ceil(N / tn)
     waves = np.ceil(tiles / units)
     return M * N / (waves * units * tm * tn)
@@ -200,11 +200,33 @@ def launches(op: Op, engine: EngineSpec | None) -> ArrayLike:
     return op.instances * (1 + extra)
 
 
-def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False, decode: bool = False
-            ) -> OpCost:
+def shape_efficiencies(ops: list[Op], c: Ceilings) -> list[ArrayLike | None]:
+    """`gemm_shape_efficiency` of every matmul of a step in one vectorised evaluation (None
+    for other operators, or when the ceiling has no tile term)."""
+    tile, units = c.terms.gemm_tile, c.compute_units
+    idx = [i for i, op in enumerate(ops) if op.kind == "matmul"]
+    out: list[ArrayLike | None] = [None] * len(ops)
+    if tile is None or not units or not idx:
+        return out
+    M = [np.asarray(gemm_rows(ops[i]), dtype=float) for i in idx]
+    N = [np.asarray(ops[i].weight_rows, dtype=float) / ops[i].instances for i in idx]
+    if len({m.shape for m in M}) > 1 or any(n.ndim for n in N):  # ragged: one by one
+        for i, m, n in zip(idx, M, N, strict=True):
+            out[i] = gemm_shape_efficiency(m, n, tile, units)
+        return out
+    n_col = np.array([float(n) for n in N]).reshape((-1,) + (1,) * M[0].ndim)
+    eff = gemm_shape_efficiency(np.stack(M), n_col, tile, units)
+    for k, i in enumerate(idx):
+        out[i] = eff[k]
+    return out
+
+
+def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False, decode: bool = False,
+            shape_eff: ArrayLike | None = None) -> OpCost:
     """Bytes and times of one operator (module docstring). `graphs`: the step is replayed
     from a CUDA graph, so its kernels cost the host nothing; `decode`: one new token per
-    sequence (the engine's decode attention kernel and its fixed cost)."""
+    sequence (the engine's decode attention kernel and its fixed cost); `shape_eff`: the
+    matmul's GEMM shape efficiency if already computed (`shape_efficiencies`)."""
     w = op.weight_elems * p.weight_bytes_for(op.name)
     a = op.act_elems * p.activation_bytes
     kv = (op.kv_read_elems + op.kv_write_elems) * p.kv_bytes
@@ -222,9 +244,11 @@ def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False, decode: boo
                 fixed_s += op.instances * e.attention.decode_fixed_us * 1e-6
     elif op.kind == "matmul":
         k = e.matmul_kernel(weight_bits(p, op.name), p.activation_format.element_bits) \
-            if e is not None else None
+            if e is not None and e.matmul else None
         if k is not None:  # the engine's own kernel: its measured fractions include its tiling
             mem_eff, flop_eff = k.memory_fraction, k.compute_fraction
+        elif shape_eff is not None:
+            flop_eff = shape_eff
         elif t.gemm_tile is not None and c.compute_units:
             rows_per_instance = np.asarray(op.weight_rows, dtype=float) / op.instances
             flop_eff = gemm_shape_efficiency(gemm_rows(op), rows_per_instance, t.gemm_tile,
@@ -316,7 +340,8 @@ class StepCost:
 
 def is_decode(step: Step) -> bool:
     """One new token per sequence: the steps engines capture in CUDA graphs."""
-    return bool(np.all(np.asarray(step.new_tokens) == 1))
+    T = step.new_tokens
+    return T == 1 if isinstance(T, int) else bool(np.all(np.asarray(T) == 1))
 
 
 def step_cost(model: ModelSpec, hw: HardwareSpec, step: Step,
@@ -331,8 +356,9 @@ def step_cost(model: ModelSpec, hw: HardwareSpec, step: Step,
     graphs = eng is not None and eng.cuda_graphs and decode
     ops = operators(model, step, shard)
     host_step = 0.0 if eng is None else eng.host_step_us * 1e-6
-    return StepCost(step, tuple(op_cost(op, precision, c, graphs, decode) for op in ops), c,
-                    host_step)
+    effs = shape_efficiencies(ops, c)
+    return StepCost(step, tuple(op_cost(op, precision, c, graphs, decode, eff)
+                                for op, eff in zip(ops, effs, strict=True)), c, host_step)
 
 
 def decode_step_s(model: ModelSpec, hw: HardwareSpec, batch: ArrayLike, context: ArrayLike,

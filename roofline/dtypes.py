@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from .errors import InvalidInputError
@@ -145,6 +146,7 @@ FORMATS: dict[str, Format] = {f.name: f for f in (*_BASE, *_GGUF, *_MLC)}
 _GROUPED = re.compile(r"^(int4|int8)-g([1-9][0-9]*)(-sym)?$")
 
 
+@lru_cache(maxsize=1024)
 def parse_format(name: str) -> Format:
     """A format by name, case-insensitively. `int4-g128` / `int8-g64`: integer weights in
     groups of g with an fp16 scale and a zero point at the element width per group (GPTQ and
