@@ -90,6 +90,13 @@ def test_group_overrides_and_errors() -> None:
             Precision(bad)
 
 
+def test_uniform_takes_group_overrides() -> None:
+    """--dtype 'bf16,experts=mxfp4': bf16 activations and KV, MXFP4 experts."""
+    p = Precision.uniform("bf16,experts=mxfp4")
+    assert (p.activations, p.kv, p.group_formats()["experts"].name) == ("bf16", "bf16", "mxfp4")
+    assert Precision.uniform("Q4_K_M") == Precision("Q4_K_M", "bf16", "bf16")
+
+
 def test_mixtral_experts_in_mxfp4() -> None:
     """Mixtral 8x7B: 32 layers x 8 experts x 3 x 4096 x 14336 routed weights at 4.25 bits
     (E8M0 scale per 32), everything else bf16."""
