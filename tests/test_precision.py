@@ -36,6 +36,7 @@ def _two_tb_per_s() -> HardwareSpec:
     ("int8-g64", 8 + (16 + 8) / 64),  # 8.375
     ("int4-g128-sym", 4 + 16 / 128),  # symmetric (Marlin): scale only, 4.125
     ("INT8-G128-SYM", 8 + 16 / 128),  # names are case-insensitive
+    ("int4-g64-z16", 4 + (16 + 16) / 64),  # gpt-fast/torchao tinygemm: bf16 scale+zero, 4.5
     ("nf4", 4 + 32 / 64),  # fp32 absmax per block of 64 = 4.5
     ("nf4-dq", 4 + 8 / 64 + 32 / (64 * 256)),  # 8-bit absmax, fp32 per 256 blocks = 4.127
     ("mxfp4", 4 + 8 / 32),  # E8M0 scale per 32 = 4.25
