@@ -143,7 +143,7 @@ _MLC: tuple[Format, ...] = tuple(
 
 FORMATS: dict[str, Format] = {f.name: f for f in (*_BASE, *_GGUF, *_MLC)}
 
-_GROUPED = re.compile(r"^(int4|int8)-g([1-9][0-9]*)(-sym)?$")
+_GROUPED = re.compile(r"^(int4|int8)-g([1-9][0-9]*)(-sym|-z16)?$")
 
 
 @lru_cache(maxsize=1024)
@@ -151,17 +151,19 @@ def parse_format(name: str) -> Format:
     """A format by name, case-insensitively. `int4-g128` / `int8-g64`: integer weights in
     groups of g with an fp16 scale and a zero point at the element width per group (GPTQ and
     AWQ pack their zeros as int4 / int8: int4-g128 = 4 + (16 + 4)/128 = 4.156 bits);
-    `int4-g128-sym`: symmetric, scale only (Marlin, GPTQ sym=True: 4 + 16/128 = 4.125 bits)."""
+    `int4-g128-sym`: symmetric, scale only (Marlin, GPTQ sym=True: 4 + 16/128 = 4.125 bits);
+    `int4-g64-z16`: a 16-bit zero beside the scale (gpt-fast / torchao tinygemm pack
+    scales_and_zeros as bf16 pairs: 4 + 32/64 = 4.5 bits)."""
     key = name.strip().lower()
     if key in FORMATS:
         return FORMATS[key]
     m = _GROUPED.match(key)
     if m:
         base = FORMATS[m.group(1)]
-        zero = 0 if m.group(3) else base.element_bits
+        zero = {None: base.element_bits, "-sym": 0, "-z16": 16}[m.group(3)]
         return Format(key, base.element_bits, "int", None, group=int(m.group(2)),
                       scale_bits=16, zero_bits=zero)
-    known = ", ".join([*FORMATS, "int4-g<N>[-sym]", "int8-g<N>[-sym]"])
+    known = ", ".join([*FORMATS, "int4-g<N>[-sym|-z16]", "int8-g<N>[-sym|-z16]"])
     raise InvalidInputError(f"unknown dtype '{name}'; use one of: {known}")
 
 

@@ -288,8 +288,26 @@ def checkpoint_weights(c: Config, spec: dict) -> str | None:
         if kind != "nf4":
             raise SpecError(f"quantization_config: bitsandbytes {kind} is not modelled")
         return "nf4-dq" if q.get("bnb_4bit_use_double_quant") else "nf4"
+    if method == "modelopt":
+        return modelopt_weights(q, dense)
     raise SpecError(f"quantization_config: quant_method '{method}' is not modelled (known: "
-                    "gptq, awq, mxfp4, fp8, bitsandbytes); remove it to import the shapes")
+                    "gptq, awq, mxfp4, fp8, bitsandbytes, modelopt); remove it to import the "
+                    "shapes")
+
+
+def modelopt_weights(q: Config, dense: str = "bf16") -> str:
+    """NVIDIA ModelOpt checkpoints (hf_quant_config.json's `quantization`, or a config.json
+    quantization_config with quant_method modelopt): FP8 and NVFP4 (E4M3 scale per 16) on the
+    block matrices, W4A16_AWQ as int4-g<group_size>; the LM head (in exclude_modules) and the
+    embedding and norms stay at the config dtype."""
+    algo = str(q.get("quant_algo", "")).upper()
+    formats = {"FP8": "fp8", "NVFP4": "nvfp4",
+               "W4A16_AWQ": f"int4-g{int(q.get('group_size', 128))}"}
+    if algo not in formats:
+        raise SpecError(f"ModelOpt quant_algo '{algo}' is not modelled; known: "
+                        f"{', '.join(formats)}")
+    ends = [f"{g}={dense}" for g in ("embedding", "lm_head", "norms")]
+    return ",".join([formats[algo], *ends])
 
 
 SUPPORTED: dict[str, Callable[[Config], dict]] = {

@@ -86,10 +86,10 @@ class Precision:
     def uniform(cls, dtype: str) -> Precision:
         """One format for all three; a storage-only weight format (int4-g128, nf4, mxfp4,
         q4_k_m...) keeps bf16 activations and KV, the way weight-only kernels run it."""
-        key = dtype.strip().lower()
-        if key in llamacpp.MIXES or parse_format(key).compute is None:
+        base = dtype.split(",")[0].strip().lower()  # 'bf16,experts=mxfp4': bf16 for the rest
+        if base in llamacpp.MIXES or parse_format(base).compute is None:
             return cls(weights=dtype)
-        return cls(weights=dtype, activations=dtype, kv=dtype)
+        return cls(weights=dtype, activations=base, kv=base)
 
     @classmethod
     def everywhere(cls, weights: str, activations: str = "bf16", kv: str = "bf16"
@@ -118,12 +118,6 @@ class Precision:
                     f"{', '.join(WEIGHT_GROUPS)}")
             overrides[group] = parse_format(fmt)
         return base, overrides
-
-    @property
-    def weight_mix(self) -> str | None:
-        """The llama.cpp file type the weights name (q4_k_m ...), if any."""
-        base, _ = self._split_weights()
-        return base if base in llamacpp.MIXES else None
 
     @property
     def weight_format(self) -> Format:

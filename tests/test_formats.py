@@ -90,6 +90,13 @@ def test_group_overrides_and_errors() -> None:
             Precision(bad)
 
 
+def test_uniform_takes_group_overrides() -> None:
+    """--dtype 'bf16,experts=mxfp4': bf16 activations and KV, MXFP4 experts."""
+    p = Precision.uniform("bf16,experts=mxfp4")
+    assert (p.activations, p.kv, p.group_formats()["experts"].name) == ("bf16", "bf16", "mxfp4")
+    assert Precision.uniform("Q4_K_M") == Precision("Q4_K_M", "bf16", "bf16")
+
+
 def test_mixtral_experts_in_mxfp4() -> None:
     """Mixtral 8x7B: 32 layers x 8 experts x 3 x 4096 x 14336 routed weights at 4.25 bits
     (E8M0 scale per 32), everything else bf16."""
@@ -166,6 +173,19 @@ def test_llama_2_7b_q4_k_m_from_its_mix() -> None:
     assert bits["attention"] == pytest.approx((3 * 4.5 + 0.5 * 6.5625 + 0.5 * 4.5) / 4)
     assert bits["mlp"] == pytest.approx((2 * 4.5 + 0.5 * 6.5625 + 0.5 * 4.5) / 3)
     assert bits["lm_head"] == 6.5625 and bits["embedding"] == 4.5
+
+
+def test_llama_2_7b_q4_0_file() -> None:
+    """A llama.cpp Q4_0 *file* is Q4_0 everywhere but output.weight, which llama-quantize
+    moves to Q6_K (llama_tensor_get_type), and the F32 norms: `q4_0,lm_head=q6_k`.
+    (6,738,415,616 - 131,072,000 - 266,240)·18/32 + 131,072,000·210/256 + 266,240·4."""
+    m = load_model("llama-2-7b")
+    head, norms = 32_000 * 4_096, 65 * 4_096
+    expected = (LLAMA2_7B - head - norms) * 18 / 32 + head * 210 / 256 + norms * 4
+    assert expected == 3_825_065_984
+    assert memory.weights_bytes(m, Precision("q4_0,lm_head=q6_k")) == expected
+    # TheBloke/Llama-2-7B-GGUF lists llama-2-7b.Q4_0.gguf at 3.83 GB (tensor data + header)
+    assert expected == pytest.approx(3.83e9, rel=0.005)
 
 
 def test_mix_bytes_moved_match_memory_once_resolved() -> None:

@@ -127,6 +127,12 @@ def test_awq_checkpoint_gets_its_formats(tmp_path: Path, capsys) -> None:
      "fp8,embedding=bf16,lm_head=bf16,norms=bf16"),
     ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
       "bnb_4bit_use_double_quant": True}, "nf4-dq"),
+    # NVIDIA ModelOpt (e.g. nvidia/*-FP4 checkpoints): NVFP4 blocks of 16, head kept bf16
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16,
+      "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head"]},
+     "nvfp4,embedding=bf16,lm_head=bf16,norms=bf16"),
+    ({"quant_method": "modelopt", "quant_algo": "FP8"},
+     "fp8,embedding=bf16,lm_head=bf16,norms=bf16"),
 ])
 def test_quantization_config_formats(q: dict, weights: str) -> None:
     from roofline.hf_import import checkpoint_weights
@@ -145,3 +151,11 @@ def test_unknown_quantization_is_refused() -> None:
     cfg["quantization_config"] = {"quant_method": "hqq"}
     with pytest.raises(SpecError, match="quant_method 'hqq' is not modelled"):
         spec_from_hf_config(cfg, "x", "config.json")
+
+
+def test_modelopt_hf_quant_config() -> None:
+    """hf_quant_config.json's `quantization` block reads the same way (W4A16 AWQ, group 128)."""
+    from roofline.hf_import import modelopt_weights
+
+    block = {"quant_algo": "W4A16_AWQ", "group_size": 128, "exclude_modules": ["lm_head"]}
+    assert modelopt_weights(block, "fp16") == "int4-g128,embedding=fp16,lm_head=fp16,norms=fp16"

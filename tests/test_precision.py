@@ -36,6 +36,7 @@ def _two_tb_per_s() -> HardwareSpec:
     ("int8-g64", 8 + (16 + 8) / 64),  # 8.375
     ("int4-g128-sym", 4 + 16 / 128),  # symmetric (Marlin): scale only, 4.125
     ("INT8-G128-SYM", 8 + 16 / 128),  # names are case-insensitive
+    ("int4-g64-z16", 4 + (16 + 16) / 64),  # gpt-fast/torchao tinygemm: bf16 scale+zero, 4.5
     ("nf4", 4 + 32 / 64),  # fp32 absmax per block of 64 = 4.5
     ("nf4-dq", 4 + 8 / 64 + 32 / (64 * 256)),  # 8-bit absmax, fp32 per 256 blocks = 4.127
     ("mxfp4", 4 + 8 / 32),  # E8M0 scale per 32 = 4.25
@@ -48,7 +49,7 @@ def test_effective_bits(name: str, bits: float) -> None:
 def test_claim_11_seven_b_fp16_and_int4_floor() -> None:
     """7B: 13.48 GB fp16 -> 6.74 ms on 2 TB/s; int4 3.37 GB -> 1.68 ms. The seed's arithmetic
     puts every parameter at 4 bits (`Precision.everywhere`) and its g128 scales+zeros at fp16
-    (0.25 bit); GPTQ/AWQ pack the zeros at 4 bits, 0.156 bit (issue 12.4)."""
+    (0.25 bit, `int4-g128-z16`); GPTQ/AWQ pack the zeros at 4 bits, 0.156 bit (issue 12.4)."""
     m = load_model("llama-2-7b")
     assert m.total_params == LLAMA2_7B_PARAMS
     fp16 = memory.weights_bytes(m, Precision.uniform("fp16"))
@@ -59,8 +60,9 @@ def test_claim_11_seven_b_fp16_and_int4_floor() -> None:
     assert int4 / 2e12 == pytest.approx(1.685e-3, rel=1e-3)
     g128 = memory.weights_bytes(m, Precision.everywhere("int4-g128"))
     assert g128 - int4 == pytest.approx(6_738_415_616 * (16 + 4) / 128 / 8)  # 131.6 MB
-    seed_overhead_bits = (16 + 16) / 128  # fp16 scale + fp16 zero: the seed's 0.25 bit
-    assert seed_overhead_bits == 0.25
+    # the seed's 0.25 bit is a 16-bit zero beside the scale: the -z16 variant (gpt-fast)
+    z16 = memory.weights_bytes(m, Precision.everywhere("int4-g128-z16"))
+    assert z16 - int4 == pytest.approx(6_738_415_616 * 0.25 / 8)  # 210.6 MB
     # The calculator's batch-1 decode at the datasheet ceiling sits just above the floor:
     # it also reads 1k tokens of KV and the activations.
     t = step_cost(m, _two_tb_per_s(), Step(1, 1, 1024), Precision.uniform("fp16"),
