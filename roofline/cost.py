@@ -39,6 +39,7 @@ from typing import Literal
 
 import numpy as np
 
+from . import llamacpp
 from .errors import InvalidInputError
 from .engine import EngineSpec
 from .hardware import Achievable, HardwareSpec
@@ -352,6 +353,9 @@ def step_cost(model: ModelSpec, hw: HardwareSpec, step: Step,
     given, see `operators.ExpertShard`). The datasheet ceiling ignores the engine."""
     eng = engine if ceiling == "achievable" else None
     c = Ceilings.of(hw, precision.compute, ceiling, eng)
+    if precision.model_bits is None and \
+            precision.weights.split(",")[0].strip().lower() in llamacpp.MIXES:
+        precision = precision.for_model(model)  # a llama.cpp file type places tensors per layer
     decode = is_decode(step)
     graphs = eng is not None and eng.cuda_graphs and decode
     ops = operators(model, step, shard)

@@ -19,7 +19,9 @@ How a row's metric is read (the conventions of the sources, stated in published-
 - Formats: `unknown` weights are fp16; weights narrower than 16 bits run against 16-bit
   activations (weight-only kernels), except fp8 on TensorRT-LLM, which runs W8A8; `unknown` KV
   is fp8 there (the FP8 build recipe quantises the GEMM inputs and the KV cache:
-  kv_cache_quant_algo FP8 in the v0.9.0 performance docs' build configs) and 16-bit elsewhere.
+  kv_cache_quant_algo FP8 in the v0.9.0 performance docs' build configs) and 16-bit elsewhere;
+  a format is stored the way the row's engine stores it (`EngineSpec.formats`: llama.cpp's
+  Q4_0 file keeps its output layer in Q6_K, gpt-fast quantises the output layer too).
 Rows the tool cannot predict (unknown model, device or format, or a configuration that does not
 fit) are kept with the reason, so coverage is part of the report.
 """
@@ -190,7 +192,8 @@ def precision_of(row: Row, engine: EngineSpec | None) -> Precision:
     if kv in ("unknown", ""):
         kv = "fp8" if w8a8 else "fp16"
     half = kv if kv in ("bf16", "fp16") else "fp16"
-    return Precision(weights=weights, activations=weights if w8a8 else half, kv=kv)
+    stored = engine.weights_as_run(weights) if engine is not None else weights
+    return Precision(weights=stored, activations=weights if w8a8 else half, kv=kv)
 
 
 def _metric(row: Row, c: Case, tp: int) -> float:

@@ -82,11 +82,12 @@ def test_signed_error_and_band() -> None:
 
 
 @pytest.mark.parametrize("weights, kv, engine, expected", [
-    ("int8", "bf16", "gpt-fast", ("int8", "bf16", "bf16")),  # weight-only int8
+    # weight-only int8, stored the gpt-fast way: the output layer quantised too
+    ("int8", "bf16", "gpt-fast", ("int8,lm_head=int8", "bf16", "bf16")),
     ("fp8", "unknown", "tensorrt-llm", ("fp8", "fp8", "fp8")),  # TRT-LLM FP8 recipe: W8A8, fp8 KV
     ("fp8", "bf16", "gpt-fast", ("fp8", "bf16", "bf16")),  # torchao fp8 weight-only
     ("unknown", "unknown", "tensorrt-llm", ("fp16", "fp16", "fp16")),
-    ("q4_0", "fp16", "llama.cpp", ("q4_0", "fp16", "fp16")),
+    ("q4_0", "fp16", "llama.cpp", ("q4_0,lm_head=q6_k", "fp16", "fp16")),  # Q6_K output
 ])
 def test_row_formats(weights, kv, engine, expected) -> None:
     p = precision_of(_row(weights=weights, kv=kv), load_engine(engine))
