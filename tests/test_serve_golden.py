@@ -1,7 +1,8 @@
 """`roofline serve --json` reproduces the output recorded before the serving loop was split into
 an allocator, schedulers and a step loop: every policy, prefix caching with and without memory
 pressure, both preemption modes (a hybrid model's state swapped too), static batching,
-disaggregation and a parallel deployment.
+disaggregation and replicas behind a router. Step times are the datasheet roofline's, the
+layer least likely to move under the scheduler's feet.
 
 The fixture is the program's own output, recorded once from the code before the restructuring
 (`python tests/test_serve_golden.py` rewrites it); a deliberate change to the cost model or the
@@ -19,7 +20,7 @@ import pytest
 from conftest import run_cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "serve_golden.json"
-BASE = ("serve", "--requests", "200", "--rate", "40", "--json")
+BASE = ("serve", "--requests", "200", "--rate", "40", "--ceiling", "datasheet", "--json")
 RUNS = {
     "continuous": ("--policy", "continuous"),
     "continuous-contiguous": ("--policy", "continuous", "--kv", "contiguous"),
@@ -37,8 +38,9 @@ RUNS = {
     "static": ("--policy", "static", "--max-seqs", "32"),
     "static-pressure": ("--policy", "static", "--memory-fraction", "0.25"),
     "disaggregated": ("--policy", "disaggregated", "--prefill-replicas", "2"),
-    "parallel": ("--policy", "continuous", "--tp", "2", "--replicas", "2",
-                 "--router", "least-loaded"),
+    "replicas": ("--policy", "continuous", "--replicas", "3", "--router", "least-loaded"),
+    "replicas-chunked-swap": ("--policy", "chunked", "--replicas", "2", "--memory-fraction",
+                              "0.25", "--preemption", "swap"),
     "hybrid-state-swap": ("jamba-v0.1", "--weights", "fp8", "--preemption", "swap",
                           "--memory-fraction", "0.7"),
     "compare": ("--compare", "continuous,chunked", "--lengths", "uniform", "--arrivals", "fixed"),
