@@ -39,6 +39,7 @@ def test_wheel_keeps_everything_under_roofline(wheel: Path) -> None:
         shipped = {n for n in names if n.startswith(f"roofline/{folder}/") and n.endswith(".yaml")}
         assert shipped == {f"roofline/{folder}/{p.name}" for p in (ROOT / folder).glob("*.yaml")}
     assert {f"roofline/kernels/{p.name}" for p in (ROOT / "kernels").glob("*.py")} <= set(names)
+    assert {f"roofline/data/{p.name}" for p in (ROOT / "roofline" / "data").glob("*")} <= set(names)
 
 
 def test_installed_wheel_runs_from_another_folder(wheel: Path, tmp_path: Path) -> None:
