@@ -66,7 +66,7 @@ class Continuous(Scheduler):
     def step(self, horizon: float) -> bool:
         loop = self.loop
         drains = self.drains()
-        if self.run.size and (not loop.waiting and not self.prefilling or drains):
+        if self.run.size and ((not loop.waiting and not self.prefilling) or drains):
             if loop.pending:
                 horizon = min(horizon, float(self.r.ready_s[loop.pending[0]]))
             if self._decode_stretch(horizon):
