@@ -11,12 +11,12 @@ torch = pytest.importorskip("torch")
 
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
+from roofline.catalog import load_model  # noqa: E402
+from roofline.cli import main  # noqa: E402
 from roofline.kernels.llama import LlamaStack  # noqa: E402
 from roofline.kernels.micro import attention_case, gemm_case, stream_case  # noqa: E402
 from roofline.kernels.suite import cpu_plan, run  # noqa: E402
 from roofline.kernels.timing import Budget, time_cpu  # noqa: E402
-from roofline.catalog import load_model  # noqa: E402
-from roofline.cli import main  # noqa: E402
 from roofline.measure.calibrate import calibrated_spec  # noqa: E402
 from roofline.measure.device import cpu_flops_per_cycle, detect_cpu, match_catalog  # noqa: E402
 from roofline.measure.kernel_ops import op_flops_bytes  # noqa: E402
