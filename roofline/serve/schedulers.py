@@ -258,14 +258,11 @@ class DecodeFirst(Continuous):
         return self.draining and not (self.loop.waiting and self.r.resumes(self.loop.waiting[0]))
 
     def batch(self) -> tuple[np.ndarray, Chunks]:
-        if self.draining:
-            self._schedule_prefill(0)  # resumes swapped/handed-off sequences only
-            return self._grow_decodes(), []
-        chunks = self._schedule_prefill(self.p.token_budget)
-        if chunks:
-            return self.run[:0], chunks
-        self.draining = True  # the batch is full: decode it out
-        return self._grow_decodes(), []
+        # draining: a budget of 0 only resumes swapped-out or handed-off sequences
+        chunks = self._schedule_prefill(0 if self.draining else self.p.token_budget)
+        if not chunks:
+            self.draining = True  # the batch is full: decode it out
+        return (self.run[:0] if chunks else self._grow_decodes()), chunks
 
 
 class Chunked(Continuous):
