@@ -17,6 +17,8 @@ Chunks = list[tuple[int, int]]  # (request, prompt tokens computed this step)
 
 
 class Scheduler(ABC):
+    """Holds one replica's admitted sequences and runs each step on the replica's `loop`."""
+
     def __init__(self, policy: Policy, loop: ServingLoop) -> None:
         self.p, self.loop, self.r, self.kv = policy, loop, loop.r, loop.kv
 
