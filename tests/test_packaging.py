@@ -48,9 +48,11 @@ def test_installed_wheel_runs_from_another_folder(wheel: Path, tmp_path: Path) -
                     "--target", str(site), str(wheel)], check=True, capture_output=True)
     env = {**os.environ, "PYTHONPATH": str(site)}
     env.pop("ROOFLINE_SPECS_PATH", None)
-    out = subprocess.run([sys.executable, "-m", "roofline", "hardware", "list", "--json"],
-                         cwd=tmp_path, env=env, check=True, capture_output=True, text=True)
-    assert len(json.loads(out.stdout)) == len(list((ROOT / "hardware_specs").glob("*.yaml")))
+    for command, folder in (("hardware", "hardware_specs"), ("models", "model_specs"),
+                            ("engines", "engine_specs")):
+        out = subprocess.run([sys.executable, "-m", "roofline", command, "list", "--json"],
+                             cwd=tmp_path, env=env, check=True, capture_output=True, text=True)
+        assert len(json.loads(out.stdout)) == len(list((ROOT / folder).glob("*.yaml")))
     where = subprocess.run(
         [sys.executable, "-c", "import roofline.kernels as k, roofline.engine_specs as e; "
          "print(k.__file__); print(e.__file__)"],
