@@ -100,8 +100,8 @@ def test_calibration_recovers_hand_values():
     a = achieved(_results(_calibration_points()))
     assert a.matmul_flops_per_s["fp32"] == pytest.approx(1e11)
     assert a.bandwidth_bytes_per_s == pytest.approx(1e10)
-    assert a.kernel_overhead_s == pytest.approx(5e-6)
-    assert a.matmul_half_rows == pytest.approx(42)
+    assert a.terms["kernel_overhead_us"] == pytest.approx(5)
+    assert a.terms["matmul_half_rows"] == pytest.approx(42)
 
 
 def test_half_rows_is_zero_for_a_memory_bound_small_gemm():
@@ -218,13 +218,14 @@ def _attention_calibration_points() -> list[Point]:
 
 def test_calibration_of_row_cost_and_attention_fractions():
     a = achieved(_results(_calibration_points() + _attention_calibration_points()))
-    assert a.gemv_row_s == pytest.approx(100e-9)
-    assert a.attention_memory_fraction == pytest.approx(0.4)
-    assert a.attention_compute_fraction == pytest.approx(0.5)
+    assert a.terms["gemv_row_ns"] == pytest.approx(100)
+    assert a.terms["attention_memory_fraction"] == pytest.approx(0.4)
+    assert a.terms["attention_compute_fraction"] == pytest.approx(0.5)
     # none of these points: the terms stay off
     plain = achieved(_results(_calibration_points()))
-    assert plain.gemv_row_s == 0
-    assert plain.attention_memory_fraction == 1 and plain.attention_compute_fraction == 1
+    assert plain.terms["gemv_row_ns"] == 0
+    assert plain.terms["attention_memory_fraction"] == 1
+    assert plain.terms["attention_compute_fraction"] == 1
 
 
 def test_calibrated_spec_predicts_a_held_out_prefill_attention():
