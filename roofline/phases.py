@@ -8,7 +8,11 @@ Definitions (used everywhere, written once):
 - decode tokens/s: B / TPOT. Throughput: B · G / E2E, all sequences' generated tokens over
   the whole request time. With m replicas both are ×m; B is the batch of one replica.
 - Memory terms are per GPU (the fullest one, see `parallel.memory_per_gpu`); `memory_bytes`
-  is what all GPUs together provision.
+  is what all GPUs together provision. A batch fits when its per-GPU memory at P + G tokens is
+  within the usable memory (`memory.batch_fit`: capacity less the reserve, activations of the
+  prefill token budget); one that does not is still estimated, marked, and diagnosed
+  (`memory.shortfall`). The memory fraction defaults to 1 on the datasheet ceiling (the speed
+  of light keeps the full capacity) and to `memory.DEFAULT_MEMORY_FRACTION` otherwise.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import memory
 from .cost import Ceiling, StepCost
 from .errors import InvalidInputError
 from .hardware import HardwareSpec
@@ -35,17 +40,24 @@ class Case:
     prompt_tokens: int
     gen_tokens: int
     weights_bytes: float
-    kv_cache_bytes: float
+    kv_cache_bytes: float  # at P + G tokens, the end of generation
     activation_bytes: float
-    capacity_bytes: float
+    usable_bytes: float  # what one GPU offers: capacity less the reserve
     ttft_s: float
     tpot_s: float
     gpus: int = 1  # all GPUs of all replicas
     replicas: int = 1
+    kv_cache_bytes_at_prompt: float = 0.0  # at P tokens, when decoding starts
 
     @property
     def memory_bytes_per_gpu(self) -> float:
+        """What the fullest GPU needs to finish every sequence: KV at P + G tokens."""
         return self.weights_bytes + self.kv_cache_bytes + self.activation_bytes
+
+    @property
+    def memory_bytes_per_gpu_at_prompt(self) -> float:
+        """What it needs when the prompts are cached and decoding starts (KV at P)."""
+        return self.weights_bytes + self.kv_cache_bytes_at_prompt + self.activation_bytes
 
     @property
     def memory_bytes(self) -> float:
@@ -53,7 +65,7 @@ class Case:
 
     @property
     def fits(self) -> bool:
-        return self.memory_bytes_per_gpu <= self.capacity_bytes
+        return self.memory_bytes_per_gpu <= self.usable_bytes
 
     @property
     def e2e_s(self) -> float:
@@ -70,6 +82,7 @@ class Case:
     def as_dict(self) -> dict:
         keys = ("batch", "prompt_tokens", "gen_tokens", "gpus", "weights_bytes",
                 "kv_cache_bytes", "activation_bytes", "memory_bytes_per_gpu", "memory_bytes",
+                "kv_cache_bytes_at_prompt", "memory_bytes_per_gpu_at_prompt", "usable_bytes",
                 "fits", "ttft_s", "tpot_s", "e2e_s",
                 "decode_tokens_per_s", "throughput_tokens_per_s")
         return {k: _plain(getattr(self, k)) for k in keys}
@@ -95,10 +108,20 @@ class Estimate:
     cases: tuple[Case, ...]
     prefill: StepCost  # breakdown at the first batch size (one TP rank)
     decode: StepCost  # breakdown at the first batch size, S = P (first decode step)
-    max_batch: int  # largest B per replica whose per-GPU memory fits at P + G tokens
+    fit: memory.BatchFit  # largest B per replica whose per-GPU memory fits at P + G tokens
     parallel: Parallel = Parallel()
     prefill_comm_s: float = 0.0  # collectives of the prefill step at the first batch size
     decode_comm_s: float = 0.0
+    shortfall: memory.Shortfall | None = None  # the largest batch asked for that does not fit
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def max_batch(self) -> int:
+        return self.fit.max_batch
+
+    @property
+    def fits(self) -> bool:
+        return all(c.fits for c in self.cases)
 
     def as_dict(self) -> dict:
         return {
@@ -115,6 +138,9 @@ class Estimate:
             "ridge_point_flops_per_byte": self.hardware.ridge_point_flops_per_byte(
                 self.precision.compute),
             "max_batch": self.max_batch,
+            "memory": self.fit.as_dict(),
+            "does_not_fit": None if self.shortfall is None else self.shortfall.as_dict(),
+            "warnings": list(self.warnings),
             "cases": [c.as_dict() for c in self.cases],
         }
 
@@ -132,19 +158,23 @@ def mean_tpot_s(model: ModelSpec, hw: HardwareSpec, batch: np.ndarray, prompt: i
 
 def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
              prompt: int = 1024, gen: int = 256, precision: Precision = Precision(),
-             ceiling: Ceiling = "achievable", parallel: Parallel = Parallel()) -> Estimate:
-    """Prefill + decode metrics and memory for each batch size (see module docstring)."""
+             ceiling: Ceiling = "achievable", parallel: Parallel = Parallel(), *,
+             memory_fraction: float | None = None,
+             prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET
+             ) -> Estimate:
+    """Prefill + decode metrics and memory for each batch size (see module docstring).
+    `memory_fraction` None: 1 on the datasheet ceiling, else `memory.DEFAULT_MEMORY_FRACTION`;
+    `prefill_token_budget` None charges the activations of prefilling the whole batch at once."""
     if not batches:
         raise InvalidInputError("give at least one batch size")
     if min(batches) < 1:
         raise InvalidInputError(f"batch sizes must be at least 1, got {min(batches)}")
     if prompt < 1 or gen < 1:
         raise InvalidInputError("--prompt and --gen must be at least 1 token")
-    if prompt + gen > model.max_context:
-        raise InvalidInputError(
-            f"prompt + gen = {prompt + gen} tokens exceeds {model.name}'s max context of "
-            f"{model.max_context}; shorten them")
     precision.check(hw)
+    if memory_fraction is None:
+        memory_fraction = 1.0 if ceiling == "datasheet" else memory.DEFAULT_MEMORY_FRACTION
+    fit_kw = {"memory_fraction": memory_fraction, "prefill_token_budget": prefill_token_budget}
     B = np.asarray(batches, dtype=float)
 
     def cost(step: Step) -> ParallelStepCost:
@@ -152,20 +182,24 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
 
     ttft = cost(Step(B, prompt, 0)).time_s
     tpot = mean_tpot_s(model, hw, B, prompt, gen, precision, ceiling, parallel)
-    mem = memory_per_gpu(model, precision, parallel, B, prompt, prompt + gen)
+    context = prompt + gen
+    fit = memory.batch_fit(model, hw, precision, context, prompt, parallel, **fit_kw)
+    mem = memory_per_gpu(model, precision, parallel, B, prompt, context,
+                         prefill_token_budget=prefill_token_budget)
+    at_prompt = memory_per_gpu(model, precision, parallel, B, prompt, prompt,
+                               prefill_token_budget=prefill_token_budget)
     cases = tuple(
         Case(int(b), prompt, gen, float(mem.weights_bytes), float(mem.kv_cache_bytes[i]),
-             float(mem.activation_bytes[i]), hw.memory_bytes, float(ttft[i]), float(tpot[i]),
-             parallel.gpus, parallel.replicas)
+             float(mem.activation_bytes[i]), fit.budget.usable_bytes, float(ttft[i]),
+             float(tpot[i]), parallel.gpus, parallel.replicas,
+             float(at_prompt.kv_cache_bytes[i]))
         for i, b in enumerate(batches)
     )
+    over = [c.batch for c in cases if not c.fits]
+    short = memory.shortfall(model, hw, precision, max(over), prompt, context, parallel,
+                             **fit_kw) if over else None
     first = batches[0]
     prefill, decode = cost(Step(first, prompt, 0)), cost(Step(first, 1, prompt))
-    # per-GPU memory is weights + b · (KV + activations per sequence): solve for b, the
-    # sequences on one GPU; an EP group of n GPUs holds n·b of them
-    one = memory_per_gpu(model, precision, parallel, 1, prompt, prompt + gen)
-    per_seq = float(one.kv_cache_bytes + one.activation_bytes)
-    fit = max(int((hw.memory_bytes - float(one.weights_bytes)) // per_seq), 0) * parallel.ep
     return Estimate(model, hw, precision, ceiling, prefill.compute.ceilings.source, cases,
                     prefill.compute, decode.compute, fit, parallel, float(prefill.comm_s),
-                    float(decode.comm_s))
+                    float(decode.comm_s), short, memory.context_warning(model, context))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,6 +30,27 @@ SpecsDir = Annotated[
                  "subfolders (repeatable; also $ROOFLINE_SPECS_PATH)"),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
+MemoryFraction = Annotated[float | None, typer.Option(
+    "--memory-fraction", help="share of device memory the engine may fill (vLLM's "
+    "gpu_memory_utilization); default 0.9, or 1 on the datasheet ceiling")]
+PrefillTokenBudget = Annotated[int, typer.Option(
+    "--prefill-token-budget", help="tokens one prefill step holds activations for (chunked "
+    "prefill; vLLM's max_num_batched_tokens default 8192); 0 = the whole batch at once")]
+RequireFit = Annotated[bool, typer.Option(
+    "--require-fit", help="exit 1 when a configuration does not fit in device memory")]
+
+
+def token_budget(value: int) -> int | None:
+    """`--prefill-token-budget`: 0 means no budget (the whole batch's prompts in one step)."""
+    if value < 0:
+        raise InvalidInputError(f"--prefill-token-budget must be 0 or more, got {value}")
+    return value or None
+
+
+def warn(lines: Sequence[str]) -> None:
+    """Warnings of the core (an input run past what it was trained for) on stderr."""
+    for line in lines:
+        print(f"warning: {line}", file=sys.stderr)
 
 
 def int_list(text: str, what: str) -> list[int]:
