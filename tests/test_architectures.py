@@ -5,7 +5,6 @@ Golden values are derived by hand here from the published configs, arithmetic wr
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,7 @@ from hypothesis import strategies as st
 from roofline.catalog import load_hardware, load_model, model_catalog
 from roofline.cli import main
 from roofline.cost import step_cost
-from roofline.memory import activation_bytes, kv_cache_bytes, max_context, weights_bytes
+from roofline.memory import ContextFit, context_fit, kv_cache_bytes
 from roofline.model import ModelSpec
 from roofline.operators import (
     Step,
@@ -26,7 +25,7 @@ from roofline.operators import (
     kv_tokens_read,
     operators,
 )
-from roofline.parallel import min_gpus_to_fit, tp_shard
+from roofline.parallel import Parallel, memory_per_gpu, min_gpus_to_fit, tp_shard
 from roofline.precision import Precision
 
 BF16 = Precision()
@@ -159,7 +158,9 @@ def test_claim_9_ssm_state_flat_in_context() -> None:
     m = load_model("mamba-2.8b")
     sizes = {float(kv_cache_bytes(m, BF16, 1, S)) for S in (1, 1024, 1_000_000)}
     assert sizes == {6_553_600 * 2}
-    assert max_context(m, load_hardware("h100-sxm"), BF16, 1) == math.inf
+    # the state never grows, so the model's trained context is what binds
+    assert context_fit(m, load_hardware("h100-sxm"), BF16, 1) == ContextFit(m.max_context,
+                                                                             "context")
 
 
 def test_linear_attention_state_per_head() -> None:
@@ -310,12 +311,20 @@ def test_self_contradicting_specs_are_refused(tmp_path: Path, capsys, update: di
                                   "characterai-style-illustrative", "deepseek-v2-lite"])
 @pytest.mark.parametrize("batch", [1, 7])
 def test_max_context_is_the_edge_of_memory(name: str, batch: int) -> None:
-    """The piecewise solution lands on the last context that fits: S fits, S + 1 does not."""
+    """The longest context is the last S that fits (S + 1 does not), or the model's trained
+    context when memory would allow more; on the datasheet capacity (fraction 1)."""
     m, hw = load_model(name), load_hardware("h200")
-    S = float(max_context(m, hw, BF16, batch))
-    fixed = weights_bytes(m, BF16) + activation_bytes(m, BF16, batch, 1)
-    assert fixed + kv_cache_bytes(m, BF16, batch, S) <= hw.memory_bytes
-    assert fixed + kv_cache_bytes(m, BF16, batch, S + 1) > hw.memory_bytes
+    fit = context_fit(m, hw, BF16, batch, memory_fraction=1.0)
+    S = fit.max_context
+
+    def total(s: int) -> float:
+        return float(memory_per_gpu(m, BF16, Parallel(), batch, s, s).total_bytes)
+
+    assert total(S) <= hw.memory_bytes
+    if fit.binding == "context":
+        assert S == m.max_context
+    else:
+        assert fit.binding == "KV" and S < m.max_context and total(S + 1) > hw.memory_bytes
 
 
 def test_tensor_parallel_splits_experts_like_mlps() -> None:
