@@ -171,8 +171,13 @@ def _mla(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
     """One MLA layer (DeepSeek-V2/V3). The cache holds, per token, a latent c (r =
     kv_lora_rank) and one RoPE key shared by all heads (R = qk_rope_head_dim).
     absorbed: W_UK folds into the query (q_nope·W_UK: N·n → N·r) and W_UV applies after
-    attention, so scores and AV run over the latent like MQA with head dim r + R;
-    naive: every cached latent is up-projected to N heads of K (n + R) and V (v) each step."""
+    attention, so scores and AV run over the latent like MQA with head dim r + R,
+    2·(2r + R)·N FLOPs per query-key pair; naive: every cached latent is up-projected to N
+    heads of K (n + R) and V (v), 2·r·N·(n + v) FLOPs per context token, then attention costs
+    2·(n + R + v)·N per pair. Absorbing pays per pair, decompressing per token: with T = 1
+    (decode) the absorbed path is far cheaper, with T ≫ 1 (prefill) the naive one.
+    `mla_decode: auto` takes the path with fewer FLOPs for the whole step (op names say which:
+    `mla/absorbed_scores` or `mla/scores+av`)."""
     a = m.attention
     B, T, S = s.batch, s.new_tokens, s.cached_tokens
     D, N, r, R = m.d_model, m.heads, a.kv_lora_rank, a.qk_rope_head_dim
@@ -189,23 +194,24 @@ def _mla(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
         ops.append(Op("mla/kv_down", "matmul", flops=2 * B * T * D * latent,
                       weight_elems=D * latent, act_elems=B * T * D, kv_write_elems=B * T * latent,
                       weight_rows=latent))
-    if a.mla_decode == "absorbed":
-        ops += [
-            Op("mla/q_absorb", "matmul", flops=2 * B * T * N * n * r, weight_elems=N * n * r,
-               act_elems=B * T * N * (n + r), weight_rows=N * r),
-            Op("mla/absorbed_scores", "attention", flops=B * 2 * pairs * N * (2 * r + R),
-               act_elems=B * T * N * (2 * r + R), kv_read_elems=B * ctx * latent),
-            Op("mla/v_up", "matmul", flops=2 * B * T * N * r * v, weight_elems=N * r * v,
-               act_elems=B * T * N * (r + v), weight_rows=N * v),
-        ]
-    else:
-        ops += [
-            Op("mla/kv_up", "matmul", flops=2 * B * ctx * r * N * (n + v),
-               weight_elems=r * N * (n + v), act_elems=B * ctx * N * (n + v),
-               kv_read_elems=B * ctx * latent, weight_rows=N * (n + v)),
-            Op("mla/scores+av", "attention", flops=B * 2 * pairs * N * (n + R + v),
-               act_elems=B * T * N * (n + R + v) + B * ctx * N * (n + v)),
-        ]
+    absorbed = [
+        Op("mla/q_absorb", "matmul", flops=2 * B * T * N * n * r, weight_elems=N * n * r,
+           act_elems=B * T * N * (n + r), weight_rows=N * r),
+        Op("mla/absorbed_scores", "attention", flops=B * 2 * pairs * N * (2 * r + R),
+           act_elems=B * T * N * (2 * r + R), kv_read_elems=B * ctx * latent),
+        Op("mla/v_up", "matmul", flops=2 * B * T * N * r * v, weight_elems=N * r * v,
+           act_elems=B * T * N * (r + v), weight_rows=N * v),
+    ]
+    naive = [
+        Op("mla/kv_up", "matmul", flops=2 * B * ctx * r * N * (n + v),
+           weight_elems=r * N * (n + v), act_elems=B * ctx * N * (n + v),
+           kv_read_elems=B * ctx * latent, weight_rows=N * (n + v)),
+        Op("mla/scores+av", "attention", flops=B * 2 * pairs * N * (n + R + v),
+           act_elems=B * T * N * (n + R + v) + B * ctx * N * (n + v)),
+    ]
+    path = {"absorbed": absorbed, "naive": naive}.get(a.mla_decode) or min(
+        (absorbed, naive), key=lambda ops_: float(np.sum(sum(o.flops for o in ops_))))
+    ops += path
     ops.append(Op("attention/out", "matmul", flops=2 * B * T * N * v * D,
                   weight_elems=N * v * D, act_elems=B * T * (N * v + D), weight_rows=D))
     return ops

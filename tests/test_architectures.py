@@ -210,7 +210,7 @@ def test_moe_decode_weight_bytes_follow_experts_touched() -> None:
 
 
 def test_mla_absorbed_vs_naive_decode() -> None:
-    absorbed = load_model("deepseek-v2-lite")
+    absorbed = _variant("deepseek-v2-lite", attention={"mla_decode": "absorbed"})
     naive = _variant("deepseek-v2-lite", attention={"mla_decode": "naive"})
     step = Step(1, 1, 8192)
     assert {"mla/kv_down", "mla/q_absorb", "mla/absorbed_scores", "mla/v_up"} \
@@ -223,6 +223,31 @@ def test_mla_absorbed_vs_naive_decode() -> None:
         == 27 * 8193 * 576
     # naive up-projects every cached latent: 2·(S+1)·r·N·(nope + v) FLOPs per layer
     assert n["mla/kv_up"].flops == 27 * 2 * 8193 * 512 * 16 * 256
+
+
+def test_mla_prefill_decompresses_and_decode_absorbs() -> None:
+    """DeepSeek-V3 (61 MLA layers, N 128, r 512, R 64, nope 128, v 128). Per layer, a prefill
+    of T = 4096 tokens on an empty cache has T(T+1)/2 = 8,390,656 causal pairs:
+    absorbed: q_absorb + v_up 2·T·N·r·(n + v) = 137.4 GFLOP, scores 2·pairs·N·(2r + R)
+    = 2,336.9 GFLOP; naive: kv_up 2·T·r·N·(n + v) = 137.4 GFLOP, scores 2·pairs·N·(n + R + v)
+    = 687.3 GFLOP. The naive path is 3.0× cheaper, so prefill takes it; a decode step (T = 1,
+    S = 4096) pays 2·4097·r·N·(n + v) = 137.4 GFLOP to decompress against 2·4097·N·(2r + R)
+    = 1.14 GFLOP absorbed, so decode absorbs."""
+    m = load_model("deepseek-v3")
+    L, N, r, R, n, v, T = 61, 128, 512, 64, 128, 128, 4096
+    pairs = T * (T + 1) // 2
+    naive = 2 * T * r * N * (n + v) + 2 * pairs * N * (n + R + v)
+    absorbed = 2 * T * N * r * (n + v) + 2 * pairs * N * (2 * r + R)
+    assert absorbed / naive == pytest.approx(3.0, abs=0.01)  # 2474.3 / 824.7 GFLOP
+    prefill = {o.name: o for o in operators(m, Step(1, T, 0))}
+    assert {"mla/kv_up", "mla/scores+av"} <= set(prefill) and "mla/absorbed_scores" not in prefill
+    assert prefill["mla/kv_up"].flops + prefill["mla/scores+av"].flops == L * naive
+    decode = {o.name: o for o in operators(m, Step(1, 1, T))}
+    assert "mla/absorbed_scores" in decode and "mla/kv_up" not in decode
+    assert decode["mla/absorbed_scores"].flops == L * 2 * (T + 1) * N * (2 * r + R)
+    # the cache read is the latent either way: (S + T) · (r + R) values per layer
+    assert decode["mla/absorbed_scores"].kv_read_elems == L * (T + 1) * (r + R)
+    assert prefill["mla/kv_up"].kv_read_elems == L * T * (r + R)
 
 
 def test_shared_kv_layers_read_but_do_not_write() -> None:
