@@ -16,8 +16,10 @@ A transformation of the one calculator, not a second one:
   replica's B sequences are split over the n GPUs, the fullest holding ⌈B/n⌉ (its KV, its
   attention). Each MoE layer dispatches every token's hidden state to its k experts' GPUs and
   combines the outputs back: two all-to-alls, B·T·k·D activations over the group, ⌈B/n⌉·T·k·D
-  per GPU. A GPU's expert GEMMs run the B·T·k/n token-expert pairs routed to it and read the
-  E·(1 − (1 − k/E)^(B·T))/n of its experts the batch touches (`operators.ExpertShard`).
+  per GPU. The busiest GPU sets the step: its expert GEMMs run the expected maximum over the
+  n GPUs of the token-expert pairs routed to each (mean B·T·k/n) and read the expected maximum
+  of the experts the batch touches among each GPU's E/n (mean E·(1 − (1 − k/E)^(B·T))/n)
+  (`operators.ExpertShard`, derived in docs/architectures.md).
   Refused: dense models, n not dividing E, EP together with TP (TP-split experts inside an EP
   group are not modelled).
 - Replicas: m independent copies; throughput ×m, latency unchanged.
