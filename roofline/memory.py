@@ -215,20 +215,20 @@ def batch_fit(m: ModelSpec, hw: HardwareSpec, p: Precision, context: int,
         return _memory(m, p, par, np.asarray(b) * par.ep, P, context, prefill_token_budget)
 
     one = mem(1)
-    W = float(one.weights_bytes)
+    w = float(one.weights_bytes)
     per_seq = float(one.kv_cache_bytes) + m.vocab_size * LOGIT_BYTES / par.tp
-    hi = np.asarray(max(int((usable - W) // per_seq) + 1, 0))
+    hi = np.asarray(max(int((usable - w) // per_seq) + 1, 0))
     b = int(_largest(lambda x: mem(x).total_bytes <= usable, hi))
     at = mem(max(b, 1))
     kv, act = (float(at.kv_cache_bytes), float(at.activation_bytes)) if b else (0.0, float(
         one.activation_bytes))
-    if W > usable:
+    if w > usable:
         binding: Binding = "weights"
     elif b == 0:
-        binding = "activations" if W + act > usable else "KV"
+        binding = "activations" if w + act > usable else "KV"
     else:
         binding = "KV" if kv >= act else "activations"
-    return BatchFit(budget, int(context), int(P), prefill_token_budget, W, kv, act,
+    return BatchFit(budget, int(context), int(P), prefill_token_budget, w, kv, act,
                     b * par.ep, binding)
 
 

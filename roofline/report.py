@@ -59,7 +59,8 @@ def fit_lines(e: Estimate) -> list[str]:
              f"largest batch that fits at {f.context:,} tokens: {f.max_batch:,} "
              f"(binding: {f.binding})."]
     if e.shortfall is not None:
-        lines.append(f"[red]does not fit:[/red] {e.shortfall.message(e.model.name, e.hardware.name)}.")
+        why = e.shortfall.message(e.model.name, e.hardware.name)
+        lines.append(f"[red]does not fit:[/red] {why}.")
     return lines
 
 

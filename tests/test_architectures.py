@@ -340,16 +340,17 @@ def test_max_context_is_the_edge_of_memory(name: str, batch: int) -> None:
     context when memory would allow more; on the datasheet capacity (fraction 1)."""
     m, hw = load_model(name), load_hardware("h200")
     fit = context_fit(m, hw, BF16, batch, memory_fraction=1.0)
-    S = fit.max_context
+    longest = fit.max_context
 
     def total(s: int) -> float:
         return float(memory_per_gpu(m, BF16, Parallel(), batch, s, s).total_bytes)
 
-    assert total(S) <= hw.memory_bytes
+    assert total(longest) <= hw.memory_bytes
     if fit.binding == "context":
-        assert S == m.max_context
+        assert longest == m.max_context
     else:
-        assert fit.binding == "KV" and S < m.max_context and total(S + 1) > hw.memory_bytes
+        assert fit.binding == "KV" and longest < m.max_context
+        assert total(longest + 1) > hw.memory_bytes
 
 
 def test_tensor_parallel_splits_experts_like_mlps() -> None:

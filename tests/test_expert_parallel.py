@@ -8,11 +8,10 @@ import math
 
 import numpy as np
 import pytest
-
-from roofline import memory
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from roofline import memory
 from roofline.catalog import load_hardware, load_model
 from roofline.cli import main
 from roofline.cost import step_cost

@@ -71,9 +71,10 @@ def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, precision: Precision,
     (`memory.memory_budget`, `parallel.memory_per_gpu`): (usable = fraction · capacity − weights
     per GPU − the activations of a full step of `token_budget` tokens over `max_seqs` sequences
     − the constant SSM/linear state of those sequences) / (KV bytes per token per GPU). TP and
-    PP split every token's KV over the group's GPUs; EP splits the sequences, so the replica holds ep times one GPU's tokens. The
-    state counts sequences, not tokens, so it is reserved for every slot up front (as vLLM does
-    for Mamba layers); a model without per-token KV holds any number of tokens
+    PP split every token's KV over the group's GPUs; EP splits the sequences, so the replica
+    holds ep times one GPU's tokens. The state counts sequences, not tokens, so it is reserved
+    for every slot up front (as vLLM does for Mamba layers); a model without per-token KV holds
+    any number of tokens
     (`UNBOUNDED_KV_TOKENS`). Local (sliding-window) layers are counted per token over the whole
     context: blocks that fall out of the window are not reclaimed, so capacity is conservative
     for contexts beyond W."""
