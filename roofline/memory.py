@@ -421,7 +421,6 @@ def cache_summary(m: ModelSpec, hw: HardwareSpec, p: Precision, context: int,
     from .cost import step_cost  # cost imports operators only; kept local to read as a leaf
 
     decode = step_cost(m, hw, Step(1, 1, context), p, "datasheet")
-    kw = {"memory_fraction": memory_fraction, "prefill_token_budget": prefill_token_budget}
     return CacheSummary(
         model=m.name, hardware=hw.name, context=context, kv_dtype=p.kv,
         kv_bytes_per_token=kv_bytes_per_token(m, p),
@@ -430,7 +429,9 @@ def cache_summary(m: ModelSpec, hw: HardwareSpec, p: Precision, context: int,
         decode_kv_read_bytes=float(sum(o.op.kv_read_elems for o in decode.ops)) * p.kv_bytes,
         decode_read_bytes=float(decode.bytes),
         weights_bytes=weights_bytes(m, p),
-        fit=batch_fit(m, hw, p, context, None, par, **kw),
-        context_fit=context_fit(m, hw, p, 1, par, **kw),
+        fit=batch_fit(m, hw, p, context, None, par, memory_fraction=memory_fraction,
+                      prefill_token_budget=prefill_token_budget),
+        context_fit=context_fit(m, hw, p, 1, par, memory_fraction=memory_fraction,
+                                prefill_token_budget=prefill_token_budget),
         warnings=context_warning(m, context),
     )

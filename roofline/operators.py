@@ -229,7 +229,7 @@ def mla_naive_is_cheaper(m: ModelSpec, T: ArrayLike, S: ArrayLike, window: int |
     r·(n + v)·(ctx − T) < pairs·(2r − n − v) with ctx the tokens read. Decode (T = 1, S ≥ 1)
     absorbs; a prefill from an empty cache decompresses."""
     a = m.attention
-    r, n, v = a.kv_lora_rank, a.qk_nope_head_dim, a.v_head_dim
+    r, n, v = int(a.kv_lora_rank or 0), int(a.qk_nope_head_dim or 0), int(a.v_head_dim or 0)
     pairs = attended_pairs(T, S, window, causal)
     ctx = kv_tokens_read(T, S, window)
     return r * (n + v) * (ctx - T) < pairs * (2 * r - n - v)
@@ -289,7 +289,7 @@ def _mla(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
         if np.all(naive_step) or not np.any(naive_step):
             ops += naive if np.all(naive_step) else absorbed
         else:  # a grid whose steps take different paths: each op counts where it runs
-            ops += [_masked(o, ~naive_step) for o in absorbed]
+            ops += [_masked(o, np.logical_not(naive_step)) for o in absorbed]
             ops += [_masked(o, naive_step) for o in naive]
     else:
         ops += naive if a.mla_decode == "naive" else absorbed

@@ -174,7 +174,6 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
     precision.check(hw)
     if memory_fraction is None:
         memory_fraction = 1.0 if ceiling == "datasheet" else memory.DEFAULT_MEMORY_FRACTION
-    fit_kw = {"memory_fraction": memory_fraction, "prefill_token_budget": prefill_token_budget}
     B = np.asarray(batches, dtype=float)
 
     def cost(step: Step) -> ParallelStepCost:
@@ -183,21 +182,25 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
     ttft = cost(Step(B, prompt, 0)).time_s
     tpot = mean_tpot_s(model, hw, B, prompt, gen, precision, ceiling, parallel)
     context = prompt + gen
-    fit = memory.batch_fit(model, hw, precision, context, prompt, parallel, **fit_kw)
+    fit = memory.batch_fit(model, hw, precision, context, prompt, parallel,
+                           memory_fraction=memory_fraction,
+                           prefill_token_budget=prefill_token_budget)
     mem = memory_per_gpu(model, precision, parallel, B, prompt, context,
                          prefill_token_budget=prefill_token_budget)
-    at_prompt = memory_per_gpu(model, precision, parallel, B, prompt, prompt,
-                               prefill_token_budget=prefill_token_budget)
+    kv_at_prompt = np.asarray(memory_per_gpu(model, precision, parallel, B, prompt, prompt,
+                                             prefill_token_budget=prefill_token_budget
+                                             ).kv_cache_bytes)
     cases = tuple(
         Case(int(b), prompt, gen, float(mem.weights_bytes), float(mem.kv_cache_bytes[i]),
              float(mem.activation_bytes[i]), fit.budget.usable_bytes, float(ttft[i]),
              float(tpot[i]), parallel.gpus, parallel.replicas,
-             float(at_prompt.kv_cache_bytes[i]))
+             float(kv_at_prompt[i]))
         for i, b in enumerate(batches)
     )
     over = [c.batch for c in cases if not c.fits]
     short = memory.shortfall(model, hw, precision, max(over), prompt, context, parallel,
-                             **fit_kw) if over else None
+                             memory_fraction=memory_fraction,
+                             prefill_token_budget=prefill_token_budget) if over else None
     first = batches[0]
     prefill, decode = cost(Step(first, prompt, 0)), cost(Step(first, 1, prompt))
     return Estimate(model, hw, precision, ceiling, prefill.compute.ceilings.source, cases,

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from ..catalog import load_hardware, load_model
-from ..cost import CEILINGS
+from ..cost import CEILINGS, Ceiling
 from ..errors import DoesNotFitError, InvalidInputError
 from ..memory import DEFAULT_MEMORY_FRACTION, DEFAULT_PREFILL_TOKEN_BUDGET
 from ..parallel import Parallel
@@ -108,16 +108,16 @@ def speculate(
     ks, alphas, batches = k_values(k), probabilities(acceptance), int_list(batch, "batch size")
     precision = common.precision(dtype, weights, activations, kv)
     par = Parallel(tp, pp, ep)
-    args = dict(hw=hw, context=context, precision=precision, ceiling=ceiling, par=par)
+    roof: Ceiling = ceiling  # type: ignore[assignment]  # checked against CEILINGS above
     fraction = memory_fraction if memory_fraction is not None else (
         1.0 if ceiling == "datasheet" else DEFAULT_MEMORY_FRACTION)
     fits = {b: pair_fit(t, drafter.model, hw, b, context, max(ks), precision, par,
                         memory_fraction=fraction,
                         prefill_token_budget=token_budget(prefill_token_budget))
             for b in batches}
-    grid = {(b, a): [speculative_cost(t, drafter, k=kk, acceptance=a, batch=b, **args)
+    grid = {(b, a): [speculative_cost(t, drafter, hw, kk, a, b, context, precision, roof, par)
                      for kk in ks] for b in batches for a in alphas}
-    even = {(b, kk): break_even_acceptance(t, drafter, k=kk, batch=b, **args)
+    even = {(b, kk): break_even_acceptance(t, drafter, hw, kk, b, context, precision, roof, par)
             for b in batches for kk in ks}
     drafted_by = drafter.model.name if drafter.model else f"heads at {heads} of a layer each"
     if json_out:

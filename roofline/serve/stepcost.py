@@ -112,12 +112,11 @@ class MixedStepCost:
     def _moe_cols(self, n: ArrayLike) -> list:
         """The routed experts' features of n group tokens on the busiest EP rank: pairs (with
         EP) and experts touched."""
-        cols = []
-        if self.ep > 1:
-            cols.append(busiest_rank_pairs(self.experts[1], n, self.ep))
-        if self.experts is not None:
-            cols.append(busiest_rank_experts(*self.experts, n, self.ep))
-        return cols
+        if self.experts is None:
+            return []
+        E, k = self.experts
+        pairs = [busiest_rank_pairs(k, n, self.ep)] if self.ep > 1 else []
+        return [*pairs, busiest_rank_experts(E, k, n, self.ep)]
 
     def _times(self, x: np.ndarray) -> np.ndarray:
         """Step times of feature rows x (..., features)."""
