@@ -12,7 +12,7 @@ from .catalog import hardware_catalog, load_hardware, load_model, model_catalog
 from .cost import decode_step_s, prefill_s, step_cost
 from .errors import RooflineError
 from .hardware import HardwareSpec
-from .memory import kv_cache_bytes, max_batch, weights_bytes
+from .memory import batch_fit, kv_cache_bytes, max_batch, weights_bytes
 from .model import ModelSpec
 from .operators import Step, operators
 from .phases import Estimate, estimate
@@ -20,7 +20,7 @@ from .precision import Precision
 
 __all__ = [
     "Estimate", "HardwareSpec", "ModelSpec", "Precision", "RooflineError", "Step",
-    "decode_step_s", "estimate", "hardware_catalog", "kv_cache_bytes", "load_hardware",
+    "batch_fit", "decode_step_s", "estimate", "hardware_catalog", "kv_cache_bytes", "load_hardware",
     "load_model", "max_batch", "model_catalog", "operators", "prefill_s", "step_cost",
     "weights_bytes",
 ]
