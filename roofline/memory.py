@@ -33,6 +33,7 @@ from .operators import ArrayLike, Step
 from .precision import Precision
 
 if TYPE_CHECKING:
+    from .engine import EngineSpec
     from .parallel import Parallel
 
 #: Logits are kept in fp32 for sampling (4 bytes per vocabulary entry).
@@ -109,6 +110,22 @@ def peak_activation_bytes(m: ModelSpec, p: Precision, batch: ArrayLike, prompt: 
                           token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET) -> ArrayLike:
     """Activations of the largest step of B sequences with P-token prompts (B logits)."""
     return step_activation_bytes(m, p, prefill_step_tokens(batch, prompt, token_budget), batch)
+
+
+def memory_terms(engine: EngineSpec | None, ceiling: str, memory_fraction: float | None = None,
+                 prefill_token_budget: int | None | Literal["engine"] = "engine"
+                 ) -> tuple[float, int | None]:
+    """(memory fraction, prefill token budget) of a prediction. Given values win; else the
+    engine profile's; with no engine, 1 on the datasheet ceiling (no reserve) or
+    `DEFAULT_MEMORY_FRACTION`, and `DEFAULT_PREFILL_TOKEN_BUDGET`. A budget of None charges
+    the whole batch's prompts at once."""
+    if memory_fraction is None:
+        memory_fraction = (engine.memory_fraction if engine is not None else 1.0
+                           if ceiling == "datasheet" else DEFAULT_MEMORY_FRACTION)
+    if prefill_token_budget == "engine":
+        prefill_token_budget = (engine.prefill_token_budget if engine is not None
+                                else DEFAULT_PREFILL_TOKEN_BUDGET)
+    return check_memory_fraction(memory_fraction), check_token_budget(prefill_token_budget)
 
 
 def check_memory_fraction(memory_fraction: float) -> float:

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from . import memory
 from .cost import Ceiling, StepCost
+from .engine import EngineSpec
 from .errors import InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
@@ -112,6 +114,7 @@ class Estimate:
     parallel: Parallel = Parallel()
     prefill_comm_s: float = 0.0  # collectives of the prefill step at the first batch size
     decode_comm_s: float = 0.0
+    engine: EngineSpec | None = None  # the software stack (None: the hardware layer alone)
     shortfall: memory.Shortfall | None = None  # the largest batch asked for that does not fit
     warnings: tuple[str, ...] = ()
 
@@ -129,6 +132,7 @@ class Estimate:
             "hardware": self.hardware.name,
             "ceiling": self.ceiling,
             "ceiling_source": self.ceiling_source,
+            "engine": self.engine.name if self.engine else None,
             "precision": {"weights": self.precision.weights,
                           "activations": self.precision.activations, "kv": self.precision.kv,
                           "compute": self.precision.compute},
@@ -146,25 +150,28 @@ class Estimate:
 
 
 def mean_tpot_s(model: ModelSpec, hw: HardwareSpec, batch: np.ndarray, prompt: int, gen: int,
-                precision: Precision, ceiling: Ceiling, parallel: Parallel = Parallel()
-                ) -> np.ndarray:
+                precision: Precision, ceiling: Ceiling, parallel: Parallel = Parallel(),
+                engine: EngineSpec | None = None) -> np.ndarray:
     """Mean decode step time over the G-1 steps after the first token, per batch size.
     With G = 1 there is no such step; the next step's time (S = P) is reported."""
     S = prompt + np.arange(max(gen - 1, 1))  # cached tokens before each step
     B = np.asarray(batch)[:, None]
     step = Step(B, 1, S[None, :])
-    return parallel_step_cost(model, hw, step, precision, parallel, ceiling).time_s.mean(axis=1)
+    return parallel_step_cost(model, hw, step, precision, parallel, ceiling,
+                              engine).time_s.mean(axis=1)
 
 
 def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
              prompt: int = 1024, gen: int = 256, precision: Precision = Precision(),
-             ceiling: Ceiling = "achievable", parallel: Parallel = Parallel(), *,
+             ceiling: Ceiling = "achievable", parallel: Parallel = Parallel(),
+             engine: EngineSpec | None = None, *,
              memory_fraction: float | None = None,
-             prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET
-             ) -> Estimate:
-    """Prefill + decode metrics and memory for each batch size (see module docstring).
-    `memory_fraction` None: 1 on the datasheet ceiling, else `memory.DEFAULT_MEMORY_FRACTION`;
-    `prefill_token_budget` None charges the activations of prefilling the whole batch at once."""
+             prefill_token_budget: int | None | Literal["engine"] = "engine") -> Estimate:
+    """Prefill + decode metrics and memory for each batch size (see module docstring), on
+    the `ceiling` and, for the achievable one, the software stack `engine`.
+    `memory_fraction` and `prefill_token_budget`: `memory.memory_terms` (the engine's unless
+    given; None as a budget charges the whole batch's prompts at once)."""
+    engine = engine if ceiling == "achievable" else None
     if not batches:
         raise InvalidInputError("give at least one batch size")
     if min(batches) < 1:
@@ -172,15 +179,15 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
     if prompt < 1 or gen < 1:
         raise InvalidInputError("--prompt and --gen must be at least 1 token")
     precision.check(hw)
-    if memory_fraction is None:
-        memory_fraction = 1.0 if ceiling == "datasheet" else memory.DEFAULT_MEMORY_FRACTION
+    memory_fraction, prefill_token_budget = memory.memory_terms(
+        engine, ceiling, memory_fraction, prefill_token_budget)
     B = np.asarray(batches, dtype=float)
 
     def cost(step: Step) -> ParallelStepCost:
-        return parallel_step_cost(model, hw, step, precision, parallel, ceiling)
+        return parallel_step_cost(model, hw, step, precision, parallel, ceiling, engine)
 
     ttft = cost(Step(B, prompt, 0)).time_s
-    tpot = mean_tpot_s(model, hw, B, prompt, gen, precision, ceiling, parallel)
+    tpot = mean_tpot_s(model, hw, B, prompt, gen, precision, ceiling, parallel, engine)
     context = prompt + gen
     fit = memory.batch_fit(model, hw, precision, context, prompt, parallel,
                            memory_fraction=memory_fraction,
@@ -205,4 +212,4 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
     prefill, decode = cost(Step(first, prompt, 0)), cost(Step(first, 1, prompt))
     return Estimate(model, hw, precision, ceiling, prefill.compute.ceilings.source, cases,
                     prefill.compute, decode.compute, fit, parallel, float(prefill.comm_s),
-                    float(decode.comm_s), short, memory.context_warning(model, context))
+                    float(decode.comm_s), engine, short, memory.context_warning(model, context))

@@ -29,6 +29,7 @@ import numpy as np
 
 from . import memory
 from .cost import Ceiling
+from .engine import EngineSpec
 from .errors import InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
@@ -108,16 +109,17 @@ def _check_pair(target: ModelSpec, draft: ModelSpec) -> None:
 
 
 def _step_s(m: ModelSpec, hw: HardwareSpec, step: Step, precision: Precision,
-            ceiling: Ceiling, par: Parallel) -> ArrayLike:
-    return parallel_step_cost(m, hw, step, precision, par, ceiling).time_s
+            ceiling: Ceiling, par: Parallel, engine: EngineSpec | None) -> ArrayLike:
+    return parallel_step_cost(m, hw, step, precision, par, ceiling, engine).time_s
 
 
 def layer_decode_s(m: ModelSpec, hw: HardwareSpec, step: Step, precision: Precision,
-                   ceiling: Ceiling, par: Parallel = Parallel()) -> ArrayLike:
+                   ceiling: Ceiling, engine: EngineSpec | None = None,
+                   par: Parallel = Parallel()) -> ArrayLike:
     """One transformer layer's share of a step: the step of L layers minus that of L−1."""
     fewer = ModelSpec.model_validate(m.model_dump() | {"layers": m.layers - 1})
-    return (_step_s(m, hw, step, precision, ceiling, par)
-            - _step_s(fewer, hw, step, precision, ceiling, par))
+    return (_step_s(m, hw, step, precision, ceiling, par, engine)
+            - _step_s(fewer, hw, step, precision, ceiling, par, engine))
 
 
 @dataclass(frozen=True)
@@ -151,11 +153,12 @@ def pair_fit(target: ModelSpec, draft: ModelSpec | None, hw: HardwareSpec, batch
     """Whether the target and its draft fit together (see module docstring); heads only
     (draft None) leave the target alone. Prompts of S tokens are prefilled under the budget."""
     reach = context + k + 1
-    kw = {"prefill_token_budget": prefill_token_budget}
-    t = memory_per_gpu(target, precision, par, batch, context, reach, **kw)
+    t = memory_per_gpu(target, precision, par, batch, context, reach,
+                       prefill_token_budget=prefill_token_budget)
     draft_bytes = extra = 0.0
     if draft is not None:
-        d = memory_per_gpu(draft, precision, par, batch, context, reach, **kw)
+        d = memory_per_gpu(draft, precision, par, batch, context, reach,
+                           prefill_token_budget=prefill_token_budget)
         draft_bytes = float(d.weights_bytes + d.kv_cache_bytes)
         extra = max(float(d.activation_bytes - t.activation_bytes), 0.0)
     return PairFit(float(t.total_bytes), draft_bytes, extra,
@@ -165,7 +168,8 @@ def pair_fit(target: ModelSpec, draft: ModelSpec | None, hw: HardwareSpec, batch
 def speculative_cost(target: ModelSpec, drafter: Drafter, hw: HardwareSpec, k: int,
                      acceptance: float, batch: int = 1, context: int = 1024,
                      precision: Precision = Precision(),
-                     ceiling: Ceiling = "achievable", par: Parallel = Parallel()
+                     ceiling: Ceiling = "achievable",
+                     engine: EngineSpec | None = None, par: Parallel = Parallel()
                      ) -> SpeculativeCost:
     """One cycle of K proposals verified by the target, for B sequences at S cached tokens,
     both models on the deployment `par`."""
@@ -177,17 +181,17 @@ def speculative_cost(target: ModelSpec, drafter: Drafter, hw: HardwareSpec, k: i
                                 f"context of {target.max_context}")
     precision.check(hw)
     plain = Step(batch, 1, context)
-    target_step_s = float(_step_s(target, hw, plain, precision, ceiling, par))
+    target_step_s = float(_step_s(target, hw, plain, precision, ceiling, par, engine))
     verify_s = float(_step_s(target, hw, Step(batch, k + 1, context, logits="all"),
-                             precision, ceiling, par))
+                             precision, ceiling, par, engine))
     if drafter.model is not None:
         _check_pair(target, drafter.model)
         S = context + np.arange(k)  # the draft's cache grows by one per proposal
         draft_s = float(np.sum(_step_s(drafter.model, hw, Step(batch, 1, S), precision,
-                                       ceiling, par)))
+                                       ceiling, par, engine)))
     else:
         draft_s = float(k * drafter.head_layer_fraction  # type: ignore[operator]
-                        * layer_decode_s(target, hw, plain, precision, ceiling, par))
+                        * layer_decode_s(target, hw, plain, precision, ceiling, engine, par))
     return SpeculativeCost(k, float(acceptance), draft_s, verify_s, target_step_s)
 
 
@@ -199,12 +203,14 @@ def best_k(costs: list[SpeculativeCost]) -> int:
 def break_even_acceptance(target: ModelSpec, drafter: Drafter, hw: HardwareSpec, k: int,
                           batch: int = 1, context: int = 1024,
                           precision: Precision = Precision(),
-                          ceiling: Ceiling = "achievable", par: Parallel = Parallel()
+                          ceiling: Ceiling = "achievable",
+                          engine: EngineSpec | None = None, par: Parallel = Parallel()
                           ) -> float | None:
     """The α below which speculation slows generation down: E(α) = cycle / target step,
     solved by bisection (E rises with α, the costs do not depend on it). None if even α = 1
     does not pay."""
-    c = speculative_cost(target, drafter, hw, k, 1.0, batch, context, precision, ceiling, par)
+    c = speculative_cost(target, drafter, hw, k, 1.0, batch, context, precision, ceiling,
+                         engine, par)
     needed = c.cycle_s / c.target_step_s  # tokens per cycle to break even
     if needed > k + 1:
         return None

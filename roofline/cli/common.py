@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -32,16 +32,20 @@ SpecsDir = Annotated[
 JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
 MemoryFraction = Annotated[float | None, typer.Option(
     "--memory-fraction", help="share of device memory the engine may fill (vLLM's "
-    "gpu_memory_utilization); default 0.9, or 1 on the datasheet ceiling")]
-PrefillTokenBudget = Annotated[int, typer.Option(
+    "gpu_memory_utilization); default the engine's (vLLM 0.9), 1 on the datasheet ceiling")]
+PrefillTokenBudget = Annotated[int | None, typer.Option(
     "--prefill-token-budget", help="tokens one prefill step holds activations for (chunked "
-    "prefill; vLLM's max_num_batched_tokens default 8192); 0 = the whole batch at once")]
+    "prefill); default the engine's (vLLM: max_num_batched_tokens 8192); 0 = the whole batch "
+    "at once")]
 RequireFit = Annotated[bool, typer.Option(
     "--require-fit", help="exit 1 when a configuration does not fit in device memory")]
 
 
-def token_budget(value: int) -> int | None:
-    """`--prefill-token-budget`: 0 means no budget (the whole batch's prompts in one step)."""
+def token_budget(value: int | None) -> int | None | Literal["engine"]:
+    """`--prefill-token-budget`: not given, the engine's; 0, no budget (the whole batch's
+    prompts in one step)."""
+    if value is None:
+        return "engine"
     if value < 0:
         raise InvalidInputError(f"--prefill-token-budget must be 0 or more, got {value}")
     return value or None
@@ -51,6 +55,21 @@ def warn(lines: Sequence[str]) -> None:
     """Warnings of the core (an input run past what it was trained for) on stderr."""
     for line in lines:
         print(f"warning: {line}", file=sys.stderr)
+
+
+EngineOpt = Annotated[str, typer.Option(
+    "--engine", help="inference engine profile (name, alias or YAML path; `roofline engines "
+    "list`), or `none` for the hardware layer alone; ignored by --ceiling datasheet")]
+
+#: The engine a prediction uses when none is named: the most deployed open serving engine.
+DEFAULT_ENGINE = "vllm"
+
+
+def engine(name: str, specs_dir: list[Path] | None) -> Any:
+    """The EngineSpec for `--engine` (None for `none`)."""
+    from ..catalog import load_engine
+
+    return None if name.strip().lower() == "none" else load_engine(name, specs_dir or ())
 
 
 def int_list(text: str, what: str) -> list[int]:

@@ -9,10 +9,8 @@ import typer
 from ..catalog import load_hardware, load_model
 from ..cost import CEILINGS
 from ..errors import DoesNotFitError, InvalidInputError
-from ..memory import DEFAULT_PREFILL_TOKEN_BUDGET
 from ..parallel import Parallel
 from ..phases import estimate as run_estimate
-from ..units import seconds
 from . import app, common
 from .common import (
     JsonFlag,
@@ -51,9 +49,10 @@ def estimate(
     ep: Annotated[int, Opt(help="expert-parallel GPUs (MoE models)")] = 1,
     replicas: Annotated[int, Opt(help="independent copies (throughput ×m)")] = 1,
     ceiling: Annotated[str, Opt(help="datasheet (speed of light) or achievable")] = "achievable",
+    engine: common.EngineOpt = common.DEFAULT_ENGINE,
     breakdown: Annotated[bool, Opt(help="per-operator FLOPs, bytes, intensity, bound")] = False,
     memory_fraction: MemoryFraction = None,
-    prefill_token_budget: PrefillTokenBudget = DEFAULT_PREFILL_TOKEN_BUDGET,
+    prefill_token_budget: PrefillTokenBudget = None,
     require_fit: RequireFit = False,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
@@ -66,11 +65,17 @@ def estimate(
     precision = common.precision(dtype, weights, activations, kv)
     e = run_estimate(m, hw, int_list(batch, "batch size"), positive(prompt, "--prompt"),
                      positive(gen, "--gen"), precision, ceiling,  # type: ignore[arg-type]
-                     Parallel(tp, pp, ep, replicas), memory_fraction=memory_fraction,
+                     Parallel(tp, pp, ep, replicas), common.engine(engine, specs_dir),
+                     memory_fraction=memory_fraction,
                      prefill_token_budget=token_budget(prefill_token_budget))
     warn(e.warnings)
     if json_out:
-        print_json(e.as_dict())
+        out = e.as_dict()
+        if breakdown:
+            out["breakdown"] = {
+                "prefill": e.prefill.as_dict() | {"collectives_s": e.prefill_comm_s},
+                "decode": e.decode.as_dict() | {"collectives_s": e.decode_comm_s}}
+        print_json(out)
     else:
         from ..report import breakdown_table, estimate_table, fit_lines, memory_table
 
@@ -86,10 +91,8 @@ def estimate(
                 rank = (f" (one of {par.ep} EP ranks: attention of "
                         f"{int(e.prefill.step.batch)} sequence(s), 1/{par.ep} of the experts)")
             common.console.print(breakdown_table(
-                f"prefill: B={b}, T={P}, S=0{rank}; collectives "
-                f"{seconds(e.prefill_comm_s)} more", e.prefill))
+                f"prefill: B={b}, T={P}, S=0{rank}", e.prefill, e.prefill_comm_s))
             common.console.print(breakdown_table(
-                f"decode (first step): B={b}, T=1, S={P}{rank}; collectives "
-                f"{seconds(e.decode_comm_s)} more", e.decode))
+                f"decode (first step): B={b}, T=1, S={P}{rank}", e.decode, e.decode_comm_s))
     if require_fit and e.shortfall is not None:
         raise DoesNotFitError(e.shortfall.message(m.name, hw.name))

@@ -7,11 +7,11 @@ from typing import Annotated
 import typer
 
 from ..catalog import load_hardware, load_model
-from ..memory import DEFAULT_MEMORY_FRACTION, DEFAULT_PREFILL_TOKEN_BUDGET, cache_summary
+from ..memory import cache_summary, memory_terms
 from ..parallel import Parallel
 from ..precision import Precision
 from ..report import kv_table
-from . import app
+from . import app, common
 from .common import (
     JsonFlag,
     MemoryFraction,
@@ -36,8 +36,9 @@ def kv(
     tp: Annotated[int, typer.Option(help="tensor-parallel GPUs")] = 1,
     pp: Annotated[int, typer.Option(help="pipeline-parallel stages")] = 1,
     ep: Annotated[int, typer.Option(help="expert-parallel GPUs (MoE models)")] = 1,
+    engine: common.EngineOpt = common.DEFAULT_ENGINE,
     memory_fraction: MemoryFraction = None,
-    prefill_token_budget: PrefillTokenBudget = DEFAULT_PREFILL_TOKEN_BUDGET,
+    prefill_token_budget: PrefillTokenBudget = None,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -46,10 +47,10 @@ def kv(
     hw = load_hardware(hardware, specs_dir or ())
     p = Precision(weights=weights_dtype, activations="bf16", kv=kv_dtype)
     par = Parallel(tp, pp, ep)
+    fraction, budget = memory_terms(common.engine(engine, specs_dir), "achievable",
+                                    memory_fraction, token_budget(prefill_token_budget))
     rows = [cache_summary(load_model(m, specs_dir or ()), hw, p, context, par,
-                          memory_fraction=DEFAULT_MEMORY_FRACTION if memory_fraction is None
-                          else memory_fraction,
-                          prefill_token_budget=token_budget(prefill_token_budget))
+                          memory_fraction=fraction, prefill_token_budget=budget)
             for m in models]
     warn([w for r in rows for w in r.warnings])
     if json_out:

@@ -10,7 +10,7 @@ from rich.table import Table
 from ..catalog import load_hardware, load_model
 from ..cost import CEILINGS, Ceiling
 from ..errors import DoesNotFitError, InvalidInputError
-from ..memory import DEFAULT_MEMORY_FRACTION, DEFAULT_PREFILL_TOKEN_BUDGET
+from ..memory import memory_terms
 from ..parallel import Parallel
 from ..speculative import (
     Drafter,
@@ -90,8 +90,9 @@ def speculate(
     pp: Annotated[int, Opt(help="pipeline-parallel stages")] = 1,
     ep: Annotated[int, Opt(help="expert-parallel GPUs (MoE models)")] = 1,
     ceiling: Annotated[str, Opt(help="datasheet (speed of light) or achievable")] = "achievable",
+    engine: common.EngineOpt = common.DEFAULT_ENGINE,
     memory_fraction: MemoryFraction = None,
-    prefill_token_budget: PrefillTokenBudget = DEFAULT_PREFILL_TOKEN_BUDGET,
+    prefill_token_budget: PrefillTokenBudget = None,
     require_fit: RequireFit = False,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
@@ -109,15 +110,17 @@ def speculate(
     precision = common.precision(dtype, weights, activations, kv)
     par = Parallel(tp, pp, ep)
     roof: Ceiling = ceiling  # type: ignore[assignment]  # checked against CEILINGS above
-    fraction = memory_fraction if memory_fraction is not None else (
-        1.0 if ceiling == "datasheet" else DEFAULT_MEMORY_FRACTION)
+    eng = common.engine(engine, specs_dir) if ceiling == "achievable" else None
+    fraction, budget = memory_terms(eng, ceiling, memory_fraction,
+                                    token_budget(prefill_token_budget))
     fits = {b: pair_fit(t, drafter.model, hw, b, context, max(ks), precision, par,
-                        memory_fraction=fraction,
-                        prefill_token_budget=token_budget(prefill_token_budget))
+                        memory_fraction=fraction, prefill_token_budget=budget)
             for b in batches}
-    grid = {(b, a): [speculative_cost(t, drafter, hw, kk, a, b, context, precision, roof, par)
+    grid = {(b, a): [speculative_cost(t, drafter, hw, kk, a, b, context, precision, roof, eng,
+                                      par)
                      for kk in ks] for b in batches for a in alphas}
-    even = {(b, kk): break_even_acceptance(t, drafter, hw, kk, b, context, precision, roof, par)
+    even = {(b, kk): break_even_acceptance(t, drafter, hw, kk, b, context, precision, roof, eng,
+                                             par)
             for b in batches for kk in ks}
     drafted_by = drafter.model.name if drafter.model else f"heads at {heads} of a layer each"
     if json_out:
@@ -126,6 +129,7 @@ def speculate(
             "precision": {"weights": precision.weights, "activations": precision.activations,
                           "kv": precision.kv},
             "parallel": {"tp": tp, "pp": pp, "ep": ep}, "ceiling": ceiling,
+            "engine": eng.name if eng else None,
             "memory": [{"batch": b} | f.as_dict() for b, f in fits.items()],
             "cases": [{"batch": b} | c.as_dict() for (b, _), cs in grid.items() for c in cs],
             "best_k": [{"batch": b, "acceptance": a, "best_k": best_k(cs),
