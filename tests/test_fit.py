@@ -123,3 +123,26 @@ def test_memory_fraction_is_a_parameter_of_the_core():
     with pytest.raises(Exception, match="memory-fraction"):
         memory.max_batch(m, hw, BF16, 1280, memory_fraction=0)
     assert memory.max_batch(m, hw, BF16, 1280, 1024, Parallel(tp=2)) > 2 * full * 0.9
+
+
+@pytest.mark.parametrize("engine, fraction, budget", [
+    # engine_specs/: SGLang mem_fraction_static 0.88, chunked_prefill_size 8192; llama.cpp
+    # 0.95 of memory and 512-token batches; `none`: the defaults, vLLM's 0.9 and 8192
+    ("sglang", 0.88, 8192), ("llama.cpp", 0.95, 512), ("none", 0.9, 8192)])
+def test_the_engine_profile_supplies_fraction_and_budget(capsys, engine, fraction, budget):
+    """Llama-2-13B, 1024 + 256 tokens: (f · 85,520,809,984 − 26,031,728,640 − N · 75,776)
+    / (1280 · 819,200 + 128,000); SGLang: (75,258,312,785.9 − 26.03e9 − 620.8 MB)
+    / 1,048,988,800 = 46.3 → 46."""
+    code, out, _ = run_cli(capsys, "estimate", "llama-2-13b", "--engine", engine, "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["memory"]["memory_fraction"] == fraction
+    assert data["memory"]["prefill_token_budget"] == budget
+    expected = int((fraction * H100_BYTES - W13 - budget * HIDDEN13)
+                   // (1280 * KV13 + LOGITS13))
+    assert data["max_batch"] == expected
+    if engine == "sglang":
+        assert expected == 46
+    code, out, _ = run_cli(capsys, "kv", "llama-2-13b", "--context", "1280", "--engine", engine,
+                           "--json")
+    assert json.loads(out)[0]["max_batch"] == expected
