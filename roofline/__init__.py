@@ -16,7 +16,7 @@ from .catalog import hardware_catalog, load_hardware, load_model, model_catalog
 from .cost import decode_step_s, prefill_s, step_cost
 from .errors import RooflineError
 from .hardware import HardwareSpec
-from .memory import kv_cache_bytes, max_batch, weights_bytes
+from .memory import batch_fit, kv_cache_bytes, max_batch, weights_bytes
 from .model import ModelSpec
 from .operators import Step
 from .phases import Estimate, estimate
@@ -24,8 +24,9 @@ from .precision import Precision
 
 __all__ = [
     "Estimate", "HardwareSpec", "ModelSpec", "Precision", "RooflineError", "Step",
-    "decode_step_s", "estimate", "hardware_catalog", "kv_cache_bytes", "load_hardware",
-    "load_model", "max_batch", "model_catalog", "prefill_s", "step_cost", "weights_bytes",
+    "batch_fit", "decode_step_s", "estimate", "hardware_catalog", "kv_cache_bytes",
+    "load_hardware", "load_model", "max_batch", "model_catalog", "prefill_s", "step_cost",
+    "weights_bytes",
 ]
 __version__ = "0.1.0"
 

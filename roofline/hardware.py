@@ -1,7 +1,12 @@
 """HardwareSpec: one accelerator's datasheet numbers (dense peaks only), with sources.
 
-YAML values use the units in their field names (GB, GB/s, TFLOP/s, MB, MHz, W); the
-properties convert to SI base units (bytes, bytes/s, FLOP/s) for the calculator.
+YAML values use the units in their field names (bytes, GB/s, TFLOP/s, MB, MHz, W); the
+properties convert to SI base units (bytes/s, FLOP/s) for the calculator.
+
+Device memory is stored in bytes, `memory_bytes`, with `memory_source` saying where the count
+comes from. Accelerator memory is sold in binary units (an "80 GB" H100 holds 80 GiB of HBM), so
+a decimal reading is ~7% short: the driver-visible total (nvidia-smi `memory.total`, MiB) where
+one is published, else the vendor's capacity read as GiB.
 """
 
 from __future__ import annotations
@@ -123,7 +128,10 @@ class HardwareSpec(_Frozen):
     aliases: tuple[str, ...] = ()
     vendor: str
     kind: Literal["gpu", "tpu", "npu", "cpu", "soc"] = "gpu"
-    memory_gb: float = Field(gt=0, description="device memory capacity, decimal GB")
+    memory_bytes: int = Field(gt=0, description=(
+        "device memory capacity in bytes: the driver-visible total (nvidia-smi memory.total "
+        "MiB x 2^20) or the vendor's binary capacity (GiB x 2^30)"))
+    memory_source: str = Field(min_length=1, description="where memory_bytes comes from")
     memory_bandwidth_gb_per_s: float = Field(gt=0)
     dense_peak_tflops: dict[str, float]
     l2_cache_mb: float | None = Field(default=None, gt=0)
@@ -158,10 +166,6 @@ class HardwareSpec(_Frozen):
         return self
 
     # ---- derived values, SI units -------------------------------------------------------
-    @property
-    def memory_bytes(self) -> float:
-        return self.memory_gb * 1e9
-
     @property
     def memory_bandwidth_bytes_per_s(self) -> float:
         return self.memory_bandwidth_gb_per_s * 1e9

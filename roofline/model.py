@@ -61,9 +61,11 @@ class AttentionSpec(_Frozen):
     qk_rope_head_dim: int | None = Field(default=None, gt=0)
     qk_nope_head_dim: int | None = Field(default=None, gt=0)
     v_head_dim: int | None = Field(default=None, gt=0)
-    mla_decode: Literal["absorbed", "naive"] = Field(
-        default="absorbed", description="absorbed: W_UK folded into the query and W_UV applied "
-        "after attention, so scores run over the latent; naive: up-project every cached latent")
+    mla_decode: Literal["auto", "absorbed", "naive"] = Field(
+        default="auto", description="absorbed: W_UK folded into the query and W_UV applied "
+        "after attention, so scores run over the latent; naive: up-project every cached latent "
+        "to full K, V; auto: the path with fewer FLOPs in each step (naive for prefill, absorbed "
+        "for decode, as DeepSeek's and vLLM's MLA kernels do)")
     qk_norm: bool = Field(default=False, description="RMSNorm on q and k per head (Qwen3, Gemma-3)")
     sinks: bool = Field(default=False, description="one learned logit per query head joins "
                         "each softmax denominator (gpt-oss attention sinks): N weights a layer")

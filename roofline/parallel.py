@@ -16,8 +16,10 @@ A transformation of the one calculator, not a second one:
   replica's B sequences are split over the n GPUs, the fullest holding ⌈B/n⌉ (its KV, its
   attention). Each MoE layer dispatches every token's hidden state to its k experts' GPUs and
   combines the outputs back: two all-to-alls, B·T·k·D activations over the group, ⌈B/n⌉·T·k·D
-  per GPU. A GPU's expert GEMMs run the B·T·k/n token-expert pairs routed to it and read the
-  E·(1 − (1 − k/E)^(B·T))/n of its experts the batch touches (`operators.ExpertShard`).
+  per GPU. The busiest GPU sets the step: its expert GEMMs run the expected maximum over the
+  n GPUs of the token-expert pairs routed to each (mean B·T·k/n) and read the expected maximum
+  of the experts the batch touches among each GPU's E/n (mean E·(1 − (1 − k/E)^(B·T))/n)
+  (`operators.ExpertShard`, derived in docs/architectures.md).
   Refused: dense models, n not dividing E, EP together with TP (TP-split experts inside an EP
   group are not modelled).
 - Replicas: m independent copies; throughput ×m, latency unchanged.
@@ -302,11 +304,15 @@ class GpuMemory:
 
 
 def memory_per_gpu(m: ModelSpec, p: Precision, par: Parallel, batch: ArrayLike,
-                   prompt: ArrayLike, context: ArrayLike) -> GpuMemory:
-    """Weights, KV for `context` tokens and prefill activations on the fullest GPU, for a
-    replica batch of B sequences. A stage holds the embedding or the LM head, not both, unless
-    there is one stage (or they are tied and the last stage keeps its own copy). With EP n a
-    GPU holds E/n routed experts and the KV and activations of ⌈B/n⌉ sequences."""
+                   prompt: ArrayLike, context: ArrayLike, *,
+                   prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET
+                   ) -> GpuMemory:
+    """Weights, KV for `context` tokens and the activations of the largest step
+    (`memory.peak_activation_bytes`: prompts of P tokens under the prefill token budget) on the
+    fullest GPU, for a replica batch of B sequences. A stage holds the embedding or the LM
+    head, not both, unless there is one stage (or they are tied and the last stage keeps its own
+    copy). With EP n a GPU holds E/n routed experts and the KV and activations of ⌈B/n⌉
+    sequences."""
     check_ep(m, par)
     stage = pp_stage(tp_shard(m, par.tp), par.pp)
     q = p if p.model_bits is not None else p.for_model(m)  # the checkpoint's group formats
@@ -319,7 +325,7 @@ def memory_per_gpu(m: ModelSpec, p: Precision, par: Parallel, batch: ArrayLike,
                - elsewhere * q.group_bytes("experts"))
     b = par.sequences_per_gpu(batch)
     return GpuMemory(weights, memory.kv_cache_bytes(stage, p, b, context),
-                     memory.activation_bytes(stage, p, b, prompt))
+                     memory.peak_activation_bytes(stage, p, b, prompt, prefill_token_budget))
 
 
 #: TP degrees tried before adding pipeline stages: one node of up to 8 GPUs.
@@ -327,14 +333,19 @@ TP_DEGREES: tuple[int, ...] = (1, 2, 4, 8)
 
 
 def min_gpus_to_fit(m: ModelSpec, hw: HardwareSpec, p: Precision, batch: int, prompt: int,
-                    context: int) -> Parallel | None:
-    """The smallest deployment that fits: TP 1, 2, 4, 8 (those that split the model), then
-    pipeline stages over TP 8 nodes. None when even one layer per stage does not fit."""
+                    context: int, *, memory_fraction: float = memory.DEFAULT_MEMORY_FRACTION,
+                    prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET
+                    ) -> Parallel | None:
+    """The smallest deployment whose fullest GPU holds `batch` within the usable memory
+    (`memory.memory_budget`): TP 1, 2, 4, 8 (those that split the model), then pipeline stages
+    over TP 8 nodes. None when even one layer per stage does not fit."""
+    usable = memory.memory_budget(hw, memory_fraction).usable_bytes
     tps = [t for t in TP_DEGREES if _splits(m, t)]
     candidates = [Parallel(tp=t) for t in tps]
     candidates += [Parallel(tp=tps[-1], pp=s) for s in range(2, m.layers + 1)]
     for par in candidates:
-        if memory_per_gpu(m, p, par, batch, prompt, context).total_bytes <= hw.memory_bytes:
+        if memory_per_gpu(m, p, par, batch, prompt, context,
+                          prefill_token_budget=prefill_token_budget).total_bytes <= usable:
             return par
     return None
 

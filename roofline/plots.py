@@ -237,10 +237,11 @@ def frontier_chart(estimates: Sequence[Estimate]) -> Figure:
         for c, xi, yi in zip(e.cases, x, y, strict=True):
             ax.annotate(f"B={c.batch}", (xi, yi), xytext=(5, -10), textcoords="offset points",
                         fontsize=7, color=colour)
-        capacity = si(e.hardware.memory_bytes, "B")
+        capacity = f"{si(e.fit.budget.usable_bytes, 'B')} usable"
         if fits.any() and over.any():
             last = np.flatnonzero(fits)[-1]
-            ax.annotate(f"memory limit: B={e.cases[last].batch} fits in {capacity}",
+            ax.annotate(f"memory limit: B={e.cases[last].batch} fits in {capacity} "
+                        f"(largest {e.max_batch})",
                         (x[last], y[last]), xytext=(14, -34), textcoords="offset points",
                         ha="left", fontsize=8, color=colour, fontweight="bold",
                         arrowprops={"arrowstyle": "->", "color": colour})

@@ -24,7 +24,8 @@ from roofline.precision import Precision
 def _hw(**terms) -> HardwareSpec:
     """A toy GPU: 100 TFLOP/s bf16, 1 TB/s, 100 compute units, every fraction 1."""
     return HardwareSpec(
-        name="toy", display_name="toy", vendor="none", memory_gb=80,
+        name="toy", display_name="toy", vendor="none", memory_bytes=80 * 2**30,
+        memory_source="test: 80 GiB",
         memory_bandwidth_gb_per_s=1000, dense_peak_tflops={"bf16": 100}, compute_units=100,
         achievable=Achievable(matmul_fraction={"bf16": 1.0}, memory_bandwidth_fraction=1.0,
                               source="test", **terms),

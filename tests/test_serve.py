@@ -379,3 +379,25 @@ def test_every_catalog_model_simulates_or_is_refused(name, capsys):
     main(args)
     out = json.loads(capsys.readouterr().out)
     assert out["requests_completed"] == 20
+
+
+def test_mla_mixed_step_decompresses_the_chunk_and_absorbs_the_decode():
+    """DeepSeek-V2-Lite: a step with one decode (S = 1000) and one 512-token prefill chunk
+    costs the shared operators once, the absorbed attention for the decode and the naive
+    (decompressed) attention for the chunk: more than either alone, less than both steps
+    run apart (weights read once)."""
+    from roofline.serve.stepcost import MlaPathsStepCost, affine_spec
+
+    m, hw = load_model("deepseek-v2-lite"), load_hardware("h200")
+    timer = mixed_step_cost(m, hw, engine=None)
+    assert isinstance(timer, MlaPathsStepCost)
+    T, S = np.array([1.0, 512.0]), np.array([1000.0, 0.0])
+    mixed = timer.step_s(T, S)
+    device = affine_spec(hw)  # the simulator's device: its non-affine GEMM terms off
+    decode = float(step_cost(m, device, Step(1, 1, 1000)).time_s)
+    chunk = float(step_cost(m, device, Step(1, 512, 0)).time_s)
+    assert max(decode, chunk) < mixed < decode + chunk
+    # and it is not the all-absorbed fit's cost of the same step
+    assert mixed != pytest.approx(timer.absorbed.step_s(T, S), rel=1e-6)
+    # uniform shapes take one path and match step_cost exactly
+    assert timer.step_s(np.array([512.0]), np.array([0.0])) == pytest.approx(chunk, rel=1e-9)

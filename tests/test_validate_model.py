@@ -22,7 +22,8 @@ FP32 = Precision.uniform("fp32")
 def _hw(half: float = 0.0, overhead_us: float = 0.0) -> HardwareSpec:
     """100 GFLOP/s fp32, 10 GB/s, fractions 1: every number below is easy to do by hand."""
     return HardwareSpec(
-        name="toy", display_name="toy", vendor="none", kind="cpu", memory_gb=1,
+        name="toy", display_name="toy", vendor="none", kind="cpu", memory_bytes=2**30,
+        memory_source="test",
         memory_bandwidth_gb_per_s=10, dense_peak_tflops={"fp32": 0.1},
         achievable=Achievable(matmul_fraction={"fp32": 1.0}, memory_bandwidth_fraction=1.0,
                               kernel_overhead_us=overhead_us, matmul_half_rows=half,
@@ -135,7 +136,8 @@ def test_validate_gate_on_synthetic_results(error, passes):
 def _hw_terms(memory: float = 1.0, compute: float = 1.0, row_ns: float = 0.0) -> HardwareSpec:
     """The toy machine with attention memory/compute fractions and a gemv row cost."""
     return HardwareSpec(
-        name="toy", display_name="toy", vendor="none", kind="cpu", memory_gb=1,
+        name="toy", display_name="toy", vendor="none", kind="cpu", memory_bytes=2**30,
+        memory_source="test",
         memory_bandwidth_gb_per_s=10, dense_peak_tflops={"fp32": 0.1},
         achievable=Achievable(matmul_fraction={"fp32": 1.0}, memory_bandwidth_fraction=1.0,
                               attention_memory_fraction=memory,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -29,6 +30,33 @@ SpecsDir = Annotated[
                  "subfolders (repeatable; also $ROOFLINE_SPECS_PATH)"),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
+MemoryFraction = Annotated[float | None, typer.Option(
+    "--memory-fraction", help="share of device memory the engine may fill (vLLM's "
+    "gpu_memory_utilization); default the engine's (vLLM 0.9), 1 on the datasheet ceiling")]
+PrefillTokenBudget = Annotated[int | None, typer.Option(
+    "--prefill-token-budget", help="tokens one prefill step holds activations for (chunked "
+    "prefill); default the engine's (vLLM: max_num_batched_tokens 8192); 0 = the whole batch "
+    "at once")]
+RequireFit = Annotated[bool, typer.Option(
+    "--require-fit", help="exit 1 when a configuration does not fit in device memory")]
+
+
+def token_budget(value: int | None) -> int | None | Literal["engine"]:
+    """`--prefill-token-budget`: not given, the engine's; 0, no budget (the whole batch's
+    prompts in one step)."""
+    if value is None:
+        return "engine"
+    if value < 0:
+        raise InvalidInputError(f"--prefill-token-budget must be 0 or more, got {value}")
+    return value or None
+
+
+def warn(lines: Sequence[str]) -> None:
+    """Warnings of the core (an input run past what it was trained for) on stderr."""
+    for line in lines:
+        print(f"warning: {line}", file=sys.stderr)
+
+
 EngineOpt = Annotated[str, typer.Option(
     "--engine", help="inference engine profile (name, alias or YAML path; `roofline engines "
     "list`), or `none` for the hardware layer alone; ignored by --ceiling datasheet")]

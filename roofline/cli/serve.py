@@ -13,12 +13,13 @@ from ..catalog import load_hardware, load_model
 from ..cost import CEILINGS
 from ..errors import InvalidInputError
 from ..hardware import HardwareSpec
+from ..memory import memory_terms
 from ..model import ModelSpec
 from ..parallel import Parallel
 from ..serve.metrics import Summary
 from ..serve.policy import POLICIES, Policy, policy
 from ..serve.report import summary_table, sweep_table, timeline_lines
-from ..serve.simulate import DEFAULT_MEMORY_FRACTION, build_deployment, simulate
+from ..serve.simulate import build_deployment, simulate
 from ..serve.sweep import sweep_rate
 from ..serve.workload import Lengths, from_trace, synthetic
 from . import app, common
@@ -33,7 +34,7 @@ def prepare_runs(model: str, hardware: str, names: list[str], requests: int = 20
                  prefix_tokens: int = 0, seed: int = 0, slo_ttft: float = 1.0,
                  slo_tpot: float = 0.1, dtype: str = "bf16", ceiling: str = "achievable",
                  specs_dir: list[Path] | None = None, max_seq_len: int | None = None,
-                 memory_fraction: float = DEFAULT_MEMORY_FRACTION, replicas: int = 1,
+                 memory_fraction: float | None = None, replicas: int = 1,
                  prefill_replicas: int = 1, decode_replicas: int = 1,
                  prefill_hardware: str | None = None, decode_hardware: str | None = None,
                  overrides: dict | None = None, weights: str | None = None,
@@ -53,6 +54,8 @@ def prepare_runs(model: str, hardware: str, names: list[str], requests: int = 20
     prec = common.precision(dtype, weights, activations, kv_format)
     par = Parallel(tp, pp, ep)
     eng = common.engine(engine, specs_dir)
+    fraction, _ = memory_terms(eng if ceiling == "achievable" else None, ceiling,
+                               memory_fraction)
     inputs = Lengths(lengths, input_tokens, high=m.max_context, sigma=sigma,  # type: ignore[arg-type]
                      low=1, uniform_high=2 * input_tokens - 1)
     outputs = Lengths(lengths, output_tokens, high=m.max_context, sigma=sigma,  # type: ignore[arg-type]
@@ -65,7 +68,7 @@ def prepare_runs(model: str, hardware: str, names: list[str], requests: int = 20
         return w
 
     deployments = [build_deployment(m, hw, p, prec, ceiling, replicas, pre_hw, dec_hw,  # type: ignore[arg-type]
-                                    prefill_replicas, decode_replicas, memory_fraction, par,
+                                    prefill_replicas, decode_replicas, fraction, par,
                                     eng)
                    for p in policies]
 
@@ -107,8 +110,7 @@ def serve(
     decode_replicas: Annotated[int, Opt(help="disaggregated: decode instances")] = 1,
     prefill_hardware: Annotated[str | None, Opt(help="disaggregated: prefill device")] = None,
     decode_hardware: Annotated[str | None, Opt(help="disaggregated: decode device")] = None,
-    memory_fraction: Annotated[float, Opt(help="share of device memory the engine uses")
-                               ] = DEFAULT_MEMORY_FRACTION,
+    memory_fraction: common.MemoryFraction = None,
     max_seq_len: Annotated[int | None, Opt(help="contiguous KV reserved per sequence "
                                            "(default: longest request)")] = None,
     dtype: Annotated[str, Opt(help="weights, activations and KV format")] = "bf16",

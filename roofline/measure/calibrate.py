@@ -180,7 +180,9 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
         name=f"{name}-calibrated", display_name=f"{display} (calibrated)",
         vendor=display.split()[0].lower() if display else "unknown",
         kind="gpu" if env.device.kind == "cuda" else "cpu",
-        memory_gb=(env.device.memory_bytes or 1e9) / 1e9,
+        memory_bytes=int(env.device.memory_bytes or 2**30),
+        memory_source=(f"measured: total memory the runtime reports on {env.device.name}"
+                       if env.device.memory_bytes else "not measured: 1 GiB placeholder"),
         memory_bandwidth_gb_per_s=bw / 1e9,
         dense_peak_tflops={d: f / 1e12 for d, f in peaks.items()},
         l2_cache_mb=(env.device.last_level_cache_bytes or 0) / 1e6 or None,

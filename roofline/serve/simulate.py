@@ -19,6 +19,7 @@ from ..cost import Ceiling
 from ..engine import EngineSpec
 from ..errors import DoesNotFitError, InvalidInputError
 from ..hardware import HardwareSpec
+from ..memory import DEFAULT_MEMORY_FRACTION
 from ..model import ModelSpec
 from ..parallel import Parallel, check, memory_per_gpu, pp_stage, tp_shard
 from ..precision import Precision
@@ -30,8 +31,6 @@ from .workload import Workload
 #: Host link for KV swapping: PCIe 4.0 x16, 16 GT/s x 16 lanes x 128/130 encoding
 #: = 31.5 GB/s per direction (PCI-SIG PCIe 4.0 base specification).
 PCIE4_X16_BYTES_PER_S = 31.5e9
-#: Share of device memory the engine may use, as vLLM's `gpu_memory_utilization` default (0.9).
-DEFAULT_MEMORY_FRACTION = 0.9
 #: KV token capacity of a model without per-token KV (pure SSM / linear attention): every
 #: token fits, only the per-sequence state (reserved up front) takes memory.
 UNBOUNDED_KV_TOKENS = 1 << 60
@@ -69,13 +68,14 @@ class Deployment:
 def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, precision: Precision, policy: Policy,
                        memory_fraction: float = DEFAULT_MEMORY_FRACTION,
                        par: Parallel = Parallel()) -> int:
-    """KV tokens one replica holds, from its fullest GPU (`parallel.memory_per_gpu`, the rules
-    of `roofline estimate`): (fraction · memory − weights per GPU − the activations of a full
-    step of `token_budget` tokens over `max_seqs` sequences − the constant SSM/linear state of
-    those sequences) / (KV bytes per token per GPU). TP and PP split every token's KV over the
-    group's GPUs; EP splits the sequences, so the replica holds ep times one GPU's tokens. The
-    state counts sequences, not tokens, so it is reserved for every slot up front (as vLLM does
-    for Mamba layers); a model without per-token KV holds any number of tokens
+    """KV tokens one replica holds, from its fullest GPU by the rules of `memory.batch_fit`
+    (`memory.memory_budget`, `parallel.memory_per_gpu`): (usable = fraction · capacity − weights
+    per GPU − the activations of a full step of `token_budget` tokens over `max_seqs` sequences
+    − the constant SSM/linear state of those sequences) / (KV bytes per token per GPU). TP and
+    PP split every token's KV over the group's GPUs; EP splits the sequences, so the replica
+    holds ep times one GPU's tokens. The state counts sequences, not tokens, so it is reserved
+    for every slot up front (as vLLM does for Mamba layers); a model without per-token KV holds
+    any number of tokens
     (`UNBOUNDED_KV_TOKENS`). Local (sliding-window) layers are counted per token over the whole
     context: blocks that fall out of the window are not reclaimed, so capacity is conservative
     for contexts beyond W."""
@@ -85,7 +85,8 @@ def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, precision: Precision,
     weights, act = gpu.weights_bytes, float(gpu.activation_bytes)
     state = (par.sequences_per_gpu(policy.max_seqs) * stage.state_elems_per_sequence
              * precision.kv_bytes)
-    free = hw.memory_bytes * memory_fraction - weights - act - state
+    budget = memory.memory_budget(hw, memory_fraction)
+    free = budget.usable_bytes - weights - act - state
     per_token = memory.kv_bytes_per_token(stage, precision)
     where = "" if par.gpus_per_replica == 1 else " per GPU"
     room = f"{model.name} weights{where} ({weights / 1e9:.1f} GB)" + (
@@ -96,8 +97,8 @@ def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, precision: Precision,
     if tokens < 1:
         raise DoesNotFitError(
             f"{room} leave no KV memory on {hw.name} ({memory_fraction:.0%} of "
-            f"{hw.memory_gb:g} GB); use a larger device, more GPUs (--tp/--pp/--ep), a smaller "
-            "weight format, or a lower --token-budget/--max-seqs")
+            f"{hw.memory_bytes / 1e9:.1f} GB); use a larger device, more GPUs (--tp/--pp/--ep), "
+            "a smaller weight format, or a lower --token-budget/--max-seqs")
     return tokens
 
 

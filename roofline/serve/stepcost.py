@@ -14,7 +14,8 @@ time are affine in a few batch totals (features), with n = Σ T_i the step's new
     local_pairs   = Σ attended_pairs(T_i, S_i, W)  pairs capped by the window
     local_context = Σ min(S_i + T_i, W + T_i − 1)  KV a local layer reads
   with a mixture of experts (E experts, top k):
-    experts       = E·(1 − (1 − k/E)^n)            experts the step's tokens touch (weights)
+    experts       = E·(1 − (1 − k/E)^n)            experts the step's tokens touch (weights; with EP
+                                                   the busiest rank's expected maximum)
 
 plus a constant (weights, read once per step). Every feature is a known function of the
 sequences' (T_i, S_i), evaluated per step; the coefficients are found once per
@@ -30,7 +31,9 @@ the tokens (all-reduce and hand-off of B·T·D activations, all-to-all of B·T·
 parallelism over ep GPUs the fullest GPU runs ⌈B/ep⌉ of the B sequences: the per-sequence
 features are those of its share, the step's sums scaled by ⌈B/ep⌉/B (exact for uniform
 batches, the average sequence for mixed ones), while the routed experts see the whole group's
-tokens n (one more feature, `group_tokens`, and experts touched by n).
+tokens n and the busiest rank sets the step: one more feature, its expected maximum of
+token-expert pairs (`operators.busiest_rank_pairs`), and its expected maximum of experts
+touched (`operators.busiest_rank_experts`) in place of the mean.
 
 Exact while n stays below the vocabulary size V (the embedding gathers min(n, V) rows);
 serving token budgets are far below V. Device terms that are step functions of a GEMM's rows
@@ -53,7 +56,15 @@ from ..engine import EngineSpec
 from ..errors import InvalidInputError
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
-from ..operators import Step, attended_pairs, expected_experts_touched, kv_tokens_read
+from ..operators import (
+    ArrayLike,
+    Step,
+    attended_pairs,
+    busiest_rank_experts,
+    busiest_rank_pairs,
+    kv_tokens_read,
+    mla_naive_is_cheaper,
+)
 from ..parallel import Parallel, parallel_step_cost
 from ..precision import Precision
 
@@ -101,6 +112,8 @@ class MixedStepCost:
     host_launch_s: float = 0.0  # host time to launch one step's kernels (no graph)
     graphs: bool = False  # pure-decode steps replay a CUDA graph: no host launch time
     host_step_s: float = 0.0  # the engine's per-step host work
+    names: tuple[str, ...] = ()  # one per row: operators, then collectives
+    op_overhead_s: tuple[float, ...] = ()  # fixed device time per row (not pure decode)
 
     def _share(self, B: float) -> float:
         """Share of a replica's B sequences on its fullest GPU: ⌈B/ep⌉/B (1 without EP)."""
@@ -115,21 +128,47 @@ class MixedStepCost:
         cols = [np.ones_like(B), B * T, B, B * attended_pairs(T, S), B * (S + T), T]
         if self.window is not None:
             cols += [B * attended_pairs(T, S, self.window), B * kv_tokens_read(T, S, self.window)]
-        if self.ep > 1:
-            cols.append(n)
-        if self.experts is not None:
-            cols.append(expected_experts_touched(*self.experts, n))
-        return np.stack(cols, axis=-1)
+        return np.stack(cols + self._moe_cols(n), axis=-1)
+
+    def _moe_cols(self, n: ArrayLike) -> list:
+        """The routed experts' features of n group tokens on the busiest EP rank: pairs (with
+        EP) and experts touched."""
+        if self.experts is None:
+            return []
+        E, k = self.experts
+        pairs = [busiest_rank_pairs(k, n, self.ep)] if self.ep > 1 else []
+        return [*pairs, busiest_rank_experts(E, k, n, self.ep)]
 
     def _times(self, x: np.ndarray, decode: bool = False) -> np.ndarray:
         """Step times of feature rows x (..., features); `decode`: every sequence has T=1."""
         device = np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T).sum(axis=-1) \
             + self.overhead_s + (self.decode_overhead_s if decode else 0.0)
-        host = 0.0 if decode and self.graphs else self.host_launch_s
-        return np.maximum(device, host) + self.host_step_s
+        return np.maximum(device, self._host_launch_s(decode)) + self.host_step_s
+
+    def _host_launch_s(self, decode: bool) -> float:
+        """Host launch time of a step (graphs replay a pure-decode step without it)."""
+        return 0.0 if decode and self.graphs else self.host_launch_s
+
+    def op_times(self, T: np.ndarray, S: np.ndarray) -> np.ndarray:
+        """Per-row device times (fixed per-kernel times included) of one step over the
+        sequences (T_i, S_i), not a pure decode; all zeros for no sequences."""
+        if T.size == 0:
+            return np.zeros(len(self.names))
+        x = self.step_features(T, S)
+        return (np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T)
+                + np.asarray(self.op_overhead_s))
 
     def step_s(self, T: np.ndarray, S: np.ndarray) -> float:
         """Time of one step over sequences with new tokens T_i on top of S_i cached."""
+        return float(self._times(self.step_features(T, S), decode=bool(np.all(T == 1))))
+
+    def host_s(self, device_s: float, decode: bool) -> float:
+        """A step's time from its device time: the host launches overlap it (graphs replay a
+        pure-decode step without them), then the per-step host work."""
+        return max(device_s, self._host_launch_s(decode)) + self.host_step_s
+
+    def step_features(self, T: np.ndarray, S: np.ndarray) -> np.ndarray:
+        """The feature vector of one step over sequences with T_i new tokens on S_i cached."""
         n = float(T.sum())
         cols = [1.0, n, float(T.size), float((T * S + T * (T + 1) / 2).sum()),
                 float((S + T).sum()), float(T.max())]
@@ -139,10 +178,9 @@ class MixedStepCost:
         if self.ep > 1:
             share = self._share(T.size)
             cols = [cols[0], *(c * share for c in cols[1:5]), cols[5],
-                    *(c * share for c in cols[6:]), n]
-        if self.experts is not None:
-            cols.append(float(expected_experts_touched(*self.experts, n)))
-        return float(self._times(np.array(cols), decode=bool(np.all(T == 1))))
+                    *(c * share for c in cols[6:])]
+        cols += [float(c) for c in self._moe_cols(n)]
+        return np.array(cols)
 
     def decode_s(self, S: np.ndarray, steps: int) -> np.ndarray:
         """Times of `steps` consecutive decode steps (T=1) of the sequences whose contexts
@@ -164,20 +202,63 @@ class MixedStepCost:
             x[:, col] = x[:, col + 1] = (head + inside * (j + 1)
                                          + (n - inside) * self.window) * share
             col += 2
-        if self.ep > 1:
-            x[:, col] = n
+        for c in self._moe_cols(n):
+            x[:, col] = c
             col += 1
-        if self.experts is not None:
-            x[:, col] = expected_experts_touched(*self.experts, n)
         return self._times(x, decode=True)
+
+
+@dataclass(frozen=True)
+class MlaPathsStepCost:
+    """MLA with `mla_decode: auto`: each sequence of a step takes the cheaper path
+    (`operators.mla_naive_is_cheaper`: prefill chunks decompress, decodes absorb, as vLLM's MLA
+    backend splits a mixed batch). Two fits, one per path (each exact for its uniform shapes);
+    a mixed step runs the shared operators over all its sequences and each path's own
+    operators over that path's sequences."""
+
+    model: ModelSpec
+    naive: MixedStepCost
+    absorbed: MixedStepCost
+
+    def _naive(self, T: np.ndarray, S: np.ndarray) -> np.ndarray:
+        W = self.model.attention.sliding_window if self.model.layers_with("local") else None
+        return np.asarray(mla_naive_is_cheaper(self.model, T, S, W), dtype=bool)
+
+    def step_s(self, T: np.ndarray, S: np.ndarray) -> float:
+        naive = self._naive(T, S)
+        if naive.all() or not naive.any():
+            return (self.naive if naive.all() else self.absorbed).step_s(T, S)
+        a, n = self.absorbed, self.naive
+        shared = np.array([name in n.names for name in a.names])
+        own = np.array([name not in a.names for name in n.names])
+        device = float(a.op_times(T, S)[shared].sum() + a.op_times(T[~naive], S[~naive])[
+            ~shared].sum() + n.op_times(T[naive], S[naive])[own].sum())
+        return a.host_s(device, decode=False)  # a prefill chunk is in the step
+
+    def decode_s(self, S: np.ndarray, steps: int) -> np.ndarray:
+        one = np.ones_like(S, dtype=float)
+        # for T = 1 the naive path wins only on an empty cache, so checking the first step
+        # covers the later ones
+        if not self._naive(one, S).any():
+            return self.absorbed.decode_s(S, steps)
+        return np.array([self.step_s(one, S + j) for j in range(steps)])
 
 
 def mixed_step_cost(model: ModelSpec, hw: HardwareSpec, precision: Precision = Precision(),
                     ceiling: Ceiling = "achievable", par: Parallel = Parallel(),
-                    engine: EngineSpec | None = None) -> MixedStepCost:
+                    engine: EngineSpec | None = None) -> MixedStepCost | MlaPathsStepCost:
     """Fit the per-operator coefficients from `parallel_step_cost` (one GPU: `step_cost`) at
     the probe shapes and check them; collectives are rows with a memory time only. The
-    device runs without its non-affine terms (`affine_spec`)."""
+    device runs without its non-affine terms (`affine_spec`). MLA with the per-step path
+    choice gets one fit per path (`MlaPathsStepCost`)."""
+    if model.attention.kind == "mla" and model.attention.mla_decode == "auto":
+        def forced(path: str) -> MixedStepCost:
+            spec = ModelSpec.model_validate(model.model_dump() | {
+                "attention": model.attention.model_dump() | {"mla_decode": path}})
+            return mixed_step_cost(spec, hw, precision, ceiling, par,  # type: ignore[return-value]
+                                   engine)
+
+        return MlaPathsStepCost(model, forced("naive"), forced("absorbed"))
     hw = affine_spec(hw)
     engine = engine if ceiling == "achievable" else None
     W = model.attention.sliding_window if model.layers_with("local") else None
@@ -206,10 +287,12 @@ def mixed_step_cost(model: ModelSpec, hw: HardwareSpec, precision: Precision = P
                 "affine in the batch features (tokens, sequences, attended pairs, context, "
                 "windowed pairs and context, experts touched); the serving simulator cannot "
                 "cost mixed batches of this model on this hardware spec")
-    overhead = float(sum(o.overhead_s for o in sc.ops))
+    per_row = [float(o.overhead_s) for o in sc.ops] + [0.0 for _ in psc.collectives]
+    overhead = sum(per_row)
     one = Step(1, 1, 1)  # a pure-decode step: its fixed device and host terms
     decode = parallel_step_cost(model, hw, one, precision, par, ceiling, engine).compute
     decode_overhead = float(sum(o.overhead_s for o in decode.ops)) - overhead
     return MixedStepCost(compute_coef, memory_coef, overhead, W, moe, par.ep,
                          decode_overhead, sc.host_launch_s,
-                         engine is not None and engine.cuda_graphs, sc.host_step_s)
+                         engine is not None and engine.cuda_graphs, sc.host_step_s,
+                         tuple(names), tuple(per_row))
