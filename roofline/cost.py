@@ -8,8 +8,9 @@ it) and, when an `EngineSpec` is given, the software stack's terms on top:
 - compute ceiling = peak · matmul fraction; memory ceiling = bandwidth · bandwidth fraction;
 - GEMM shape efficiency (`gemm_shape_efficiency`): a GEMM's output (M × N per layer) is cut
   into tiles of the device's GEMM kernel and the tiles run in waves over the compute units;
-  a partial tile computes padding and a partial wave leaves units idle. Physics of the tiling,
-  no fitted curve; off when the spec gives no tile or no compute-unit count;
+  a partial tile computes padding and a partial wave leaves units idle; each tile's prologue
+  and epilogue cost K0 more steps of its K loop (K / (K + K0)). Off when the spec gives no
+  tile or no compute-unit count;
 - a fixed device time per kernel (launch, ramp-up, tail), `kernel_overhead_us` × launches:
   `Op.launches` kernels of an eager implementation, or one per operator instance
   (`Op.instances`) for an engine that fuses; a GEMM pays `gemm_overhead_us` instead (ramp to
@@ -148,12 +149,14 @@ def gemm_rows(op: Op) -> ArrayLike:
                      where=w > 0)
 
 
-def gemm_shape_efficiency(M: ArrayLike, N: ArrayLike, tile: tuple[int, int], units: int
-                          ) -> ArrayLike:
+def gemm_shape_efficiency(M: ArrayLike, N: ArrayLike, tile: tuple[int, int], units: int,
+                          K: ArrayLike | None = None, k0: float = 0.0) -> ArrayLike:
     """Useful share of the tensor-core work a GEMM of an M × N output issues on `units`
-    compute units with output tiles of (m, n) = (min(max(2^⌈log2 M⌉, 16), tile_M), tile_N):
+    compute units with output tiles of (m, n) = (min(max(2^⌈log2 M⌉, 16), tile_M), tile_N),
+    and, with an inner dimension K, the share of each tile's time spent in its K loop:
 
-        tiles = ⌈M/m⌉·⌈N/n⌉,  waves = ⌈tiles/units⌉,  efficiency = M·N / (waves·units·m·n)
+        tiles = ⌈M/m⌉·⌈N/n⌉,  waves = ⌈tiles/units⌉,
+        efficiency = M·N / (waves·units·m·n) · K / (K + K0)
 
     Tile padding (M = 100 on 128-row tiles computes 128) and wave quantisation (33 tiles on
     32 units take two waves) both waste issued work. The tile rows follow M up to the
@@ -165,7 +168,11 @@ def gemm_shape_efficiency(M: ArrayLike, N: ArrayLike, tile: tuple[int, int], uni
     tm = np.minimum(np.maximum(2.0 ** np.ceil(np.log2(M)), min(MIN_TILE_ROWS, tm_max)), tm_max)
     tiles = np.ceil(M / tm) * np.ceil(N / tn)
     waves = np.ceil(tiles / units)
-    return M * N / (waves * units * tm * tn)
+    eff = M * N / (waves * units * tm * tn)
+    if K is None or k0 == 0:
+        return eff
+    K = np.asarray(K, dtype=float)
+    return eff * K / (K + k0)
 
 
 def effective_flops(op: Op, half_rows: float) -> ArrayLike:
@@ -209,14 +216,18 @@ def shape_efficiencies(ops: list[Op], c: Ceilings) -> list[ArrayLike | None]:
     out: list[ArrayLike | None] = [None] * len(ops)
     if tile is None or not units or not idx:
         return out
+    k0 = c.terms.gemm_tile_k0
     M = [np.asarray(gemm_rows(ops[i]), dtype=float) for i in idx]
     N = [np.asarray(ops[i].weight_rows, dtype=float) / ops[i].instances for i in idx]
-    if len({m.shape for m in M}) > 1 or any(n.ndim for n in N):  # ragged: one by one
-        for i, m, n in zip(idx, M, N, strict=True):
-            out[i] = gemm_shape_efficiency(m, n, tile, units)
+    K = [np.asarray(ops[i].weight_elems, dtype=float) / np.asarray(ops[i].weight_rows)
+         for i in idx]  # inner dimension: weights per output row
+    if len({m.shape for m in M}) > 1 or any(n.ndim or k.ndim for n, k in zip(N, K)):
+        for i, m, n, k in zip(idx, M, N, K, strict=True):  # ragged: one by one
+            out[i] = gemm_shape_efficiency(m, n, tile, units, k, k0)
         return out
-    n_col = np.array([float(n) for n in N]).reshape((-1,) + (1,) * M[0].ndim)
-    eff = gemm_shape_efficiency(np.stack(M), n_col, tile, units)
+    col = (-1,) + (1,) * M[0].ndim
+    eff = gemm_shape_efficiency(np.stack(M), np.array([float(n) for n in N]).reshape(col),
+                                tile, units, np.array([float(k) for k in K]).reshape(col), k0)
     for k, i in enumerate(idx):
         out[i] = eff[k]
     return out
@@ -252,8 +263,9 @@ def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False, decode: boo
             flop_eff = shape_eff
         elif t.gemm_tile is not None and c.compute_units:
             rows_per_instance = np.asarray(op.weight_rows, dtype=float) / op.instances
+            inner = np.asarray(op.weight_elems, dtype=float) / np.asarray(op.weight_rows)
             flop_eff = gemm_shape_efficiency(gemm_rows(op), rows_per_instance, t.gemm_tile,
-                                             c.compute_units)
+                                             c.compute_units, inner, t.gemm_tile_k0)
         # one GEMM kernel per instance pays the GEMM overhead, the rest (RoPE...) the floor
         fixed_s += op.instances * max(t.gemm_overhead_us * 1e-6 - c.kernel_overhead_s, 0.0)
     host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6

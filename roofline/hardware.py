@@ -78,6 +78,10 @@ class Achievable(_Frozen):
     gemm_overhead_us: float = Field(default=0.0, ge=0, description=(
         "fixed device time per GEMM kernel beyond its bytes at the achievable bandwidth: "
         "ramp-up to streaming bandwidth, split reduction and tail, microseconds"))
+    gemm_tile_k0: float = Field(default=0.0, ge=0, description=(
+        "K0: an output tile's prologue and epilogue (pipeline fill, output conversion and "
+        "store) cost as much as K0 more elements of its K loop, so a GEMM of inner dimension K "
+        "reaches K / (K + K0) of the matmul ceiling"))
     gemm_tile: tuple[int, int] | None = Field(default=None, description=(
         "(M, N) output tile of the device's large GEMM kernels: with `compute_units`, the "
         "tile and wave quantisation of `roofline.cost.gemm_shape_efficiency`"))

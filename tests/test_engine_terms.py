@@ -62,6 +62,17 @@ def test_gemm_shape_efficiency_by_hand(M: int, N: int, units: int, expected: flo
     assert gemm_shape_efficiency(M, N, (128, 128), units) == pytest.approx(expected, rel=1e-12)
 
 
+def test_tile_prologue_and_epilogue_cost_k0_steps_of_the_k_loop() -> None:
+    """M = 1024 on 128-row tiles, N = 33 · 128 on 132 units: 8 · 33 = 264 tiles, two full
+    waves; K = 512 with K0 = 512 halves the useful share, K = 4096 keeps 4096 / 4608."""
+    full = gemm_shape_efficiency(1024, 33 * 128, (128, 128), 132)
+    assert full == pytest.approx(1.0)
+    assert gemm_shape_efficiency(1024, 33 * 128, (128, 128), 132, 512, 512) == \
+        pytest.approx(0.5)
+    assert gemm_shape_efficiency(1024, 33 * 128, (128, 128), 132, 4096, 512) == \
+        pytest.approx(4096 / 4608)
+
+
 def test_wave_quantisation_slows_the_compute_side_of_a_matmul() -> None:
     """M = 128, N = K = 4096 (one layer): 2·128·4096² FLOPs at 100 TFLOP/s · 32/100 busy."""
     op = Op("mm", "matmul", flops=2 * 128 * 4096 * 4096, weight_elems=4096 * 4096,
