@@ -81,3 +81,18 @@ def test_cli_refuses_in_one_line(capsys, args, says):
     code, out, err = run_cli(capsys, *args)
     assert code == 1 and says in err and len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
+
+
+def test_one_shot_all_reduce_falls_back_to_the_ring_inside_serving() -> None:
+    """vLLM's one-shot all-reduce on TP 4: piecewise in the message size (one-shot for small
+    steps, the ring for a 2048-token prefill), costed exactly by the simulator on both sides."""
+    from roofline.catalog import load_engine
+
+    m, hw, eng = load_model("llama-3.1-70b"), load_hardware("h100-sxm"), load_engine("vllm")
+    par = Parallel(tp=4)
+    c = mixed_step_cost(m, hw, Precision(), "achievable", par, eng)
+    for B, T, S in ((4, 1, 500), (1, 2048, 0), (2, 512, 100)):
+        ref = float(parallel_step_cost(m, affine_spec(hw), Step(B, T, S), Precision(), par,
+                                       "achievable", eng).time_s)
+        got = c.step_s(np.full(B, T, float), np.full(B, S, float))
+        assert got == pytest.approx(ref, rel=1e-9)

@@ -65,7 +65,15 @@ from ..operators import (
     kv_tokens_read,
     mla_naive_is_cheaper,
 )
-from ..parallel import Parallel, parallel_step_cost
+from ..parallel import (
+    Collective,
+    Link,
+    Parallel,
+    all_reduce_s,
+    all_to_all_s,
+    parallel_step_cost,
+    send_recv_s,
+)
 from ..precision import Precision
 
 #: (B, T, S) probe shapes: their features span every direction, the rest re-check the fit.
@@ -97,6 +105,28 @@ def affine_spec(hw: HardwareSpec) -> HardwareSpec:
 
 
 @dataclass(frozen=True)
+class CollectiveRow:
+    """`count` collectives per step whose message is `bytes_per_token` × the step's tokens on
+    the fullest GPU, costed exactly (a one-shot all-reduce that falls back to the ring is
+    piecewise, not affine, in the message size)."""
+
+    name: str
+    kind: str
+    count: int
+    bytes_per_token: float
+    n: int
+    link: Link
+
+    def time_s(self, tokens: ArrayLike) -> ArrayLike:
+        m = np.asarray(tokens, dtype=float) * self.bytes_per_token
+        if self.kind == "all-reduce":
+            return self.count * all_reduce_s(m, self.n, self.link)
+        if self.kind == "all-to-all":
+            return self.count * all_to_all_s(m, self.n, self.link)
+        return self.count * send_recv_s(m, self.link)
+
+
+@dataclass(frozen=True)
 class MixedStepCost:
     """Per-operator coefficients: time of op k = max(compute[k]·x, memory[k]·x), plus the
     step's fixed device times, for the feature vector x of the step; then the host
@@ -113,7 +143,8 @@ class MixedStepCost:
     graphs: bool = False  # pure-decode steps replay a CUDA graph: no host launch time
     host_step_s: float = 0.0  # the engine's per-step host work
     names: tuple[str, ...] = ()  # one per row: operators, then collectives
-    op_overhead_s: tuple[float, ...] = ()  # fixed device time per row (not pure decode)
+    op_overhead_s: tuple[float, ...] = ()  # fixed device time per operator row
+    collectives: tuple[CollectiveRow, ...] = ()  # costed from the tokens feature (column 1)
 
     def _share(self, B: float) -> float:
         """Share of a replica's B sequences on its fullest GPU: ⌈B/ep⌉/B (1 without EP)."""
@@ -143,6 +174,8 @@ class MixedStepCost:
         """Step times of feature rows x (..., features); `decode`: every sequence has T=1."""
         device = np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T).sum(axis=-1) \
             + self.overhead_s + (self.decode_overhead_s if decode else 0.0)
+        for c in self.collectives:
+            device = device + c.time_s(x[..., 1])
         return np.maximum(device, self._host_launch_s(decode)) + self.host_step_s
 
     def _host_launch_s(self, decode: bool) -> float:
@@ -155,8 +188,9 @@ class MixedStepCost:
         if T.size == 0:
             return np.zeros(len(self.names))
         x = self.step_features(T, S)
-        return (np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T)
-                + np.asarray(self.op_overhead_s))
+        ops = np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T) \
+            + np.asarray(self.op_overhead_s)
+        return np.concatenate([ops, [float(c.time_s(x[1])) for c in self.collectives]])
 
     def step_s(self, T: np.ndarray, S: np.ndarray) -> float:
         """Time of one step over sequences with new tokens T_i on top of S_i cached."""
@@ -269,12 +303,11 @@ def mixed_step_cost(model: ModelSpec, hw: HardwareSpec, precision: Precision = P
     psc = parallel_step_cost(model, hw, Step(B, T, S), precision, par, ceiling, engine)
     sc = psc.compute
     names = [o.name for o in sc.ops] + [c.name for c in psc.collectives]
-    zero = np.zeros_like(B)
-    compute = np.stack([np.broadcast_to(o.compute_s, B.shape) for o in sc.ops]
-                       + [zero for _ in psc.collectives])  # (ops, probes)
-    memory = np.stack([np.broadcast_to(o.memory_s, B.shape) for o in sc.ops]
-                      + [np.broadcast_to(c.time_s, B.shape) for c in psc.collectives])
+    compute = np.stack([np.broadcast_to(o.compute_s, B.shape) for o in sc.ops])  # (ops, probes)
+    memory = np.stack([np.broadcast_to(o.memory_s, B.shape) for o in sc.ops])
     X = shape.features(B, T, S)  # (probes, features)
+    collectives = tuple(_collective_row(c, X[:, 1], model, hw, par, ceiling, engine)
+                        for c in psc.collectives)
     compute_coef = np.linalg.lstsq(X, compute.T, rcond=None)[0].T  # (ops, features)
     memory_coef = np.linalg.lstsq(X, memory.T, rcond=None)[0].T
     scale = np.maximum(compute, memory).max()  # an op's error is judged against the step's
@@ -287,7 +320,7 @@ def mixed_step_cost(model: ModelSpec, hw: HardwareSpec, precision: Precision = P
                 "affine in the batch features (tokens, sequences, attended pairs, context, "
                 "windowed pairs and context, experts touched); the serving simulator cannot "
                 "cost mixed batches of this model on this hardware spec")
-    per_row = [float(o.overhead_s) for o in sc.ops] + [0.0 for _ in psc.collectives]
+    per_row = [float(o.overhead_s) for o in sc.ops]
     overhead = sum(per_row)
     one = Step(1, 1, 1)  # a pure-decode step: its fixed device and host terms
     decode = parallel_step_cost(model, hw, one, precision, par, ceiling, engine).compute
@@ -295,4 +328,23 @@ def mixed_step_cost(model: ModelSpec, hw: HardwareSpec, precision: Precision = P
     return MixedStepCost(compute_coef, memory_coef, overhead, W, moe, par.ep,
                          decode_overhead, sc.host_launch_s,
                          engine is not None and engine.cuda_graphs, sc.host_step_s,
-                         tuple(names), tuple(per_row))
+                         tuple(names), tuple(per_row), collectives)
+
+
+def _collective_row(c: Collective, tokens: np.ndarray, model: ModelSpec, hw: HardwareSpec,
+                    par: Parallel, ceiling: Ceiling, engine: EngineSpec | None) -> CollectiveRow:
+    """A step's collective as a function of its tokens: its message per token read off the
+    probes (and checked on every one), its group size and link."""
+    message = np.broadcast_to(c.message_bytes, tokens.shape)
+    per_token = float(message[0] / tokens[0])
+    if not np.allclose(message, per_token * tokens, rtol=_RTOL):
+        raise InvalidInputError(f"collective '{c.name}' of {model.name} does not scale with "
+                                "the step's tokens; the serving simulator cannot cost it")
+    n = {"all-reduce": par.tp, "all-to-all": par.ep}.get(c.kind, 2)
+    link = Link.of(hw.interconnect, par.gpus_per_replica, ceiling, engine)
+    row = CollectiveRow(c.name, c.kind, c.count, per_token, n, link)
+    if not np.allclose(row.time_s(tokens), np.broadcast_to(c.time_s, tokens.shape),
+                       rtol=1e-9):
+        raise InvalidInputError(f"collective '{c.name}' of {model.name}: the serving "
+                                "simulator's cost disagrees with the step cost")
+    return row
