@@ -713,12 +713,15 @@ def _rejected_regions(points: Points, groups: Sequence[GroupTable],
             f"{best.capacity_bytes / 1e9:.0f} GB ({best.fmt} TP{best.parallel.tp} "
             f"PP{best.parallel.pp})")
         out.append(RejectedRegion(r[0], r[1], len(rs), closest))
-    hw = np.array([groups[int(i)].hardware for i in points.group]) if points.size else np.array(
-        [])
+    # a point is charged to the device that fails it: TTFT to the prefill pool's, the rest to
+    # the decode (or only) pool's
+    names = [g.hardware for g in groups]
+    hw = np.array(names)[points.group.astype(int)] if points.size else np.array([])
+    pre = np.where(points.prefill_group >= 0, points.prefill_group, points.group).astype(int)
+    hw_pre = np.array(names)[pre] if points.size else np.array([])
     for name in sorted(set(hw.tolist())):
-        on = hw == name
         for code in (KV, SATURATED, TTFT, TPOT):
-            sel = on & (points.status == code)
+            sel = ((hw_pre if code == TTFT else hw) == name) & (points.status == code)
             if not sel.any():
                 continue
             if code in (TTFT, TPOT):
