@@ -12,9 +12,10 @@ runs them). Two stages:
    under continuous batching with whole-prompt (prefill-first) steps:
    - prefill share of time ρ = λ·t_pf (≥ 1: the replica cannot keep up);
    - decode concurrency N (Little's law, decodes pause while a prompt runs):
-     N = λ·(G−1)·t(N) / (1 − ρ), the least fixed point on the grid (none ≤ B: the batch limit
-     cannot carry the rate); N must also fit the KV capacity (paged, `kv_capacity_tokens`) at the
-     mean context P + G/2;
+     N = λ·(G−1)·t(N) / (1 − ρ), the least fixed point on the grid; its p95 N + 1.645·√N
+     (Poisson) must stay within the max batch B (otherwise requests queue for a slot, which the
+     TTFT below does not model: the point counts as saturated), and N must fit the KV capacity
+     (paged, `kv_capacity_tokens`) at the mean context P + G/2;
    - TPOT: t(N) plus the prompts that arrive during a request's decode, k of them at t_pf each,
      spread over its G − 1 tokens; k is Poisson with mean μ = λ·(G−1)·t(N)/(1−ρ) and its p95 is
      taken as μ + 1.645·√μ (normal approximation): TPOT₉₅ = t(N) + (μ + 1.645√μ)·t_pf/(G−1);
@@ -46,6 +47,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import numpy as np
 
@@ -79,6 +81,8 @@ BATCH_GRID_POINTS = 40
 #: The scheduler's token budget per step (vLLM's default max_num_batched_tokens for chunked
 #: prefill, 2048, as the `continuous` preset), raised to B when B is larger.
 TOKEN_BUDGET = 2048
+Serving = Literal["both", "aggregated", "disaggregated"]
+SERVING: tuple[str, ...] = ("both", "aggregated", "disaggregated")
 
 
 class InfeasibleError(RooflineError):
@@ -121,7 +125,7 @@ class Space:
     tp: tuple[int, ...] = (1, 2, 4, 8)
     pp: tuple[int, ...] = (1, 2)
     ep: tuple[int, ...] = (1, 2, 4, 8)
-    disaggregated: bool = True
+    serving: Serving = "both"
     max_prefill_replicas: int = 8
     tier: Tier = "on-demand"
     ceiling: Ceiling = "achievable"
@@ -133,6 +137,9 @@ class Space:
             raise InvalidInputError(f"--max-gpus must be at least 1, got {self.max_gpus}")
         if not self.formats or not self.max_batches or min(self.max_batches) < 1:
             raise InvalidInputError("give at least one format and positive max batches")
+        if self.serving not in SERVING:
+            raise InvalidInputError(f"unknown --serving '{self.serving}'; use one of: "
+                                    f"{', '.join(SERVING)}")
 
 
 def precision_of(fmt: str) -> Precision:
@@ -392,6 +399,13 @@ class Points:
         return cls(**{k: np.concatenate([getattr(p, k) for p in parts]) for k in names})
 
 
+def peak_concurrency(n: np.ndarray) -> np.ndarray:
+    """p95 of the number of sequences decoding, N + 1.645·√N (Poisson around the mean N):
+    a max batch below it makes new requests queue for a slot, which the TTFT model omits."""
+    with np.errstate(invalid="ignore"):
+        return n + Z95 * np.sqrt(n)
+
+
 def _status(stable: np.ndarray, kv_ok: np.ndarray, ttft: np.ndarray, tpot: np.ndarray,
             req: Requirement) -> np.ndarray:
     s = np.full(ttft.shape, OK)
@@ -411,7 +425,7 @@ def aggregated_points(groups: Sequence[GroupTable], req: Requirement, space: Spa
         m = np.arange(1, space.max_gpus // g.gpus + 1, dtype=float)
         lat = aggregated_latency(g, req.rate_per_s / m, G)
         n = lat.concurrency[:, None]  # (M, 1) against (nB,)
-        stable = lat.stable[:, None] & (n <= B[None, :])
+        stable = lat.stable[:, None] & (peak_concurrency(n) <= B[None, :])
         kv_ok = n * (P + G / 2) <= g.kv_capacity_tokens
         kv_ok = kv_ok | ~stable  # saturation is reported before memory for unstable points
         shape = (m.size, B.size)
@@ -458,7 +472,7 @@ def disaggregated_points(groups: Sequence[GroupTable], req: Requirement, space: 
             fits = (mp[:, None] + md[None, :]) <= total  # (Mp, Md)
             n = dec.concurrency[None, :, None]
             stable = (np.isfinite(ttft_p)[:, None, None] & dec.stable[None, :, None]
-                      & (n <= B[None, None, :]))
+                      & (peak_concurrency(n) <= B[None, None, :]))
             stable = np.broadcast_to(stable, shape)
             kv_ok = (n * (P + G / 2) <= gd.kv_capacity_tokens) | ~stable
             kv_ok = np.broadcast_to(kv_ok, shape)
@@ -795,9 +809,11 @@ def confirm(model: ModelSpec, c: Candidate, workload: Workload, req: Requirement
 
 
 def screen(groups: Sequence[GroupTable], req: Requirement, space: Space) -> Points:
-    """Stage 1 over prepared groups: every aggregated and (if enabled) disaggregated point."""
-    parts = [aggregated_points(groups, req, space)]
-    if space.disaggregated:
+    """Stage 1 over prepared groups: every aggregated and/or disaggregated point."""
+    parts = []
+    if space.serving in ("both", "aggregated"):
+        parts.append(aggregated_points(groups, req, space))
+    if space.serving in ("both", "disaggregated"):
         parts.append(disaggregated_points(groups, req, space))
     return Points.concat(parts)
 

@@ -78,7 +78,7 @@ TOY_REQ = dict(rate_per_s=10, prompt_tokens=100, gen_tokens=11, slo_ttft_s=1.0)
 
 def toy_best(slo_tpot_s: float):
     req = Requirement(slo_tpot_s=slo_tpot_s, **TOY_REQ)
-    space = Space(("cheap", "fast"), max_gpus=8, max_batches=(64,), disaggregated=False)
+    space = Space(("cheap", "fast"), max_gpus=8, max_batches=(64,), serving="aggregated")
     points = screen(TOY, req, space)
     return points, shortlist(points, TOY, 1)[0]
 

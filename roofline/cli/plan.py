@@ -28,7 +28,7 @@ def _names(text: str) -> tuple[str, ...]:
 def run_plan(model: str, rate: float | None, prompt: int, gen: int, trace: Path | None,
              slo_ttft: float, slo_tpot: float, hardware: str | None, max_gpus: int,
              formats: str, prices: list[str], tier: str, max_batches: str,
-             disaggregated: bool, confirm_top: int, requests: int, seed: int, ceiling: str,
+             serving: str, confirm_top: int, requests: int, seed: int, ceiling: str,
              engine: str | None, specs_dir: list[Path] | None) -> PlanResult:
     """Parse and load everything `plan` needs, then call the core (shared with `plot plan`)."""
     if ceiling not in CEILINGS:
@@ -56,7 +56,7 @@ def run_plan(model: str, rate: float | None, prompt: int, gen: int, trace: Path 
         raise InvalidInputError("give --rate (requests per second) or --trace")
     req = Requirement(rate, prompt, gen, slo_ttft, slo_tpot)
     space = Space(tuple(d.name for d in devices), _names(formats), max_gpus,
-                  tuple(int_list(max_batches, "max batch")), disaggregated=disaggregated,
+                  tuple(int_list(max_batches, "max batch")), serving=serving,
                   tier=tier, ceiling=ceiling)  # type: ignore[arg-type]
     eng = load_engine(engine, dirs) if engine else None
     return plan(m, devices, req, space, table, workload, confirm_top, requests, seed, eng)
@@ -148,8 +148,8 @@ def plan_cmd(
     price_tier: Annotated[str, Opt(help="on-demand or discounted")] = "on-demand",
     max_batches: Annotated[str, Opt(help="scheduler max sequences B tried, comma-separated")
                            ] = "8,16,32,64,128,256,512",
-    disaggregated: Annotated[bool, Opt("--disaggregated/--no-disaggregated",
-                                       help="also search prefill/decode pools")] = True,
+    serving: Annotated[str, Opt(help="both, aggregated (one pool) or disaggregated "
+                                "(prefill and decode pools)")] = "both",
     confirm_top: Annotated[int, Opt("--confirm", help="candidates the simulator checks")] = 10,
     requests: Annotated[int, Opt(help="requests per simulation")] = 2000,
     seed: Annotated[int, Opt(help="random seed of the simulated arrivals")] = 0,
@@ -162,7 +162,7 @@ def plan_cmd(
     """Search devices × formats × TP/PP/EP × max batch × replicas (and disaggregated pools)
     for the cheapest deployment meeting the SLO at the rate; confirm it in the simulator."""
     r = run_plan(model, rate, prompt, gen, trace, slo_ttft, slo_tpot, hardware, max_gpus,
-                 formats, price or [], price_tier, max_batches, disaggregated, confirm_top,
+                 formats, price or [], price_tier, max_batches, serving, confirm_top,
                  requests, seed, ceiling, engine, specs_dir)
     if json_out:
         print_json(r.as_dict())
