@@ -215,3 +215,16 @@ def test_engine_is_passed_only_where_it_is_taken():
     assert _engine_kwargs(takes, "tuned") == {"engine": "tuned"}
     with pytest.raises(InvalidInputError, match="not wired into"):
         _engine_kwargs(lacks, "tuned")
+
+
+def test_plan_chart_draws_frontier_and_chosen(tmp_path):
+    pytest.importorskip("matplotlib")
+    from roofline import plots
+
+    pts = [plots.PlanPoint("a", 1.0, 0.02, 0.5), plots.PlanPoint("b", 2.0, 0.01, 0.2)]
+    fig = plots.plan_chart(pts, pts[0], 0.05, 1.0, "toy")
+    gids = {a.get_gid() for ax in fig.axes for a in ax.collections}
+    assert {"frontier:tpot_p95_s", "chosen:tpot_p95_s", "frontier:ttft_p95_s",
+            "chosen:ttft_p95_s"} <= gids
+    out = plots.save(fig, tmp_path / "plan.svg")
+    assert out.read_text().count("<svg") == 1
