@@ -267,3 +267,50 @@ def estimate_economics(est, usd_per_gpu_hour: float, utilisation: float = 1.0
         out.append(CaseEconomics(c.batch, usd_per_gpu_hour * c.gpus,
                                  c.throughput_tokens_per_s * utilisation, float(power), c.gpus))
     return tuple(out)
+
+
+# ---- columns for `serve` --------------------------------------------------------------------
+@dataclass(frozen=True)
+class ServeEconomics:
+    """A simulated run's cost and an upper bound on its energy: every busy replica-second at
+    TDP, every idle one at P_idle (the simulator records busy time, not each step's roof use)."""
+
+    usd_per_hour: float
+    tokens_per_s: float
+    energy_j_upper: float
+    tokens: float
+
+    @property
+    def cost_per_million_tokens_usd(self) -> float:
+        return float(self.usd_per_hour / SECONDS_PER_HOUR / self.tokens_per_s * 1e6)
+
+    @property
+    def joules_per_token_upper(self) -> float:
+        return self.energy_j_upper / self.tokens
+
+    def as_dict(self) -> dict:
+        return {"usd_per_hour": self.usd_per_hour,
+                "cost_per_million_output_tokens_usd": self.cost_per_million_tokens_usd,
+                "joules_per_output_token_upper_bound": self.joules_per_token_upper}
+
+
+def serve_economics(summary, devices: dict[str, HardwareSpec], prices: PriceTable,
+                    gpus_per_replica: int = 1, tier: Tier = "on-demand") -> ServeEconomics:
+    """$ per million output tokens and J per token (upper bound) of a `serve.metrics.Summary`;
+    `devices` maps each pool's device name (`Pool.hardware`) to its spec."""
+    r = summary.result
+    T = summary.duration_s
+    usd = joules = 0.0
+    for e, pool in zip(r.engines, _engine_pools(r), strict=True):
+        hw = devices[pool.hardware]
+        usd += prices.usd_per_gpu_hour(hw.name, tier) * gpus_per_replica
+        pm = power_model(hw)
+        busy = min(e.busy_s, T)
+        joules += gpus_per_replica * (pm.tdp_w * busy + pm.idle_w * (T - busy))
+    tokens = float(r.workload.output_tokens.sum())
+    return ServeEconomics(usd, summary.throughput_tokens_per_s, joules, tokens)
+
+
+def _engine_pools(result) -> list:
+    """The pool of each engine, in `ServeResult.engines` order."""
+    return [p for p in result.deployment.pools for _ in range(p.replicas)]

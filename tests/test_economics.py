@@ -131,3 +131,26 @@ def test_estimate_economics_by_hand():
                         full[0].power_w / full[0].tokens_per_s)
     with pytest.raises(InvalidInputError, match="utilisation"):
         estimate_economics(e, 3.49, utilisation=0)
+
+
+def test_serve_economics_by_hand():
+    from roofline.economics import serve_economics
+    from roofline.serve.metrics import Summary
+    from roofline.serve.policy import POLICIES
+    from roofline.serve.simulate import build_deployment, simulate
+    from roofline.serve.workload import Lengths, synthetic
+
+    m, h100, h200 = load_model("llama-3.1-8b"), load_hardware("h100-sxm"), load_hardware("h200")
+    w = synthetic(100, 4.0, Lengths("fixed", 256), Lengths("fixed", 64), seed=0)
+    p = POLICIES["disaggregated"]
+    d = build_deployment(m, h100, p, prefill_hw=h100, decode_hw=h200)
+    s = Summary(simulate(w, p, d), 1.0, 0.1)
+    e = serve_economics(s, {"h100-sxm": h100, "h200": h200}, load_prices())
+    # one H100 prefill replica ($3.49/h) + one H200 decode replica ($4.59/h)
+    assert e.usd_per_hour == pytest.approx(3.49 + 4.59)
+    assert e.cost_per_million_tokens_usd == pytest.approx(
+        8.08 / 3600 / s.throughput_tokens_per_s * 1e6)
+    T = s.duration_s
+    busy = [x.busy_s for x in s.result.engines]  # prefill engine, then decode engine
+    joules = (700 * busy[0] + 80.3 * (T - busy[0])) + (700 * busy[1] + 80.3 * (T - busy[1]))
+    assert e.joules_per_token_upper == pytest.approx(joules / (100 * 64))
