@@ -742,8 +742,10 @@ def _rejected_regions(points: Points, groups: Sequence[GroupTable],
                 metric = points.ttft_p95_s if code == TTFT else points.tpot_p95_s
                 slo = req.slo_ttft_s if code == TTFT else req.slo_tpot_s
                 i = int(np.flatnonzero(sel)[np.argmin(metric[sel])])
-                closest = (f"best p95 {metric[i] * 1e3:.3g} ms vs SLO {slo * 1e3:g} ms "
-                           f"({candidate(points, i, groups).label})")
+                best, limit = ((f"{metric[i]:.4g} s", f"{slo:g} s") if code == TTFT else
+                               (f"{metric[i] * 1e3:.3g} ms", f"{slo * 1e3:g} ms"))
+                closest = f"best p95 {best} vs SLO {limit} ({candidate(points, i, groups).label})"
+
             elif code == KV:
                 i = int(np.flatnonzero(sel)[0])
                 g = groups[int(points.group[i])]
