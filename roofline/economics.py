@@ -257,8 +257,10 @@ def estimate_economics(est, usd_per_gpu_hour: float, utilisation: float = 1.0
     P, G = est.cases[0].prompt_tokens, est.cases[0].gen_tokens
     pre = parallel_step_cost(m, hw, Step(B, P, 0), prec, par, est.ceiling)
     dec = parallel_step_cost(m, hw, Step(B, 1, P + G // 2), prec, par, est.ceiling)
-    u_pre = roof_utilisation(pre.compute.flops, pre.compute.bytes, pre.time_s, hw, prec.compute)
-    u_dec = roof_utilisation(dec.compute.flops, dec.compute.bytes, dec.time_s, hw, prec.compute)
+    u_pre = np.asarray(roof_utilisation(pre.compute.flops, pre.compute.bytes, pre.time_s, hw,
+                                        prec.compute))
+    u_dec = np.asarray(roof_utilisation(dec.compute.flops, dec.compute.bytes, dec.time_s, hw,
+                                        prec.compute))
     out = []
     for i, c in enumerate(est.cases):
         busy_w = (pm.power_w(u_pre[i]) * c.ttft_s + pm.power_w(u_dec[i]) * (c.e2e_s - c.ttft_s)

@@ -262,19 +262,19 @@ def build_groups(model: ModelSpec, hardware: Sequence[HardwareSpec], req: Requir
                     rejected.append(Rejected(hw.name, fmt, par, "memory: weights", str(e), w,
                                              hw.memory_bytes))
                     continue
-                e = estimate(model, hw, [int(b) for b in grid], P, G, prec, space.ceiling,
-                             par, **kw)
+                est = estimate(model, hw, [int(b) for b in grid], P, G, prec, space.ceiling,
+                               par, **kw)
                 dec = parallel_step_cost(model, hw, Step(grid, 1, P + G // 2), prec, par,
                                          space.ceiling)
                 u_dec = roof_utilisation(dec.compute.flops, dec.compute.bytes, dec.time_s, hw,
                                          prec.compute)
-                t_pf = e.cases[0].ttft_s
-                u_pf = float(roof_utilisation(e.prefill.flops, e.prefill.bytes, t_pf, hw,
+                t_pf = est.cases[0].ttft_s
+                u_pf = float(roof_utilisation(est.prefill.flops, est.prefill.bytes, t_pf, hw,
                                               prec.compute))
                 ic = hw.interconnect
                 groups.append(GroupTable(
                     hw.name, fmt, par, price, t_pf, grid,
-                    np.array([c.tpot_s for c in e.cases]), np.asarray(u_dec, dtype=float),
+                    np.array([c.tpot_s for c in est.cases]), np.asarray(u_dec, dtype=float),
                     u_pf, float(kv_tokens),
                     memory.kv_bytes_per_token(pp_stage(tp_shard(model, par.tp), par.pp), prec),
                     ic.bandwidth_bytes_per_s or math.inf, ic.latency_us * 1e-6,
@@ -443,10 +443,10 @@ def aggregated_points(groups: Sequence[GroupTable], req: Requirement, space: Spa
             np.broadcast_to(B[None, :], shape).ravel(),
             np.broadcast_to(gpus[:, None], shape).ravel(),
             np.broadcast_to(usd[:, None], shape).ravel(),
-            np.broadcast_to(cost_per_million_tokens(usd, 1, req.output_tokens_per_s)[:, None],
-                            shape).ravel(),
-            np.broadcast_to(joules_per_token(power, gpus, req.output_tokens_per_s)[:, None],
-                            shape).ravel(),
+            np.broadcast_to(np.asarray(cost_per_million_tokens(
+                usd, 1, req.output_tokens_per_s))[:, None], shape).ravel(),
+            np.broadcast_to(np.asarray(joules_per_token(
+                power, gpus, req.output_tokens_per_s))[:, None], shape).ravel(),
             ttft.ravel(), tpot.ravel(), np.broadcast_to(n, shape).ravel(), status.ravel()))
     return Points.concat(parts)
 
@@ -496,8 +496,10 @@ def disaggregated_points(groups: Sequence[GroupTable], req: Requirement, space: 
                 flat(np.ones(shape, int)), flat(np.full(shape, i)), flat(np.full(shape, j)),
                 flat(md[None, :, None]), flat(mp[:, None, None]), flat(B[None, None, :]),
                 flat(gpus[:, :, None]), flat(usd[:, :, None]),
-                flat(cost_per_million_tokens(usd, 1, req.output_tokens_per_s)[:, :, None]),
-                flat(joules_per_token(watts, 1, req.output_tokens_per_s)[:, :, None]),
+                flat(np.asarray(cost_per_million_tokens(usd, 1, req.output_tokens_per_s))
+                     [:, :, None]),
+                flat(np.asarray(joules_per_token(watts, 1, req.output_tokens_per_s))
+                     [:, :, None]),
                 flat(ttft), flat(tpot), flat(n), flat(status)))
     return Points.concat(parts)
 
@@ -519,7 +521,7 @@ def pareto_mask(*objectives: np.ndarray) -> np.ndarray:
     def dominated(a: np.ndarray, by: np.ndarray) -> np.ndarray:
         le = (by[None, :, :] <= a[:, None, :]).all(-1)
         lt = (by[None, :, :] < a[:, None, :]).any(-1)
-        return (le & lt).any(1)
+        return np.any(le & lt, axis=1)
 
     front = np.zeros((0, 3))
     chunk = 1024
@@ -742,9 +744,10 @@ def _rejected_regions(points: Points, groups: Sequence[GroupTable],
                 metric = points.ttft_p95_s if code == TTFT else points.tpot_p95_s
                 slo = req.slo_ttft_s if code == TTFT else req.slo_tpot_s
                 i = int(np.flatnonzero(sel)[np.argmin(metric[sel])])
-                best, limit = ((f"{metric[i]:.4g} s", f"{slo:g} s") if code == TTFT else
-                               (f"{metric[i] * 1e3:.3g} ms", f"{slo * 1e3:g} ms"))
-                closest = f"best p95 {best} vs SLO {limit} ({candidate(points, i, groups).label})"
+                value, limit = ((f"{metric[i]:.4g} s", f"{slo:g} s") if code == TTFT else
+                                (f"{metric[i] * 1e3:.3g} ms", f"{slo * 1e3:g} ms"))
+                closest = (f"best p95 {value} vs SLO {limit} "
+                           f"({candidate(points, i, groups).label})")
 
             elif code == KV:
                 i = int(np.flatnonzero(sel)[0])
@@ -797,7 +800,8 @@ def confirm(model: ModelSpec, c: Candidate, workload: Workload, req: Requirement
     kw = _engine_kwargs(build_deployment, engine)
     d = build_deployment(model, hw, pol, precision_of(c.fmt), ceiling,
                          replicas=c.replicas if not dis else 1,
-                         prefill_hw=load_hardware(c.prefill_hardware) if dis else None,
+                         prefill_hw=load_hardware(c.prefill_hardware or c.hardware)
+                         if dis else None,
                          decode_hw=hw if dis else None,
                          prefill_replicas=c.prefill_replicas or 1,
                          decode_replicas=c.replicas if dis else 1, par=c.parallel, **kw)

@@ -228,3 +228,20 @@ def test_plan_chart_draws_frontier_and_chosen(tmp_path):
             "chosen:ttft_p95_s"} <= gids
     out = plots.save(fig, tmp_path / "plan.svg")
     assert out.read_text().count("<svg") == 1
+
+
+def test_plan_from_a_trace(tmp_path, capsys, refused):
+    # 101 arrivals 0.25 s apart: (101 - 1) / 25 s = 4 req/s; mean lengths 512 and 128
+    rows = ["arrival_s,input_tokens,output_tokens"] + [
+        f"{i * 0.25},{256 if i % 2 else 768},128" for i in range(101)]
+    f = tmp_path / "trace.csv"
+    f.write_text("\n".join(rows) + "\n")
+    argv = ["plan", "llama-3.1-8b", "--trace", str(f), "--hardware", "h100-sxm",
+            "--max-gpus", "2", "--max-batches", "16,64", "--confirm", "2", "--slo-tpot", "0.03"]
+    main([*argv, "--json"])
+    r = json.loads(capsys.readouterr().out)
+    assert r["requirement"]["rate_per_s"] == pytest.approx(4.0)
+    assert r["requirement"]["prompt_tokens"] == round((51 * 768 + 50 * 256) / 101)
+    assert r["requirement"]["gen_tokens"] == 128
+    assert r["confirmed"][0]["simulated"]["requests"] == 101  # the trace's own requests
+    refused([*argv, "--rate", "3"], "--trace sets the arrivals; drop --rate")

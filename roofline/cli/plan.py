@@ -56,8 +56,8 @@ def run_plan(model: str, rate: float | None, prompt: int, gen: int, trace: Path 
         raise InvalidInputError("give --rate (requests per second) or --trace")
     req = Requirement(rate, prompt, gen, slo_ttft, slo_tpot)
     space = Space(tuple(d.name for d in devices), _names(formats), max_gpus,
-                  tuple(int_list(max_batches, "max batch")), serving=serving,
-                  tier=tier, ceiling=ceiling)  # type: ignore[arg-type]
+                  tuple(int_list(max_batches, "max batch")),
+                  serving=serving, tier=tier, ceiling=ceiling)  # type: ignore[arg-type]
     eng = load_engine(engine, dirs) if engine else None
     return plan(m, devices, req, space, table, workload, confirm_top, requests, seed, eng)
 
@@ -117,8 +117,8 @@ def render(r: PlanResult, frontier_rows: int) -> None:
                     "(memory: weights and unsupported count layouts)")
     for col in ("device", "reason", "points", "closest"):
         j.add_column(col, justify="right" if col == "points" else "left")
-    for x in r.rejected:
-        j.add_row(x.hardware, x.reason, f"{x.points:,}", x.closest)
+    for region in r.rejected:
+        j.add_row(region.hardware, region.reason, f"{region.points:,}", region.closest)
     console.print(j)
     if r.commands:
         console.print("reproduce the chosen deployment:")
