@@ -44,7 +44,7 @@ ROPE_LAUNCHES = 2 * 5
 NORM_LAUNCHES = {"rmsnorm": 6, "layernorm": 1}
 
 _COUNTED = ("flops", "weight_elems", "act_elems", "kv_read_elems", "kv_write_elems", "weight_rows",
-            "launches")
+            "launches", "instances")
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,7 @@ class Op:
     kv_write_elems: ArrayLike = 0
     weight_rows: ArrayLike = 0  # matmul: weight rows (output features) streamed, N per matrix
     launches: int = 1  # kernels a typical eager implementation launches, for a per-kernel cost
+    instances: int = 1  # times the operator runs (layers, norms): kernels when fused
 
 
 def _scaled(op: Op, n: int) -> Op:
@@ -350,7 +351,7 @@ def norm_ops(m: ModelSpec, s: Step) -> list[Op]:
     n = m.layers * m.norms_per_layer + 1  # + the final norm
     return [Op("norms+residual", "elementwise", flops=n * 5 * B * T * D,
                weight_elems=n * m.norm_params, act_elems=n * 3 * B * T * D,
-               launches=n * NORM_LAUNCHES[m.norm] + n - 1)]
+               launches=n * NORM_LAUNCHES[m.norm] + n - 1, instances=n)]
 
 
 def embedding_ops(m: ModelSpec, s: Step) -> list[Op]:

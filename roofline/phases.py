@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cost import Ceiling, StepCost
+from .engine import EngineSpec
 from .errors import InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
@@ -99,6 +100,7 @@ class Estimate:
     parallel: Parallel = Parallel()
     prefill_comm_s: float = 0.0  # collectives of the prefill step at the first batch size
     decode_comm_s: float = 0.0
+    engine: EngineSpec | None = None  # the software stack (None: the hardware layer alone)
 
     def as_dict(self) -> dict:
         return {
@@ -106,6 +108,7 @@ class Estimate:
             "hardware": self.hardware.name,
             "ceiling": self.ceiling,
             "ceiling_source": self.ceiling_source,
+            "engine": self.engine.name if self.engine else None,
             "precision": {"weights": self.precision.weights,
                           "activations": self.precision.activations, "kv": self.precision.kv,
                           "compute": self.precision.compute},
@@ -120,20 +123,24 @@ class Estimate:
 
 
 def mean_tpot_s(model: ModelSpec, hw: HardwareSpec, batch: np.ndarray, prompt: int, gen: int,
-                precision: Precision, ceiling: Ceiling, parallel: Parallel = Parallel()
-                ) -> np.ndarray:
+                precision: Precision, ceiling: Ceiling, parallel: Parallel = Parallel(),
+                engine: EngineSpec | None = None) -> np.ndarray:
     """Mean decode step time over the G-1 steps after the first token, per batch size.
     With G = 1 there is no such step; the next step's time (S = P) is reported."""
     S = prompt + np.arange(max(gen - 1, 1))  # cached tokens before each step
     B = np.asarray(batch)[:, None]
     step = Step(B, 1, S[None, :])
-    return parallel_step_cost(model, hw, step, precision, parallel, ceiling).time_s.mean(axis=1)
+    return parallel_step_cost(model, hw, step, precision, parallel, ceiling,
+                              engine).time_s.mean(axis=1)
 
 
 def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
              prompt: int = 1024, gen: int = 256, precision: Precision = Precision(),
-             ceiling: Ceiling = "achievable", parallel: Parallel = Parallel()) -> Estimate:
-    """Prefill + decode metrics and memory for each batch size (see module docstring)."""
+             ceiling: Ceiling = "achievable", parallel: Parallel = Parallel(),
+             engine: EngineSpec | None = None) -> Estimate:
+    """Prefill + decode metrics and memory for each batch size (see module docstring), on
+    the `ceiling` and, for the achievable one, the software stack `engine`."""
+    engine = engine if ceiling == "achievable" else None
     if not batches:
         raise InvalidInputError("give at least one batch size")
     if min(batches) < 1:
@@ -148,10 +155,10 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
     B = np.asarray(batches, dtype=float)
 
     def cost(step: Step) -> ParallelStepCost:
-        return parallel_step_cost(model, hw, step, precision, parallel, ceiling)
+        return parallel_step_cost(model, hw, step, precision, parallel, ceiling, engine)
 
     ttft = cost(Step(B, prompt, 0)).time_s
-    tpot = mean_tpot_s(model, hw, B, prompt, gen, precision, ceiling, parallel)
+    tpot = mean_tpot_s(model, hw, B, prompt, gen, precision, ceiling, parallel, engine)
     mem = memory_per_gpu(model, precision, parallel, B, prompt, prompt + gen)
     cases = tuple(
         Case(int(b), prompt, gen, float(mem.weights_bytes), float(mem.kv_cache_bytes[i]),
@@ -168,4 +175,4 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
     fit = max(int((hw.memory_bytes - float(one.weights_bytes)) // per_seq), 0) * parallel.ep
     return Estimate(model, hw, precision, ceiling, prefill.compute.ceilings.source, cases,
                     prefill.compute, decode.compute, fit, parallel, float(prefill.comm_s),
-                    float(decode.comm_s))
+                    float(decode.comm_s), engine)

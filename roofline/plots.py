@@ -154,8 +154,9 @@ def roofline_chart(hw: HardwareSpec, estimates: Sequence[Estimate] = (),
     ax.annotate(f"slope: {si(bw, 'B/s')} memory bandwidth", (lo, bw * lo), xytext=(6, 2),
                 textcoords="offset points", fontsize=8)
 
-    achievable = {s.ceilings for _, _, s in steps if s.ceilings.name == "achievable"}
-    for c in achievable:
+    achievable = {(s.ceilings.flops_per_s, s.ceilings.bytes_per_s): s.ceilings
+                  for _, _, s in steps if s.ceilings.name == "achievable"}
+    for c in achievable.values():
         ax.plot([lo, c.ridge_point_flops_per_byte, hi],
                 [c.bytes_per_s * lo, c.flops_per_s, c.flops_per_s],
                 ls="--", color="tab:green", lw=1, gid="roof:achievable",

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from .cost import StepCost
 from .diffusion import DiffusionComparison
+from .engine import EngineSpec
 from .hardware import HardwareSpec
 from .memory import CacheSummary
 from .model import ModelSpec
@@ -68,6 +69,20 @@ def hardware_table(specs: list[HardwareSpec]) -> Table:
                   si(h.peak_flops_per_s(half), "FLOP/s") if half else "—",
                   si(h.peak_flops_per_s("fp8"), "FLOP/s") if h.supports("fp8") else "—",
                   f"{h.ridge_point_flops_per_byte(half):.0f}" if half else "—", h.confidence)
+    return t
+
+
+def engines_table(specs: list[EngineSpec], default: str) -> Table:
+    t = Table(title=f"inference-engine profiles (default: {default}; `--engine none`: the "
+                    "hardware layer alone)")
+    for col in ("name", "engine", "launches", "CUDA graphs", "host/kernel", "host/step",
+                "attention kernel", "decode attn BW", "all-reduce"):
+        t.add_column(col)
+    for e in specs:
+        t.add_row(e.name, e.display_name, e.launches, "yes" if e.cuda_graphs else "no",
+                  seconds(e.host_launch_us * 1e-6), seconds(e.host_step_us * 1e-6),
+                  e.attention.kernel.split(" (")[0], f"{e.attention.decode_memory_fraction:.2f}",
+                  f"{e.all_reduce.kind} +{seconds(e.all_reduce.latency_us * 1e-6)}")
     return t
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cost import Ceiling, step_cost
+from .engine import EngineSpec
 from .errors import InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
@@ -101,17 +102,18 @@ def _check_pair(target: ModelSpec, draft: ModelSpec) -> None:
 
 
 def layer_decode_s(m: ModelSpec, hw: HardwareSpec, step: Step, precision: Precision,
-                   ceiling: Ceiling) -> ArrayLike:
+                   ceiling: Ceiling, engine: EngineSpec | None = None) -> ArrayLike:
     """One transformer layer's share of a step: the step of L layers minus that of L−1."""
     fewer = ModelSpec.model_validate(m.model_dump() | {"layers": m.layers - 1})
-    return (step_cost(m, hw, step, precision, ceiling).time_s
-            - step_cost(fewer, hw, step, precision, ceiling).time_s)
+    return (step_cost(m, hw, step, precision, ceiling, engine=engine).time_s
+            - step_cost(fewer, hw, step, precision, ceiling, engine=engine).time_s)
 
 
 def speculative_cost(target: ModelSpec, drafter: Drafter, hw: HardwareSpec, k: int,
                      acceptance: float, batch: int = 1, context: int = 1024,
                      precision: Precision = Precision(),
-                     ceiling: Ceiling = "achievable") -> SpeculativeCost:
+                     ceiling: Ceiling = "achievable",
+                     engine: EngineSpec | None = None) -> SpeculativeCost:
     """One cycle of K proposals verified by the target, for B sequences at S cached tokens."""
     if not 1 <= k <= 64:
         raise InvalidInputError(f"K (draft tokens per step) must be in 1..64, got {k}")
@@ -121,17 +123,18 @@ def speculative_cost(target: ModelSpec, drafter: Drafter, hw: HardwareSpec, k: i
                                 f"context of {target.max_context}")
     precision.check(hw)
     plain = Step(batch, 1, context)
-    target_step_s = float(step_cost(target, hw, plain, precision, ceiling).time_s)
+    target_step_s = float(step_cost(target, hw, plain, precision, ceiling,
+                                    engine=engine).time_s)
     verify_s = float(step_cost(target, hw, Step(batch, k + 1, context, logits="all"),
-                               precision, ceiling).time_s)
+                               precision, ceiling, engine=engine).time_s)
     if drafter.model is not None:
         _check_pair(target, drafter.model)
         S = context + np.arange(k)  # the draft's cache grows by one per proposal
         draft_s = float(np.sum(step_cost(drafter.model, hw, Step(batch, 1, S), precision,
-                                         ceiling).time_s))
+                                         ceiling, engine=engine).time_s))
     else:
         draft_s = float(k * drafter.head_layer_fraction  # type: ignore[operator]
-                        * layer_decode_s(target, hw, plain, precision, ceiling))
+                        * layer_decode_s(target, hw, plain, precision, ceiling, engine))
     return SpeculativeCost(k, float(acceptance), draft_s, verify_s, target_step_s)
 
 
@@ -143,11 +146,13 @@ def best_k(costs: list[SpeculativeCost]) -> int:
 def break_even_acceptance(target: ModelSpec, drafter: Drafter, hw: HardwareSpec, k: int,
                           batch: int = 1, context: int = 1024,
                           precision: Precision = Precision(),
-                          ceiling: Ceiling = "achievable") -> float | None:
+                          ceiling: Ceiling = "achievable",
+                          engine: EngineSpec | None = None) -> float | None:
     """The α below which speculation slows generation down: E(α) = cycle / target step,
     solved by bisection (E rises with α, the costs do not depend on it). None if even α = 1
     does not pay."""
-    c = speculative_cost(target, drafter, hw, k, 1.0, batch, context, precision, ceiling)
+    c = speculative_cost(target, drafter, hw, k, 1.0, batch, context, precision, ceiling,
+                         engine)
     needed = c.cycle_s / c.target_step_s  # tokens per cycle to break even
     if needed > k + 1:
         return None

@@ -9,7 +9,7 @@ import pytest
 
 from roofline.catalog import load_hardware
 from roofline.cli import main
-from roofline.parallel import all_reduce_s, all_to_all_s
+from roofline.parallel import Link, all_reduce_s, all_to_all_s
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
@@ -28,7 +28,7 @@ def test_two_gloo_ranks_on_loopback() -> None:
         factor = 1.0 if r.op == "all-reduce" else 0.5
         assert r.bus_bandwidth_bytes_per_s == pytest.approx(r.message_bytes / r.median_s * factor)
         model = all_reduce_s if r.op == "all-reduce" else all_to_all_s
-        assert r.predicted_s == pytest.approx(model(r.message_bytes, 2, ic))
+        assert r.predicted_s == pytest.approx(model(r.message_bytes, 2, Link.of(ic, 2, "achievable")))
 
 
 def test_cli_without_torch_says_how_to_install(monkeypatch: pytest.MonkeyPatch,

@@ -18,7 +18,7 @@ from roofline.operators import Step
 from roofline.serve.metrics import Summary
 from roofline.serve.policy import POLICIES
 from roofline.serve.simulate import Deployment, Pool, build_deployment, simulate
-from roofline.serve.stepcost import mixed_step_cost
+from roofline.serve.stepcost import affine_spec, mixed_step_cost
 from roofline.serve.workload import NO_PREFIX, Lengths, Workload, synthetic
 
 
@@ -61,7 +61,7 @@ def unified(timer, tokens=1000) -> Deployment:
 def test_mixed_step_cost_equals_step_cost_for_uniform_batches(model, hardware, B, T, S):
     m, hw = load_model(model), load_hardware(hardware)
     mixed = mixed_step_cost(m, hw).step_s(np.full(B, T, float), np.full(B, S, float))
-    assert mixed == pytest.approx(float(step_cost(m, hw, Step(B, T, S)).time_s), rel=1e-9)
+    assert mixed == pytest.approx(float(step_cost(m, affine_spec(hw), Step(B, T, S)).time_s), rel=1e-9)
 
 
 # MoE (experts touched by the step's tokens), sliding windows (W = 1024 or 4096: contexts
@@ -76,7 +76,7 @@ def test_mixed_step_cost_equals_step_cost_for_uniform_batches(model, hardware, B
 def test_mixed_step_cost_is_exact_for_every_family(model, B, T, S):
     m, hw = load_model(model), load_hardware("h200")
     mixed = mixed_step_cost(m, hw).step_s(np.full(B, T, float), np.full(B, S, float))
-    assert mixed == pytest.approx(float(step_cost(m, hw, Step(B, T, S)).time_s), rel=1e-9)
+    assert mixed == pytest.approx(float(step_cost(m, affine_spec(hw), Step(B, T, S)).time_s), rel=1e-9)
 
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "mixtral-8x7b", "gemma-2-9b", "jamba-v0.1"])
@@ -106,7 +106,7 @@ def test_moe_step_cost_follows_experts_touched():
     c = mixed_step_cost(m, hw)
     for B in (1, 2, 3, 64):
         assert c.step_s(np.ones(B), np.full(B, 500.0)) == pytest.approx(
-            float(step_cost(m, hw, Step(B, 1, 500)).time_s), rel=1e-9)
+            float(step_cost(m, affine_spec(hw), Step(B, 1, 500)).time_s), rel=1e-9)
 
 
 def test_mixed_batch_is_weights_once_plus_per_sequence_work():
@@ -372,7 +372,7 @@ def test_every_catalog_model_simulates_or_is_refused(name, capsys):
     # the step after the first prefill costs what step_cost says for that uniform shape
     first = np.argmin(w.arrival_s)
     assert tl.end_s[0] - tl.start_s[0] == pytest.approx(float(step_cost(
-        m, hw, Step(1, int(w.input_tokens[first]), 0)).time_s), rel=1e-9)
+        m, affine_spec(hw), Step(1, int(w.input_tokens[first]), 0)).time_s), rel=1e-9)
     main(args)
     out = json.loads(capsys.readouterr().out)
     assert out["requests_completed"] == 20

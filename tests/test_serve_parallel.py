@@ -14,7 +14,7 @@ from roofline.parallel import Parallel, parallel_step_cost
 from roofline.precision import Precision
 from roofline.serve.policy import POLICIES
 from roofline.serve.simulate import build_deployment, simulate
-from roofline.serve.stepcost import mixed_step_cost
+from roofline.serve.stepcost import affine_spec, mixed_step_cost
 from roofline.serve.workload import Lengths, synthetic
 
 SHAPES = [(1, 1, 0), (7, 1, 500), (3, 128, 0), (13, 1, 3000), (2, 37, 100), (64, 1, 1024),
@@ -29,13 +29,13 @@ def test_mixed_step_cost_equals_parallel_step_cost_for_uniform_batches(model, pa
     m, hw = load_model(model), load_hardware("h100-sxm")
     c = mixed_step_cost(m, hw, Precision(), "achievable", par)
     for B, T, S in SHAPES:
-        ref = float(parallel_step_cost(m, hw, Step(B, T, S), Precision(), par).time_s)
+        ref = float(parallel_step_cost(m, affine_spec(hw), Step(B, T, S), Precision(), par).time_s)
         assert c.step_s(np.full(B, T, float), np.full(B, S, float)) == pytest.approx(ref,
                                                                                        rel=1e-9)
         if T == 1:  # the decode stretch: step j runs over S + j cached tokens
             steps = c.decode_s(np.full(B, S, float), 3)
             for j in range(3):
-                ref_j = float(parallel_step_cost(m, hw, Step(B, 1, S + j), Precision(),
+                ref_j = float(parallel_step_cost(m, affine_spec(hw), Step(B, 1, S + j), Precision(),
                                                  par).time_s)
                 assert steps[j] == pytest.approx(ref_j, rel=1e-9)
 

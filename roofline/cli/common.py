@@ -29,6 +29,19 @@ SpecsDir = Annotated[
                  "subfolders (repeatable; also $ROOFLINE_SPECS_PATH)"),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
+EngineOpt = Annotated[str, typer.Option(
+    "--engine", help="inference engine profile (name, alias or YAML path; `roofline engines "
+    "list`), or `none` for the hardware layer alone; ignored by --ceiling datasheet")]
+
+#: The engine a prediction uses when none is named: the most deployed open serving engine.
+DEFAULT_ENGINE = "vllm"
+
+
+def engine(name: str, specs_dir: list[Path] | None) -> Any:
+    """The EngineSpec for `--engine` (None for `none`)."""
+    from ..catalog import load_engine
+
+    return None if name.strip().lower() == "none" else load_engine(name, specs_dir or ())
 
 
 def int_list(text: str, what: str) -> list[int]:

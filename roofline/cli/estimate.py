@@ -39,6 +39,7 @@ def estimate(
     ep: Annotated[int, Opt(help="expert-parallel GPUs (MoE models)")] = 1,
     replicas: Annotated[int, Opt(help="independent copies (throughput ×m)")] = 1,
     ceiling: Annotated[str, Opt(help="datasheet (speed of light) or achievable")] = "achievable",
+    engine: common.EngineOpt = common.DEFAULT_ENGINE,
     breakdown: Annotated[bool, Opt(help="per-operator FLOPs, bytes, intensity, bound")] = False,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
@@ -51,7 +52,7 @@ def estimate(
     precision = common.precision(dtype, weights, activations, kv)
     e = run_estimate(m, hw, int_list(batch, "batch size"), positive(prompt, "--prompt"),
                      positive(gen, "--gen"), precision, ceiling,  # type: ignore[arg-type]
-                     Parallel(tp, pp, ep, replicas))
+                     Parallel(tp, pp, ep, replicas), common.engine(engine, specs_dir))
     if json_out:
         print_json(e.as_dict())
     else:

@@ -38,7 +38,7 @@ def prepare_runs(model: str, hardware: str, names: list[str], requests: int = 20
                  prefill_hardware: str | None = None, decode_hardware: str | None = None,
                  overrides: dict | None = None, weights: str | None = None,
                  activations: str | None = None, kv_format: str | None = None, tp: int = 1,
-                 pp: int = 1, ep: int = 1
+                 pp: int = 1, ep: int = 1, engine: str = common.DEFAULT_ENGINE
                  ) -> tuple[ModelSpec, HardwareSpec, list[Policy], Callable[[int, float], Summary]]:
     """Load the specs, policies and deployments once; `run(i, rate)` simulates policy i on the
     workload at `rate` and summarises it (shared by `serve` and `plot serve`)."""
@@ -52,6 +52,7 @@ def prepare_runs(model: str, hardware: str, names: list[str], requests: int = 20
     policies = [policy(n.strip()).with_overrides(**(overrides or {})) for n in names]
     prec = common.precision(dtype, weights, activations, kv_format)
     par = Parallel(tp, pp, ep)
+    eng = common.engine(engine, specs_dir)
     inputs = Lengths(lengths, input_tokens, high=m.max_context, sigma=sigma,  # type: ignore[arg-type]
                      low=1, uniform_high=2 * input_tokens - 1)
     outputs = Lengths(lengths, output_tokens, high=m.max_context, sigma=sigma,  # type: ignore[arg-type]
@@ -64,7 +65,8 @@ def prepare_runs(model: str, hardware: str, names: list[str], requests: int = 20
         return w
 
     deployments = [build_deployment(m, hw, p, prec, ceiling, replicas, pre_hw, dec_hw,  # type: ignore[arg-type]
-                                    prefill_replicas, decode_replicas, memory_fraction, par)
+                                    prefill_replicas, decode_replicas, memory_fraction, par,
+                                    eng)
                    for p in policies]
 
     def run(i: int, r: float) -> Summary:
@@ -119,6 +121,7 @@ def serve(
     pp: Annotated[int, Opt(help="pipeline-parallel stages per replica")] = 1,
     ep: Annotated[int, Opt(help="expert-parallel GPUs per replica (MoE models)")] = 1,
     ceiling: Annotated[str, Opt(help="datasheet or achievable")] = "achievable",
+    engine: common.EngineOpt = common.DEFAULT_ENGINE,
     slo_ttft: Annotated[float, Opt(help="TTFT SLO, seconds")] = 1.0,
     slo_tpot: Annotated[float, Opt(help="TPOT SLO, seconds")] = 0.1,
     sweep: Annotated[bool, Opt("--sweep-rate", help="highest rate meeting the SLO")] = False,
@@ -134,7 +137,8 @@ def serve(
         prefill_replicas, decode_replicas, prefill_hardware, decode_hardware,
         dict(max_seqs=max_seqs, token_budget=token_budget, kv=kv, block_size=block_size,
              preemption=preemption, prefix_caching=prefix_caching, router=router),
-        weights, activations, kv_format, tp, pp, ep)
+        weights, activations, kv_format, tp, pp, ep, engine)
+    engine_name = engine if ceiling == "achievable" else "none"
     if trace is not None and sweep:
         raise InvalidInputError("--sweep-rate scales synthetic arrivals; it cannot use --trace")
     if sweep:
@@ -143,7 +147,7 @@ def serve(
         result = sweep_rate(lambda r: run(0, r), rate, slo_attainment)
         if json_out:
             best = result.best
-            print_json({"best_rate_per_s": result.best_rate_per_s,
+            print_json({"engine": engine_name, "best_rate_per_s": result.best_rate_per_s,
                         "slo_attainment": slo_attainment,
                         "points": [{"rate_per_s": r, **s.as_dict(timeline=False)}
                                    for r, s in result.points],
@@ -153,7 +157,8 @@ def serve(
         return
     summaries = [run(i, rate) for i in range(len(policies))]
     if json_out:
-        print_json(summaries[0].as_dict() if not compare else [s.as_dict() for s in summaries])
+        print_json({"engine": engine_name, **summaries[0].as_dict()} if not compare else
+                   [{"engine": engine_name, **s.as_dict()} for s in summaries])
         return
     source = f"trace {trace}" if trace else (
         f"{requests} requests, {arrivals} {rate:g}/s, {lengths} P≈{input_tokens} G≈{output_tokens}"
@@ -163,7 +168,7 @@ def serve(
     formats = p.weights if p.weights == p.activations == p.kv else (
         f"weights {p.weights}, activations {p.activations}, KV {p.kv}")
     console.print(summary_table(f"{m.display_name} on {hw.display_name}{group} ({formats}, "
-                                f"{ceiling}) — "
+                                f"{ceiling}, engine {engine_name}) — "
                                 f"{source}; SLO TTFT ≤ {slo_ttft:g} s, TPOT ≤ {slo_tpot:g} s",
                                 summaries))
     if len(summaries) == 1:

@@ -19,7 +19,7 @@ from ..speculative import (
     speculative_cost,
 )
 from ..units import seconds
-from . import app
+from . import app, common
 from .common import JsonFlag, SpecsDir, console, int_list, print_json
 
 Opt = typer.Option
@@ -70,6 +70,7 @@ def speculate(
     dtype: Annotated[str, Opt(help="weights, activations and KV format of both models")
                      ] = "bf16",
     ceiling: Annotated[str, Opt(help="datasheet (speed of light) or achievable")] = "achievable",
+    engine: common.EngineOpt = common.DEFAULT_ENGINE,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -84,7 +85,8 @@ def speculate(
     hw = load_hardware(hardware, specs_dir or ())
     ks, alphas, batches = k_values(k), probabilities(acceptance), int_list(batch, "batch size")
     precision = Precision.uniform(dtype)
-    args = dict(hw=hw, context=context, precision=precision, ceiling=ceiling)
+    eng = common.engine(engine, specs_dir) if ceiling == "achievable" else None
+    args = dict(hw=hw, context=context, precision=precision, ceiling=ceiling, engine=eng)
     grid = {(b, a): [speculative_cost(t, drafter, k=kk, acceptance=a, batch=b, **args)
                      for kk in ks] for b in batches for a in alphas}
     even = {(b, kk): break_even_acceptance(t, drafter, k=kk, batch=b, **args)
@@ -94,6 +96,7 @@ def speculate(
         print_json({
             "target": t.name, "draft": drafted_by, "hardware": hw.name, "context": context,
             "precision": precision.weights, "ceiling": ceiling,
+            "engine": eng.name if eng else None,
             "cases": [{"batch": b} | c.as_dict() for (b, _), cs in grid.items() for c in cs],
             "best_k": [{"batch": b, "acceptance": a, "best_k": best_k(cs),
                         "speedup": max(c.speedup for c in cs)} for (b, a), cs in grid.items()],

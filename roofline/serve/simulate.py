@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import memory
 from ..cost import Ceiling
+from ..engine import EngineSpec
 from ..errors import DoesNotFitError, InvalidInputError
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
@@ -106,7 +107,7 @@ def build_deployment(model: ModelSpec, hw: HardwareSpec, policy: Policy,
                      decode_hw: HardwareSpec | None = None, prefill_replicas: int = 1,
                      decode_replicas: int = 1,
                      memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-                     par: Parallel = Parallel()) -> Deployment:
+                     par: Parallel = Parallel(), engine: EngineSpec | None = None) -> Deployment:
     """Pools whose step times come from the calculator for `model` on each pool's device, every
     replica a group of `par`'s tp·pp·ep GPUs (`par.replicas` is not used: each pool has its
     own replica count). KV bytes per token are one GPU's (each GPU moves its own share)."""
@@ -124,7 +125,7 @@ def build_deployment(model: ModelSpec, hw: HardwareSpec, policy: Policy,
 
     def pool(name: str, device: HardwareSpec, n: int) -> Pool:
         check(model, device, par)
-        return Pool(name, mixed_step_cost(model, device, precision, ceiling, par),
+        return Pool(name, mixed_step_cost(model, device, precision, ceiling, par, engine),
                     kv_capacity_tokens(model, device, precision, policy, memory_fraction, par),
                     n, device.name)
 

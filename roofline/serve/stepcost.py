@@ -33,8 +33,13 @@ batches, the average sequence for mixed ones), while the routed experts see the 
 tokens n (one more feature, `group_tokens`, and experts touched by n).
 
 Exact while n stays below the vocabulary size V (the embedding gathers min(n, V) rows);
-serving token budgets are far below V. A calibrated spec with a small-M GEMM term (M½ > 0)
-is not affine in these features and is refused by the fit check.
+serving token budgets are far below V. Device terms that are step functions of a GEMM's rows
+(tile and wave quantisation, the calibrated CPU terms M½ and gemv row cost) are not affine in
+these features, so the simulator runs the device's spec without them (`affine_spec`) and says
+so; every other achievable and engine term is kept: the fixed per-kernel and per-GEMM times
+(constant per step), the engine's decode attention cost (pure-decode steps), and the host:
+a step takes max(device time, host launch time) + the engine's per-step host time, with no
+host launch cost for pure-decode steps an engine replays from CUDA graphs.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost import Ceiling
+from ..engine import EngineSpec
 from ..errors import InvalidInputError
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
@@ -69,17 +75,32 @@ def _window_probes(W: int) -> list[tuple[int, int, int]]:
             (2, 2, 3 * W), (1, 64, W // 2)]
 
 
+#: Device terms that are step functions of a GEMM's rows, off in the serving simulator.
+NON_AFFINE_TERMS = {"gemm_tile": None, "matmul_half_rows": 0.0, "gemv_row_ns": 0.0}
+
+
+def affine_spec(hw: HardwareSpec) -> HardwareSpec:
+    """`hw` without the device terms that are not affine in the batch features."""
+    a = hw.achievable.model_copy(update=NON_AFFINE_TERMS)
+    return hw.model_copy(update={"achievable": a})
+
+
 @dataclass(frozen=True)
 class MixedStepCost:
     """Per-operator coefficients: time of op k = max(compute[k]·x, memory[k]·x), plus the
-    step's launch overheads, for the feature vector x of the step (module docstring)."""
+    step's fixed device times, for the feature vector x of the step; then the host
+    (module docstring)."""
 
     compute_coef: np.ndarray  # (ops, features) seconds per unit of each feature
     memory_coef: np.ndarray  # (ops, features)
-    overhead_s: float  # kernel launch overheads of the whole step
+    overhead_s: float  # fixed device time of the whole step's kernels
     window: int | None = None  # W of the local layers
     experts: tuple[int, int] | None = None  # (E, k) of the MoE layers
     ep: int = 1  # expert-parallel GPUs the replica's sequences are split over
+    decode_overhead_s: float = 0.0  # extra fixed device time of a pure-decode step
+    host_launch_s: float = 0.0  # host time to launch one step's kernels (no graph)
+    graphs: bool = False  # pure-decode steps replay a CUDA graph: no host launch time
+    host_step_s: float = 0.0  # the engine's per-step host work
 
     def _share(self, B: float) -> float:
         """Share of a replica's B sequences on its fullest GPU: ⌈B/ep⌉/B (1 without EP)."""
@@ -100,10 +121,12 @@ class MixedStepCost:
             cols.append(expected_experts_touched(*self.experts, n))
         return np.stack(cols, axis=-1)
 
-    def _times(self, x: np.ndarray) -> np.ndarray:
-        """Step times of feature rows x (..., features)."""
-        return np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T).sum(axis=-1) \
-            + self.overhead_s
+    def _times(self, x: np.ndarray, decode: bool = False) -> np.ndarray:
+        """Step times of feature rows x (..., features); `decode`: every sequence has T=1."""
+        device = np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T).sum(axis=-1) \
+            + self.overhead_s + (self.decode_overhead_s if decode else 0.0)
+        host = 0.0 if decode and self.graphs else self.host_launch_s
+        return np.maximum(device, host) + self.host_step_s
 
     def step_s(self, T: np.ndarray, S: np.ndarray) -> float:
         """Time of one step over sequences with new tokens T_i on top of S_i cached."""
@@ -119,7 +142,7 @@ class MixedStepCost:
                     *(c * share for c in cols[6:]), n]
         if self.experts is not None:
             cols.append(float(expected_experts_touched(*self.experts, n)))
-        return float(self._times(np.array(cols)))
+        return float(self._times(np.array(cols), decode=bool(np.all(T == 1))))
 
     def decode_s(self, S: np.ndarray, steps: int) -> np.ndarray:
         """Times of `steps` consecutive decode steps (T=1) of the sequences whose contexts
@@ -146,19 +169,23 @@ class MixedStepCost:
             col += 1
         if self.experts is not None:
             x[:, col] = expected_experts_touched(*self.experts, n)
-        return self._times(x)
+        return self._times(x, decode=True)
 
 
 def mixed_step_cost(model: ModelSpec, hw: HardwareSpec, precision: Precision = Precision(),
-                    ceiling: Ceiling = "achievable", par: Parallel = Parallel()) -> MixedStepCost:
+                    ceiling: Ceiling = "achievable", par: Parallel = Parallel(),
+                    engine: EngineSpec | None = None) -> MixedStepCost:
     """Fit the per-operator coefficients from `parallel_step_cost` (one GPU: `step_cost`) at
-    the probe shapes and check them; collectives are rows with a memory time only."""
+    the probe shapes and check them; collectives are rows with a memory time only. The
+    device runs without its non-affine terms (`affine_spec`)."""
+    hw = affine_spec(hw)
+    engine = engine if ceiling == "achievable" else None
     W = model.attention.sliding_window if model.layers_with("local") else None
     moe = (model.moe.experts, model.moe.top_k) if model.moe is not None else None
     shape = MixedStepCost(np.zeros((0, 0)), np.zeros((0, 0)), 0.0, W, moe, par.ep)
     B, T, S = np.array(_PROBES + _EP_PROBES * (par.ep > 1) + (_window_probes(W) if W else []),
                        dtype=float).T
-    psc = parallel_step_cost(model, hw, Step(B, T, S), precision, par, ceiling)
+    psc = parallel_step_cost(model, hw, Step(B, T, S), precision, par, ceiling, engine)
     sc = psc.compute
     names = [o.name for o in sc.ops] + [c.name for c in psc.collectives]
     zero = np.zeros_like(B)
@@ -180,4 +207,9 @@ def mixed_step_cost(model: ModelSpec, hw: HardwareSpec, precision: Precision = P
                 "windowed pairs and context, experts touched); the serving simulator cannot "
                 "cost mixed batches of this model on this hardware spec")
     overhead = float(sum(o.overhead_s for o in sc.ops))
-    return MixedStepCost(compute_coef, memory_coef, overhead, W, moe, par.ep)
+    one = Step(1, 1, 1)  # a pure-decode step: its fixed device and host terms
+    decode = parallel_step_cost(model, hw, one, precision, par, ceiling, engine).compute
+    decode_overhead = float(sum(o.overhead_s for o in decode.ops)) - overhead
+    return MixedStepCost(compute_coef, memory_coef, overhead, W, moe, par.ep,
+                         decode_overhead, sc.host_launch_s,
+                         engine is not None and engine.cuda_graphs, sc.host_step_s)
