@@ -265,7 +265,8 @@ def build_groups(model: ModelSpec, hardware: Sequence[HardwareSpec], req: Requir
                 est = estimate(model, hw, [int(b) for b in grid], P, G, prec, space.ceiling,
                                par, **kw)
                 dec = parallel_step_cost(model, hw, Step(grid, 1, P + G // 2), prec, par,
-                                         space.ceiling)
+                                         space.ceiling, **_engine_kwargs(parallel_step_cost,
+                                                                         engine))
                 u_dec = roof_utilisation(dec.compute.flops, dec.compute.bytes, dec.time_s, hw,
                                          prec.compute)
                 t_pf = est.cases[0].ttft_s
@@ -638,6 +639,7 @@ class PlanResult:
     rejected: tuple[RejectedRegion, ...]
     commands: tuple[str, ...]
     prices: dict[str, str]
+    engine: str = "none"
 
     def as_dict(self) -> dict:
         r = self.requirement
@@ -653,6 +655,7 @@ class PlanResult:
             "confirmed": [c.as_dict() for c in self.confirmed],
             "frontier": [c.as_dict() for c in self.frontier],
             "rejected": [vars(x) for x in self.rejected],
+            "engine": self.engine,
             "commands": list(self.commands),
             "prices": self.prices,
         }
@@ -762,8 +765,9 @@ def _rejected_regions(points: Points, groups: Sequence[GroupTable],
 
 
 def commands(model: str, c: Candidate, req: Requirement, requests: int, seed: int,
-             ceiling: str) -> tuple[str, ...]:
-    """The `roofline estimate` and `roofline serve` command lines that reproduce `c`."""
+             ceiling: str, engine: str = "none") -> tuple[str, ...]:
+    """The `roofline estimate` and `roofline serve` command lines that reproduce `c` (with
+    `engine`, the profile's name or `none`)."""
     p = precision_of(c.fmt)
     fmt = f"--weights {p.weights} --activations {p.activations}"
     par = c.parallel
@@ -772,13 +776,13 @@ def commands(model: str, c: Candidate, req: Requirement, requests: int, seed: in
     n = max(1, round(c.concurrency))
     est = (f"roofline estimate {model} --hardware {c.hardware}{lay} {fmt} --kv {p.kv} "
            f"--prompt {req.prompt_tokens} --gen {req.gen_tokens} --batch 1,{n},{c.max_batch} "
-           f"--ceiling {ceiling}")
+           f"--ceiling {ceiling} --engine {engine}")
     serve = (f"roofline serve {model} --hardware {c.hardware}{lay} {fmt} --kv-format {p.kv} "
              f"--rate {req.rate_per_s:g} --requests {requests} --arrivals poisson "
              f"--lengths fixed --input-tokens {req.prompt_tokens} --output-tokens "
              f"{req.gen_tokens} --seed {seed} --max-seqs {c.max_batch} --token-budget "
              f"{max(TOKEN_BUDGET, c.max_batch)} --slo-ttft {req.slo_ttft_s:g} --slo-tpot "
-             f"{req.slo_tpot_s:g} --ceiling {ceiling}")
+             f"{req.slo_tpot_s:g} --ceiling {ceiling} --engine {engine}")
     if c.kind == "aggregated":
         serve += f" --replicas {c.replicas}"
         return est, serve
@@ -894,12 +898,13 @@ def plan(model: ModelSpec, hardware: Sequence[HardwareSpec], req: Requirement, s
     simulated_s = time.perf_counter() - t1
     passed = [c for c in checked if c.sim is not None and c.sim.meets_slo]
     chosen = passed[0] if passed else None
-    cmds = commands(model.name, chosen, req, workload.requests, seed, space.ceiling) \
-        if chosen else ()
+    engine_name = engine.name if engine is not None else "none"
+    cmds = commands(model.name, chosen, req, workload.requests, seed, space.ceiling,
+                    engine_name) if chosen else ()
     used = {g.hardware for g in groups}
     return PlanResult(model.name, req, space, points.size + len(rejected), analytic_s,
                       simulated_s, chosen, tuple(checked), tuple(front), tuple(regions), cmds,
-                      {h: prices.citation(h, space.tier) for h in sorted(used)})
+                      {h: prices.citation(h, space.tier) for h in sorted(used)}, engine_name)
 
 
 def default_hardware(prices: PriceTable, tier: Tier = "on-demand") -> tuple[str, ...]:

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from roofline.catalog import hardware_catalog, load_hardware, load_model
+from roofline.cost import Ceilings
 from roofline.economics import (
     IDLE_FRACTION_OF_TDP,
     MEMORY_ROOF_POWER_SHARE,
@@ -47,8 +48,8 @@ def test_power_model_idle_and_tdp():
 
 def test_roof_utilisation_memory_and_compute():
     hw = load_hardware("h100-sxm")
-    bw = hw.memory_bandwidth_bytes_per_s * hw.bandwidth_fraction()  # achievable β
-    peak = hw.peak_flops_per_s("bf16") * hw.matmul_fraction("bf16")  # achievable F
+    c = Ceilings.of(hw, "bf16", "achievable")
+    bw, peak = c.bytes_per_s, c.flops_per_s  # achievable β and F
     # a 1 s step streaming β bytes and no FLOPs sits on the memory roof only
     assert roof_utilisation(0.0, bw, 1.0, hw, "bf16") == pytest.approx(MEMORY_ROOF_POWER_SHARE)
     # (267 - 80.3) / (700 - 80.3) = 0.30127

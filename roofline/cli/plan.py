@@ -9,13 +9,13 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from ..catalog import load_engine, load_hardware, load_model
+from ..catalog import load_hardware, load_model
 from ..cost import CEILINGS
 from ..economics import TIERS, parse_price_options
 from ..errors import InvalidInputError
 from ..plan import PlanResult, Requirement, Space, default_hardware, plan
 from ..serve.workload import from_trace
-from . import app
+from . import app, common
 from .common import JsonFlag, SpecsDir, int_list, print_json
 
 Opt = typer.Option
@@ -29,7 +29,7 @@ def run_plan(model: str, rate: float | None, prompt: int, gen: int, trace: Path 
              slo_ttft: float, slo_tpot: float, hardware: str | None, max_gpus: int,
              formats: str, prices: list[str], tier: str, max_batches: str,
              serving: str, confirm_top: int, requests: int, seed: int, ceiling: str,
-             engine: str | None, specs_dir: list[Path] | None) -> PlanResult:
+             engine: str, specs_dir: list[Path] | None) -> PlanResult:
     """Parse and load everything `plan` needs, then call the core (shared with `plot plan`)."""
     if ceiling not in CEILINGS:
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
@@ -58,7 +58,7 @@ def run_plan(model: str, rate: float | None, prompt: int, gen: int, trace: Path 
     space = Space(tuple(d.name for d in devices), _names(formats), max_gpus,
                   tuple(int_list(max_batches, "max batch")),
                   serving=serving, tier=tier, ceiling=ceiling)  # type: ignore[arg-type]
-    eng = load_engine(engine, dirs) if engine else None
+    eng = common.engine(engine, specs_dir)
     return plan(m, devices, req, space, table, workload, confirm_top, requests, seed, eng)
 
 
@@ -79,9 +79,9 @@ def render(r: PlanResult, frontier_rows: int) -> None:
     console.print(
         f"[bold]{r.model}[/]: {q.rate_per_s:g} req/s Poisson, P = {q.prompt_tokens}, G = "
         f"{q.gen_tokens}; SLO p95 TTFT ≤ {q.slo_ttft_s:g} s, TPOT ≤ {q.slo_tpot_s * 1e3:g} ms; "
-        f"{r.space.ceiling} ceiling, {r.space.tier} prices. Screened {r.configurations:,} "
-        f"configurations analytically in {r.analytic_s:.2f} s; simulated {len(r.confirmed)} "
-        f"in {r.simulated_s:.2f} s.")
+        f"{r.space.ceiling} ceiling, engine {r.engine}, {r.space.tier} prices. Screened "
+        f"{r.configurations:,} configurations analytically in {r.analytic_s:.2f} s; "
+        f"simulated {len(r.confirmed)} in {r.simulated_s:.2f} s.")
     c = r.chosen
     if c is None:
         console.print("[red]none of the cheapest analytically feasible candidates met the SLO "
@@ -154,7 +154,7 @@ def plan_cmd(
     requests: Annotated[int, Opt(help="requests per simulation")] = 2000,
     seed: Annotated[int, Opt(help="random seed of the simulated arrivals")] = 0,
     ceiling: Annotated[str, Opt(help="datasheet or achievable")] = "achievable",
-    engine: Annotated[str | None, Opt(help="engine profile (engine_specs/)")] = None,
+    engine: common.EngineOpt = common.DEFAULT_ENGINE,
     frontier_rows: Annotated[int, Opt(help="frontier rows printed (JSON: all)")] = 15,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,

@@ -24,7 +24,7 @@ from ..report import frontier_table
 from ..serve.sweep import sweep_rate
 from ..sweeps import kv_curve
 from . import app
-from .common import SpecsDir, console, int_list, positive
+from .common import DEFAULT_ENGINE, EngineOpt, SpecsDir, console, int_list, positive
 from .measure import validation_of
 from .serve import prepare_runs
 
@@ -214,6 +214,7 @@ def plan_cmd(
                                                     "price table (repeatable)")] = None,
     serving: Annotated[str, typer.Option(help="both, aggregated or disaggregated")] = "both",
     requests: Annotated[int, typer.Option(help="requests per simulation")] = 2000,
+    engine: EngineOpt = DEFAULT_ENGINE,
     ceiling: Ceiling = "achievable",
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -222,7 +223,7 @@ def plan_cmd(
 
     r = run_plan(model, rate, prompt, gen, None, slo_ttft, slo_tpot, hardware, max_gpus,
                  formats, price or [], "on-demand", "8,16,32,64,128,256,512", serving, 10,
-                 requests, 0, ceiling, None, specs_dir)
+                 requests, 0, ceiling, engine, specs_dir)
 
     def point(c) -> plots.PlanPoint:
         return plots.PlanPoint(c.label, c.cost_per_million_tokens_usd, c.tpot_p95_s,
