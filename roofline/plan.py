@@ -78,8 +78,8 @@ from .serve.workload import Lengths, Workload, synthetic
 Z95 = 1.645
 #: Batch sizes the decode step time is evaluated at; other b are interpolated linearly.
 BATCH_GRID_POINTS = 40
-#: The scheduler's token budget per step (vLLM's default max_num_batched_tokens for chunked
-#: prefill, 2048, as the `continuous` preset), raised to B when B is larger.
+#: The scheduler's token budget per step: the `continuous` preset's (`serve.policy`), raised to
+#: B when B is larger (a budget below max sequences is refused by `Policy`).
 TOKEN_BUDGET = 2048
 Serving = Literal["both", "aggregated", "disaggregated"]
 SERVING: tuple[str, ...] = ("both", "aggregated", "disaggregated")
@@ -341,6 +341,17 @@ def aggregated_latency(g: GroupTable, lam: np.ndarray, gen: int) -> PoolLatency:
     decode = np.minimum(np.maximum(1 - rho, 0), lam * (gen - 1) * t / np.maximum(n, 1.0))
     return PoolLatency(n, np.where(stable, ttft, np.inf), np.where(stable, tpot, np.inf),
                        rho, np.where(stable, decode, 0.0), stable)
+
+
+def max_rate_per_replica(g: GroupTable, prompt: int, gen: int, max_batch: int) -> float:
+    """The highest arrival rate (req/s) one aggregated replica sustains: ρ < 1, the p95
+    concurrency within `max_batch` and the mean concurrency's KV within capacity, on a
+    geometric grid of rates (0.8 % steps)."""
+    lam = np.geomspace(1e-3, 1e4, 2000)
+    lat = aggregated_latency(g, lam, gen)
+    ok = (lat.stable & (peak_concurrency(lat.concurrency) <= max_batch)
+          & (lat.concurrency * (prompt + gen / 2) <= g.kv_capacity_tokens))
+    return float(lam[ok].max()) if ok.any() else 0.0
 
 
 def prefill_pool_ttft_p95_s(g: GroupTable, lam: np.ndarray) -> np.ndarray:
@@ -720,8 +731,24 @@ def _no_point_meets(points: Points, groups: Sequence[GroupTable], req: Requireme
         f"({c.label}); relax the SLO, raise --max-gpus or lower --rate")
 
 
+def _capacity(groups: Sequence[GroupTable], hardware: str, req: Requirement,
+              max_batch: int) -> str:
+    """What one replica of `hardware` carries at best, per GPU (why fewer replicas saturate)."""
+    rates = {id(g): max_rate_per_replica(g, req.prompt_tokens, req.gen_tokens, max_batch)
+             for g in groups if g.hardware == hardware}
+    best = max((g for g in groups if g.hardware == hardware),
+               key=lambda g: rates[id(g)] / g.gpus)
+    r = rates[id(best)]
+    par = best.parallel
+    return (f"a replica sustains at most {r:.3g} req/s, {r / best.gpus:.3g} per GPU "
+            f"({best.fmt} TP{par.tp} PP{par.pp} EP{par.ep}, B≤{max_batch}): "
+            f"{req.rate_per_s:g} req/s needs ≥ {math.ceil(req.rate_per_s / r) if r else '∞'} "
+            "replicas (prefill share ρ ≥ 1 or the batch limit below)")
+
+
 def _rejected_regions(points: Points, groups: Sequence[GroupTable],
-                      rejected: Sequence[Rejected], req: Requirement) -> list[RejectedRegion]:
+                      rejected: Sequence[Rejected], req: Requirement,
+                      max_batch: int) -> list[RejectedRegion]:
     out = []
     for r in sorted({(x.hardware, x.reason) for x in rejected}):
         rs = [x for x in rejected if (x.hardware, x.reason) == r]
@@ -759,7 +786,7 @@ def _rejected_regions(points: Points, groups: Sequence[GroupTable],
                            f"{g.kv_capacity_tokens / (req.prompt_tokens + req.gen_tokens / 2):.0f}"
                            f" ({candidate(points, i, groups).label})")
             else:
-                closest = "prefill share ρ ≥ 1 or the batch limit cannot carry the rate"
+                closest = _capacity(groups, name, req, max_batch)
             out.append(RejectedRegion(name, REASONS[code], int(sel.sum()), closest))
     return out
 
@@ -879,7 +906,7 @@ def plan(model: ModelSpec, hardware: Sequence[HardwareSpec], req: Requirement, s
     _infeasible_checks(model, groups, rejected, req, space)
     points = screen(groups, req, space)
     front = frontier(points, groups)
-    regions = _rejected_regions(points, groups, rejected, req)
+    regions = _rejected_regions(points, groups, rejected, req, max(space.max_batches))
     short = shortlist(points, groups, confirm_top)
     analytic_s = time.perf_counter() - t0
     if not short:

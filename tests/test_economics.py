@@ -155,3 +155,11 @@ def test_serve_economics_by_hand():
     busy = [x.busy_s for x in s.result.engines]  # prefill engine, then decode engine
     joules = (700 * busy[0] + 80.3 * (T - busy[0])) + (700 * busy[1] + 80.3 * (T - busy[1]))
     assert e.joules_per_token_upper == pytest.approx(joules / (100 * 64))
+
+
+def test_serve_prints_cost_line(capsys):
+    from roofline.cli import main
+
+    main(["serve", "llama-3.1-8b", "--requests", "50", "--hardware", "h100-sxm"])
+    out = capsys.readouterr().out
+    assert "cost: $3.49/h" in out and "per million output tokens" in out and "J/token" in out

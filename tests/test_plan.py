@@ -245,3 +245,14 @@ def test_plan_from_a_trace(tmp_path, capsys, refused):
     assert r["requirement"]["gen_tokens"] == 128
     assert r["confirmed"][0]["simulated"]["requests"] == 101  # the trace's own requests
     refused([*argv, "--rate", "3"], "--trace sets the arrivals; drop --rate")
+
+
+def test_max_rate_per_replica_by_hand():
+    from roofline.plan import max_rate_per_replica
+
+    # t_pf = 0.1 s, t = 20 ms, G = 11: N = λ·10·0.02/(1 − 0.1λ) must keep N + 1.645√N ≤ 64,
+    # i.e. √N = (−1.645 + √(1.645² + 256))/2 = 7.2197, N = 52.124, so
+    # λ = 52.124 / (0.2 + 0.1·52.124) = 9.631 req/s (the grid steps 0.8 % below it)
+    g = group("cheap", 0.9, 0.1, 0.02)
+    r = max_rate_per_replica(g, 100, 11, 64)
+    assert 9.631 * 0.99 <= r <= 9.631
