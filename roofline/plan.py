@@ -471,7 +471,8 @@ def disaggregated_points(groups: Sequence[GroupTable], req: Requirement, space: 
     P, G = req.prompt_tokens, req.gen_tokens
     for i, gd in enumerate(groups):
         for j, gp in enumerate(groups):
-            if (gp.fmt, gp.parallel) != (gd.fmt, gd.parallel):
+            # one format and layout for both pools; the KV crosses the prefill device's link
+            if (gp.fmt, gp.parallel) != (gd.fmt, gd.parallel) or math.isinf(gp.link_bytes_per_s):
                 continue
             total = space.max_gpus // gd.gpus
             if total < 2:
