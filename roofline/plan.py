@@ -680,8 +680,10 @@ def _policy(max_batch: int, disaggregated: bool) -> Policy:
 
 
 def _infeasible_checks(model: ModelSpec, groups: Sequence[GroupTable],
-                       rejected: Sequence[Rejected], req: Requirement, space: Space) -> None:
+                       rejected: Sequence[Rejected], req: Requirement, space: Space,
+                       engine: str = "none") -> None:
     """One clear error when the model fits nowhere or an SLO is below every roofline."""
+    roof = f"{space.ceiling} roofline" + (f" (engine {engine})" if engine != "none" else "")
     if not groups:
         weights = [r for r in rejected if r.reason == "memory: weights"]
         if not weights:
@@ -700,14 +702,14 @@ def _infeasible_checks(model: ModelSpec, groups: Sequence[GroupTable],
     floor_tpot = min(groups, key=lambda g: g.tpot_grid_s[0])
     if req.slo_tpot_s < floor_tpot.tpot_grid_s[0]:
         raise InfeasibleError(
-            f"TPOT SLO {req.slo_tpot_s * 1e3:g} ms is below the {space.ceiling} roofline of "
+            f"TPOT SLO {req.slo_tpot_s * 1e3:g} ms is below the {roof} of "
             f"every deployment searched: the fastest decode step (batch 1) is "
             f"{floor_tpot.tpot_grid_s[0] * 1e3:.2f} ms on {floor_tpot.hardware} "
             f"{floor_tpot.fmt} TP{floor_tpot.parallel.tp}; raise --slo-tpot to at least that")
     floor_ttft = min(groups, key=lambda g: g.t_prefill_s)
     if req.slo_ttft_s < floor_ttft.t_prefill_s:
         raise InfeasibleError(
-            f"TTFT SLO {req.slo_ttft_s * 1e3:g} ms is below the {space.ceiling} roofline of "
+            f"TTFT SLO {req.slo_ttft_s * 1e3:g} ms is below the {roof} of "
             f"every deployment searched: the fastest prefill of {req.prompt_tokens} tokens is "
             f"{floor_ttft.t_prefill_s * 1e3:.2f} ms on {floor_ttft.hardware} {floor_ttft.fmt} "
             f"TP{floor_ttft.parallel.tp}; raise --slo-ttft to at least that")
@@ -904,7 +906,8 @@ def plan(model: ModelSpec, hardware: Sequence[HardwareSpec], req: Requirement, s
     `workload` defaults to `requests` Poisson arrivals at the rate, fixed P and G."""
     t0 = time.perf_counter()
     groups, rejected = build_groups(model, hardware, req, space, prices, engine)
-    _infeasible_checks(model, groups, rejected, req, space)
+    engine_name = engine.name if engine is not None else "none"
+    _infeasible_checks(model, groups, rejected, req, space, engine_name)
     points = screen(groups, req, space)
     front = frontier(points, groups)
     regions = _rejected_regions(points, groups, rejected, req, max(space.max_batches))
@@ -926,7 +929,6 @@ def plan(model: ModelSpec, hardware: Sequence[HardwareSpec], req: Requirement, s
     simulated_s = time.perf_counter() - t1
     passed = [c for c in checked if c.sim is not None and c.sim.meets_slo]
     chosen = passed[0] if passed else None
-    engine_name = engine.name if engine is not None else "none"
     cmds = commands(model.name, chosen, req, workload.requests, seed, space.ceiling,
                     engine_name) if chosen else ()
     used = {g.hardware for g in groups}
