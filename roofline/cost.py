@@ -34,16 +34,18 @@ pays `gemv_row_ns` per weight row on top of streaming its bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
 
+from . import llamacpp
 from .errors import InvalidInputError
 from .engine import EngineSpec
 from .hardware import Achievable, HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, ExpertShard, Op, Step, operators
-from .precision import Precision
+from .precision import Precision, weight_group
 
 Ceiling = Literal["datasheet", "achievable"]
 CEILINGS: tuple[str, ...] = ("datasheet", "achievable")
@@ -160,7 +162,7 @@ def gemm_shape_efficiency(M: ArrayLike, N: ArrayLike, tile: tuple[int, int], uni
     M = np.maximum(np.asarray(M, dtype=float), 1.0)
     N = np.maximum(np.asarray(N, dtype=float), 1.0)
     tm_max, tn = tile
-    tm = np.clip(2.0 ** np.ceil(np.log2(M)), min(MIN_TILE_ROWS, tm_max), tm_max)
+    tm = np.minimum(np.maximum(2.0 ** np.ceil(np.log2(M)), min(MIN_TILE_ROWS, tm_max)), tm_max)
     tiles = np.ceil(M / tm) * np.ceil(N / tn)
     waves = np.ceil(tiles / units)
     return M * N / (waves * units * tm * tn)
@@ -182,6 +184,14 @@ def gemv_rows_s(op: Op, row_s: float) -> ArrayLike:
     return np.where(gemm_rows(op) < 2, op.weight_rows * row_s, 0)
 
 
+@lru_cache(maxsize=4096)
+def weight_bits(p: Precision, op_name: str) -> int:
+    """Element bits of the weights operator `op_name` multiplies (its tensor group's format:
+    a weight-only checkpoint keeps the LM head 16-bit, so its GEMM is not a w4a16 one)."""
+    group = weight_group(op_name)
+    return (p.group_formats()[group] if group else p.weight_format).element_bits
+
+
 def launches(op: Op, engine: EngineSpec | None) -> ArrayLike:
     """Kernels the operator launches: eager `Op.launches`; fused, one per instance, plus the
     engine's `extra_launches_per_layer` (RoPE, KV-cache write) on each attention layer."""
@@ -191,12 +201,34 @@ def launches(op: Op, engine: EngineSpec | None) -> ArrayLike:
     return op.instances * (1 + extra)
 
 
-def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False, decode: bool = False
-            ) -> OpCost:
+def shape_efficiencies(ops: list[Op], c: Ceilings) -> list[ArrayLike | None]:
+    """`gemm_shape_efficiency` of every matmul of a step in one vectorised evaluation (None
+    for other operators, or when the ceiling has no tile term)."""
+    tile, units = c.terms.gemm_tile, c.compute_units
+    idx = [i for i, op in enumerate(ops) if op.kind == "matmul"]
+    out: list[ArrayLike | None] = [None] * len(ops)
+    if tile is None or not units or not idx:
+        return out
+    M = [np.asarray(gemm_rows(ops[i]), dtype=float) for i in idx]
+    N = [np.asarray(ops[i].weight_rows, dtype=float) / ops[i].instances for i in idx]
+    if len({m.shape for m in M}) > 1 or any(n.ndim for n in N):  # ragged: one by one
+        for i, m, n in zip(idx, M, N, strict=True):
+            out[i] = gemm_shape_efficiency(m, n, tile, units)
+        return out
+    n_col = np.array([float(n) for n in N]).reshape((-1,) + (1,) * M[0].ndim)
+    eff = gemm_shape_efficiency(np.stack(M), n_col, tile, units)
+    for k, i in enumerate(idx):
+        out[i] = eff[k]
+    return out
+
+
+def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False, decode: bool = False,
+            shape_eff: ArrayLike | None = None) -> OpCost:
     """Bytes and times of one operator (module docstring). `graphs`: the step is replayed
     from a CUDA graph, so its kernels cost the host nothing; `decode`: one new token per
-    sequence (the engine's decode attention kernel and its fixed cost)."""
-    w = op.weight_elems * p.weight_bytes
+    sequence (the engine's decode attention kernel and its fixed cost); `shape_eff`: the
+    matmul's GEMM shape efficiency if already computed (`shape_efficiencies`)."""
+    w = op.weight_elems * p.weight_bytes_for(op.name)
     a = op.act_elems * p.activation_bytes
     kv = (op.kv_read_elems + op.kv_write_elems) * p.kv_bytes
     t, e = c.terms, c.engine
@@ -212,15 +244,18 @@ def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False, decode: boo
             if decode:
                 fixed_s += op.instances * e.attention.decode_fixed_us * 1e-6
     elif op.kind == "matmul":
-        k = e.matmul_kernel(p.weight_format.element_bits, p.activation_format.element_bits) \
-            if e is not None else None
+        k = e.matmul_kernel(weight_bits(p, op.name), p.activation_format.element_bits) \
+            if e is not None and e.matmul else None
         if k is not None:  # the engine's own kernel: its measured fractions include its tiling
             mem_eff, flop_eff = k.memory_fraction, k.compute_fraction
+        elif shape_eff is not None:
+            flop_eff = shape_eff
         elif t.gemm_tile is not None and c.compute_units:
             rows_per_instance = np.asarray(op.weight_rows, dtype=float) / op.instances
             flop_eff = gemm_shape_efficiency(gemm_rows(op), rows_per_instance, t.gemm_tile,
                                              c.compute_units)
-        fixed_s = n * max(c.kernel_overhead_s, t.gemm_overhead_us * 1e-6)
+        # one GEMM kernel per instance pays the GEMM overhead, the rest (RoPE...) the floor
+        fixed_s += op.instances * max(t.gemm_overhead_us * 1e-6 - c.kernel_overhead_s, 0.0)
     host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
     return OpCost(op, w, a, kv,
                   compute_s=effective_flops(op, t.matmul_half_rows) / (c.flops_per_s * flop_eff),
@@ -258,6 +293,32 @@ class StepCost:
         return np.maximum(self.device_s, self.host_launch_s) + self.host_step_s
 
     @property
+    def terms_s(self) -> dict[str, ArrayLike]:
+        """The step time split into its named terms; they add up to `time_s`."""
+        roofline = sum(np.maximum(o.compute_s, o.memory_s) for o in self.ops)
+        return {"roofline_s": roofline, "fixed_s": sum(o.overhead_s for o in self.ops),
+                "host_exposed_s": np.maximum(self.host_launch_s - self.device_s, 0.0),
+                "host_step_s": self.host_step_s}
+
+    def as_dict(self) -> dict:
+        """Per-operator terms and the step's totals (scalar steps only)."""
+        def f(v: ArrayLike) -> float:
+            return float(np.asarray(v))
+
+        ops = [{"name": o.name, "kind": o.op.kind, "flops": f(o.flops),
+                "weight_bytes": f(o.weight_bytes), "activation_bytes": f(o.act_bytes),
+                "kv_bytes": f(o.kv_bytes), "intensity_flops_per_byte":
+                f(o.intensity_flops_per_byte), "bound": "compute" if bool(o.compute_bound)
+                else "memory", "compute_s": f(o.compute_s), "memory_s": f(o.memory_s),
+                "fixed_s": f(o.overhead_s), "host_launch_s": f(o.host_s), "time_s": f(o.time_s)}
+               for o in self.ops]
+        return {"ceiling": self.ceilings.name,
+                "engine": self.ceilings.engine.name if self.ceilings.engine else None,
+                "operators": ops, "device_s": f(self.device_s),
+                "host_launch_s": self.host_launch_s, "host_bound": bool(self.host_bound),
+                "terms": {k: f(v) for k, v in self.terms_s.items()}, "time_s": f(self.time_s)}
+
+    @property
     def flops(self) -> ArrayLike:
         return sum(o.flops for o in self.ops)
 
@@ -280,7 +341,8 @@ class StepCost:
 
 def is_decode(step: Step) -> bool:
     """One new token per sequence: the steps engines capture in CUDA graphs."""
-    return bool(np.all(np.asarray(step.new_tokens) == 1))
+    T = step.new_tokens
+    return T == 1 if isinstance(T, int) else bool(np.all(np.asarray(T) == 1))
 
 
 def step_cost(model: ModelSpec, hw: HardwareSpec, step: Step,
@@ -291,12 +353,16 @@ def step_cost(model: ModelSpec, hw: HardwareSpec, step: Step,
     given, see `operators.ExpertShard`). The datasheet ceiling ignores the engine."""
     eng = engine if ceiling == "achievable" else None
     c = Ceilings.of(hw, precision.compute, ceiling, eng)
+    if precision.model_bits is None and \
+            precision.weights.split(",")[0].strip().lower() in llamacpp.MIXES:
+        precision = precision.for_model(model)  # a llama.cpp file type places tensors per layer
     decode = is_decode(step)
     graphs = eng is not None and eng.cuda_graphs and decode
     ops = operators(model, step, shard)
     host_step = 0.0 if eng is None else eng.host_step_us * 1e-6
-    return StepCost(step, tuple(op_cost(op, precision, c, graphs, decode) for op in ops), c,
-                    host_step)
+    effs = shape_efficiencies(ops, c)
+    return StepCost(step, tuple(op_cost(op, precision, c, graphs, decode, eff)
+                                for op, eff in zip(ops, effs, strict=True)), c, host_step)
 
 
 def decode_step_s(model: ModelSpec, hw: HardwareSpec, batch: ArrayLike, context: ArrayLike,

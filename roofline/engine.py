@@ -88,6 +88,10 @@ class EngineSpec(_Frozen):
         "GEMM kernels by width, `w<weight bits>a<activation bits>`; a width not listed runs "
         "at the device's achievable ceilings (vendor BLAS)"))
     all_reduce: AllReduce
+    formats: dict[str, str] = Field(default_factory=dict, description=(
+        "how the engine stores a named weight format, as a --weights string (llama.cpp's "
+        "Q4_0 file keeps the output layer in Q6_K; gpt-fast's int8 quantises it too)"))
+    formats_source: str = ""
     prefill_token_budget: int | None = Field(default=None, gt=0, description=(
         "tokens one prefill step takes (chunked prefill); None: whole prompts"))
     memory_fraction: float = Field(default=0.9, gt=0, le=1, description=(
@@ -102,6 +106,10 @@ class EngineSpec(_Frozen):
             if not re.fullmatch(r"w(4|8|16)a(8|16)", key):
                 raise ValueError(f"matmul width '{key}' is not w<4|8|16>a<8|16>")
         return v
+
+    def weights_as_run(self, name: str) -> str:
+        """The --weights string of format `name` as this engine stores it."""
+        return self.formats.get(name.strip().lower(), name)
 
     def matmul_kernel(self, weight_bits: int, activation_bits: int) -> MatmulKernel | None:
         """The kernel for this width, None when the engine runs the vendor BLAS."""

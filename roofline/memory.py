@@ -17,15 +17,20 @@ from .errors import InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, Step
-from .precision import Precision
+from .precision import Precision, group_params
 
 #: Logits are kept in fp32 for sampling (4 bytes per vocabulary entry).
 LOGIT_BYTES = 4
 
 
 def weights_bytes(m: ModelSpec, p: Precision) -> float:
-    """All parameters at the weight format: params · bytes/param."""
-    return m.total_params * p.weight_bytes
+    """All parameters, each tensor group at its own format: Σ_group params · bytes/param
+    (weight-only formats keep the embedding, LM head and norms at 16 bits; a llama.cpp file
+    type follows its per-tensor mix; see `precision`). A precision already fixed for a model
+    (`Precision.for_model`) keeps that model's group bits (a TP/PP shard of the same
+    checkpoint)."""
+    q = p if p.model_bits is not None else p.for_model(m)
+    return sum(n * q.group_bytes(g) for g, n in group_params(m).items() if n)
 
 
 def kv_bytes_per_token(m: ModelSpec, p: Precision) -> float:

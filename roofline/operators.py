@@ -153,7 +153,7 @@ def _softmax_attention(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
     D, qd, kvd = m.d_model, m.q_dim, m.kv_dim
     kv_out = 2 * kvd if kind.owns_kv else 0  # shared-KV layers project only Q
     qkv_out = qd + kv_out
-    bias = m.linear_bias != "none"
+    bias = m.linear_bias in ("qkv", "all")
     core = "local/scores+av" if window else "attention/scores+av"
     return [
         Op("attention/qkv", "matmul", flops=2 * B * T * D * qkv_out,
@@ -282,7 +282,7 @@ def _dense_mlp(m: ModelSpec, s: Step) -> list[Op]:
     """One dense MLP. Gated: (gate, up) D→2F, act·mul, down F→D; plain: D→F, act, F→D."""
     B, T, D, F = s.batch, s.new_tokens, m.d_model, m.d_ff
     n_in = m.mlp_matrices - 1  # 2 input projections when gated, else 1
-    bias = m.linear_bias == "all"
+    bias = m.linear_bias in ("mlp", "all")
     return [
         Op("mlp/up", "matmul", flops=2 * B * T * D * F * n_in,
            weight_elems=D * F * n_in + (n_in * F if bias else 0),

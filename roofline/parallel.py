@@ -112,14 +112,22 @@ def all_reduce_s(message_bytes: ArrayLike, n: int, link: Link) -> ArrayLike:
     bus bandwidth is 2(n−1)/n · M / t):
       ring:     2(n−1)/n · M/β + 2(n−1)·λ + call
       two-shot: 2(n−1)/n · M/β + 2·λ + call      (reduce-scatter then all-gather, direct)
-      one-shot: (n−1)·M/β + λ + call             (every GPU reads all peers' buffers)."""
+      one-shot: (n−1)·M/β + λ + call             (every GPU reads all peers' buffers)
+    An engine with a one- or two-shot kernel uses it where it is faster and falls back to the
+    ring for large messages (vLLM's custom all-reduce stops at a size limit, TensorRT-LLM
+    switches by message size), so those algorithms cost the least of theirs and the ring's."""
     if n == 1:
         return 0 * message_bytes
-    if link.algorithm == "one-shot":
-        return (n - 1) * message_bytes / link.bytes_per_s + link.hop_s + link.call_s
-    hops = 2 * (n - 1) if link.algorithm == "ring" else 2
-    return (2 * (n - 1) / n * message_bytes / link.bytes_per_s + hops * link.hop_s
+    ring = (2 * (n - 1) / n * message_bytes / link.bytes_per_s + 2 * (n - 1) * link.hop_s
             + link.call_s)
+    if link.algorithm == "ring":
+        return ring
+    if link.algorithm == "one-shot":
+        direct = (n - 1) * message_bytes / link.bytes_per_s + link.hop_s + link.call_s
+    else:
+        direct = 2 * (n - 1) / n * message_bytes / link.bytes_per_s + 2 * link.hop_s \
+            + link.call_s
+    return np.minimum(direct, ring)
 
 
 def all_to_all_s(message_bytes: ArrayLike, n: int, link: Link) -> ArrayLike:
@@ -301,11 +309,14 @@ def memory_per_gpu(m: ModelSpec, p: Precision, par: Parallel, batch: ArrayLike,
     GPU holds E/n routed experts and the KV and activations of ⌈B/n⌉ sequences."""
     check_ep(m, par)
     stage = pp_stage(tp_shard(m, par.tp), par.pp)
+    q = p if p.model_bits is not None else p.for_model(m)  # the checkpoint's group formats
     ends = stage.params
+    embed = ends.embedding + ends.positional
     shared_end = 0 if par.pp == 1 or m.tied_embeddings else min(
-        ends.embedding + ends.positional, ends.lm_head)
+        embed * q.group_bytes("embedding"), ends.lm_head * q.group_bytes("lm_head"))
     elsewhere = stage.routed_expert_params * (par.ep - 1) // par.ep  # on the other EP ranks
-    weights = memory.weights_bytes(stage, p) - (shared_end + elsewhere) * p.weight_bytes
+    weights = (memory.weights_bytes(stage, q) - shared_end
+               - elsewhere * q.group_bytes("experts"))
     b = par.sequences_per_gpu(batch)
     return GpuMemory(weights, memory.kv_cache_bytes(stage, p, b, context),
                      memory.activation_bytes(stage, p, b, prompt))

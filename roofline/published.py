@@ -19,7 +19,9 @@ How a row's metric is read (the conventions of the sources, stated in published-
 - Formats: `unknown` weights are fp16; weights narrower than 16 bits run against 16-bit
   activations (weight-only kernels), except fp8 on TensorRT-LLM, which runs W8A8; `unknown` KV
   is fp8 there (the FP8 build recipe quantises the GEMM inputs and the KV cache:
-  kv_cache_quant_algo FP8 in the v0.9.0 performance docs' build configs) and 16-bit elsewhere.
+  kv_cache_quant_algo FP8 in the v0.9.0 performance docs' build configs) and 16-bit elsewhere;
+  a format is stored the way the row's engine stores it (`EngineSpec.formats`: llama.cpp's
+  Q4_0 file keeps its output layer in Q6_K, gpt-fast quantises the output layer too).
 Rows the tool cannot predict (unknown model, device or format, or a configuration that does not
 fit) are kept with the reason, so coverage is part of the report.
 """
@@ -52,6 +54,8 @@ W8A8_FP8_ENGINES = ("tensorrt-llm",)
 
 #: |signed error| a row may show before the CI gate fails, by the row's confidence: the
 #: sources' own uncertainty (rounding to 1 ms, SKU or lengths assumed, inconsistent tables).
+#: A row of a known, explained gap carries its own `band` and `band_note` in the data set, so
+#: the gap is gated against getting worse and listed in docs/accuracy.md.
 BANDS = {"high": 0.30, "medium": 0.40, "low": 0.60}
 
 
@@ -75,6 +79,8 @@ class Row:
     confidence: str = "medium"
     rate_includes_prefill: bool = False
     per_gpu: bool = False
+    band: float | None = None  # a known gap's own band (see `band_note`)
+    band_note: str = ""
 
     @property
     def engine_profile(self) -> str:
@@ -95,6 +101,9 @@ class Prediction:
 
     @property
     def band(self) -> float:
+        """The row's own band when the data set names a known gap, else its confidence's."""
+        if self.row.band is not None:
+            return self.row.band
         return BANDS.get(self.row.confidence, BANDS["low"])
 
     @property
@@ -106,7 +115,8 @@ class Prediction:
         return {"id": r.id, "model": r.model, "hardware": r.hardware, "engine": r.engine,
                 "engine_profile": self.engine, "metric": r.metric, "published": r.value,
                 "predicted": self.predicted, "error": self.error, "band": self.band,
-                "passed": self.passed, "why": self.why or None, "confidence": r.confidence}
+                "passed": self.passed, "why": self.why or None, "confidence": r.confidence,
+                "known_gap": r.band_note or None}
 
 
 def bundled_csv() -> Path:
@@ -122,6 +132,18 @@ def _int(text: str, what: str, row_id: str) -> int:
     if not math.isfinite(v) or v < 0 or v != int(v):
         raise InvalidInputError(f"row {row_id}: {what} must be a whole number ≥ 0, got {text}")
     return int(v)
+
+
+def _band(text: str, row_id: str) -> float | None:
+    if not text.strip():
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        raise InvalidInputError(f"row {row_id}: band '{text}' is not a number") from None
+    if not math.isfinite(v) or v <= 0:
+        raise InvalidInputError(f"row {row_id}: band must be a positive fraction, got {text}")
+    return v
 
 
 def load_rows(path: str | Path) -> list[Row]:
@@ -157,7 +179,8 @@ def load_rows(path: str | Path) -> list[Row]:
             engine=d["engine"], source=d.get("source", ""),
             confidence=d.get("confidence", "") or "medium",
             rate_includes_prefill=d.get("rate_includes_prefill", "").strip() == "1",
-            per_gpu=d.get("per_gpu", "").strip() == "1"))
+            per_gpu=d.get("per_gpu", "").strip() == "1",
+            band=_band(d.get("band", ""), rid), band_note=d.get("band_note", "") or ""))
     return rows
 
 
@@ -169,7 +192,8 @@ def precision_of(row: Row, engine: EngineSpec | None) -> Precision:
     if kv in ("unknown", ""):
         kv = "fp8" if w8a8 else "fp16"
     half = kv if kv in ("bf16", "fp16") else "fp16"
-    return Precision(weights=weights, activations=weights if w8a8 else half, kv=kv)
+    stored = engine.weights_as_run(weights) if engine is not None else weights
+    return Precision(weights=stored, activations=weights if w8a8 else half, kv=kv)
 
 
 def _metric(row: Row, c: Case, tp: int) -> float:

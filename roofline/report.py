@@ -38,21 +38,34 @@ def estimate_table(e: Estimate) -> Table:
     return t
 
 
-def breakdown_table(title: str, s: StepCost) -> Table:
-    t = Table(title=title)
-    for col in ("operator", "FLOPs", "weights", "activations", "KV", "intensity FLOP/B",
-                "bound", "time", "share"):
+def breakdown_table(title: str, s: StepCost, comm_s: float = 0.0) -> Table:
+    """Per operator: counts, bound, and its time split into compute, memory, fixed per-kernel
+    cost and host launch time; the caption sums the step's terms (they add up to its time)."""
+    terms = {k: float(v) for k, v in s.terms_s.items()}
+    total = float(s.time_s) + comm_s
+    caption = (f"step {seconds(total)} = roofline {seconds(terms['roofline_s'])} + fixed "
+               f"per-kernel {seconds(terms['fixed_s'])} + host launch not hidden "
+               f"{seconds(terms['host_exposed_s'])} + host per step "
+               f"{seconds(terms['host_step_s'])} + collectives {seconds(comm_s)}; "
+               f"engine: {s.ceilings.engine.name if s.ceilings.engine else 'none'}"
+               + ("; HOST-BOUND: the host launches kernels slower than the device runs them"
+                  if bool(s.host_bound) else ""))
+    t = Table(title=title, caption=caption, caption_justify="left")
+    for col in ("operator", "FLOPs", "weights", "activations", "KV", "FLOP/B", "bound",
+                "compute", "memory", "fixed", "host", "time", "share"):
         t.add_column(col, justify="right" if col != "operator" else "left")
-    total = float(s.time_s)
     for o in s.ops:
         time_s = float(o.time_s)
         t.add_row(o.name, si(float(o.flops), "FLOP"), si(float(o.weight_bytes), "B"),
                   si(float(o.act_bytes), "B"), si(float(o.kv_bytes), "B"),
                   f"{float(o.intensity_flops_per_byte):.3g}",
                   "compute" if bool(o.compute_bound) else "memory",
+                  seconds(float(o.compute_s)), seconds(float(o.memory_s)),
+                  seconds(float(o.overhead_s)), seconds(float(o.host_s)),
                   seconds(time_s), f"{100 * time_s / total:.1f}%")
     t.add_row("[b]total[/b]", si(float(s.flops), "FLOP"), si(float(s.weight_bytes), "B"), "",
               si(float(s.kv_bytes), "B"), f"{float(s.intensity_flops_per_byte):.3g}", "",
+              "", "", seconds(terms["fixed_s"]), seconds(s.host_launch_s),
               seconds(total), "100%")
     return t
 

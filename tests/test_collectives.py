@@ -14,7 +14,7 @@ from roofline.parallel import Link, all_reduce_s, all_to_all_s
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 def test_two_gloo_ranks_on_loopback() -> None:
-    from kernels.collectives import run_collectives
+    from roofline.kernels.collectives import run_collectives
 
     ic = load_hardware("h100-sxm").interconnect
     results = run_collectives(2, [1024, 65536], ic, backend="gloo", reps=2, warmup=1)

@@ -22,6 +22,7 @@ EXPECTED_NAMES = {
     "mi300x", "mi325x", "mi250x", "gaudi2", "gaudi3",
     "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e",
     "m2-ultra", "m3-max", "m4-max",
+    "apple-m1-max", "m2-max", "m3-ultra", "rtx-3090-ti", "mi250x-gcd",
 }
 
 KIND_BY_VENDOR = {"nvidia": "gpu", "amd": "gpu", "intel": "npu", "google": "tpu", "apple": "soc"}

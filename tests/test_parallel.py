@@ -56,6 +56,13 @@ def test_all_reduce_algorithms(algorithm: str, expected: float) -> None:
     assert all_reduce_s(65536, 8, link) == pytest.approx(expected)
 
 
+def test_one_shot_falls_back_to_the_ring_for_large_messages() -> None:
+    """32 MiB over 8 GPUs: one-shot would move 7·M = 235 MB per GPU, the ring 2·7/8·M."""
+    M, link = 32 * 2**20, Link(360e9, hop_s=1e-6, call_s=5e-6, algorithm="one-shot")
+    ring = 2 * 7 / 8 * M / 360e9 + 14 * 1e-6 + 5e-6
+    assert all_reduce_s(M, 8, link) == pytest.approx(ring)
+
+
 def test_tp4_shard_of_llama_70b() -> None:
     """N=64, K=8, F=28672, V=128256 over 4 ranks: 16 q heads, 2 kv heads, F 7168, V 32064.
     Weights per rank: 80·(D·(16+2·2)·128 + 16·128·D + 3·D·7168) + 2·32064·D + 161·D."""
@@ -67,7 +74,12 @@ def test_tp4_shard_of_llama_70b() -> None:
         + (80 * 2 + 1) * D
     assert r.total_params == per_rank
     mem = memory_per_gpu(m, Precision(weights="fp8"), Parallel(tp=4), 1, 1024, 1280)
-    assert mem.weights_bytes == per_rank * 1  # fp8: 1 byte per weight
+    # fp8 weights with bf16 activations are weight-only: the embedding and LM head shards
+    # (2·32064·D) and the norms (161·D) stay bf16, the rest is 1 byte per weight
+    ends = 2 * 32064 * D + (80 * 2 + 1) * D
+    assert mem.weights_bytes == (per_rank - ends) * 1 + ends * 2
+    w8a8 = memory_per_gpu(m, Precision("fp8", "fp8"), Parallel(tp=4), 1, 1024, 1280)
+    assert w8a8.weights_bytes == per_rank * 1  # fp8 everywhere: 1 byte per weight
     # KV per GPU: 2·L·(K/4)·H per token at 2 bytes
     assert mem.kv_cache_bytes == 1280 * 2 * 80 * 2 * 128 * 2
 

@@ -344,6 +344,9 @@ REFUSED = {"deepseek-v3": "leave no KV memory", "gpt-3-175b": "leave no KV memor
            "llama-2-70b": "leave no KV memory", "llama-3.1-405b": "leave no KV memory",
            "llama-3.1-70b": "leave no KV memory", "minimax-text-01": "leave no KV memory",
            "mixtral-8x22b": "leave no KV memory", "qwen2.5-72b": "leave no KV memory",
+           "llama-3-70b": "leave no KV memory", "llama-3.3-70b": "leave no KV memory",
+           "qwen3-235b-a22b": "leave no KV memory", "dbrx": "leave no KV memory",
+           "gpt-oss-120b": "leave no KV memory",
            "llada-8b": "diffusion LM"}
 
 

@@ -54,7 +54,12 @@ def estimate(
                      positive(gen, "--gen"), precision, ceiling,  # type: ignore[arg-type]
                      Parallel(tp, pp, ep, replicas), common.engine(engine, specs_dir))
     if json_out:
-        print_json(e.as_dict())
+        out = e.as_dict()
+        if breakdown:
+            out["breakdown"] = {
+                "prefill": e.prefill.as_dict() | {"collectives_s": e.prefill_comm_s},
+                "decode": e.decode.as_dict() | {"collectives_s": e.decode_comm_s}}
+        print_json(out)
     else:
         from ..report import breakdown_table, estimate_table
 
@@ -67,11 +72,9 @@ def estimate(
                 rank = (f" (one of {par.ep} EP ranks: attention of "
                         f"{int(e.prefill.step.batch)} sequence(s), 1/{par.ep} of the experts)")
             common.console.print(breakdown_table(
-                f"prefill: B={b}, T={P}, S=0{rank}; collectives "
-                f"{seconds(e.prefill_comm_s)} more", e.prefill))
+                f"prefill: B={b}, T={P}, S=0{rank}", e.prefill, e.prefill_comm_s))
             common.console.print(breakdown_table(
-                f"decode (first step): B={b}, T=1, S={P}{rank}; collectives "
-                f"{seconds(e.decode_comm_s)} more", e.decode))
+                f"decode (first step): B={b}, T=1, S={P}{rank}", e.decode, e.decode_comm_s))
     too_big = [c for c in e.cases if not c.fits]
     if too_big:
         c = too_big[0]

@@ -43,8 +43,7 @@ def _measure(device: str, suite: str, dtype: str | None, out: Path,
     except ImportError:
         raise InvalidInputError("measuring needs torch: pip install 'roofline[measure]' "
                                 "(CPU wheel: pip install torch==2.13.0)") from None
-    from kernels.suite import default_dtypes, run
-
+    from ..kernels.suite import default_dtypes, run
     from ..measure.device import detect
 
     info = detect(device, _threads(suite, threads))

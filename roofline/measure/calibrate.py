@@ -16,9 +16,6 @@ steps are left for `validate`.
   shape neither the sweep nor the models use), solving
   t = (FLOPs + 2·M½·weights) / achieved peak + overhead for M½; 0 when that GEMM ran at
   its memory roofline (no evidence of a compute shortfall, the usual case on GPUs).
-  Evidence for the term (this 2-vCPU EPYC, MKL, 1 thread, cold weights): GEMMs of M = 4…16
-  cost 1–2.7 ns per weight element whatever M, 3–20x their roofline time, while M = 1
-  (gemv) streams at ~10 GB/s; M = 64 fits M / (M + M½) within 10% (docs/measurement.md).
 - gemv row cost (`roofline.cost`): from the one `gemv_small` point (M = 1, rows shorter than
   any model's: K = 384 on CPUs, 256 on GPUs), (t - overhead - bytes / bandwidth) / N rows,
   0 when it streamed at the read bandwidth;

@@ -1,6 +1,6 @@
-"""The discrete-event loop: route requests to replicas, step engines, hand off between pools.
+"""The discrete-event loop: route requests to replicas, step them, hand off between pools.
 
-Every engine keeps its own clock. Before a request is routed at time t every engine of the
+Every replica keeps its own clock. Before a request is routed at time t every replica of the
 target pool is stepped up to t, so the least-loaded router sees the queues as they are at t.
 In a disaggregated deployment the prefill pool hands each request, after its first token, to
 the decode pool once its KV (P · 2LKH values) has crossed the interconnect.
@@ -22,7 +22,7 @@ from ..hardware import HardwareSpec
 from ..model import ModelSpec
 from ..parallel import Parallel, check, memory_per_gpu, pp_stage, tp_shard
 from ..precision import Precision
-from .engine import Counters, Engine, Requests, StepTimer, Timeline
+from .loop import Counters, Requests, ServingLoop, StepTimer, Timeline
 from .policy import Policy
 from .stepcost import mixed_step_cost
 from .workload import Workload
@@ -147,7 +147,7 @@ def build_deployment(model: ModelSpec, hw: HardwareSpec, policy: Policy,
 
 
 @dataclass(frozen=True)
-class EngineUsage:
+class ReplicaUsage:
     """One replica after the run."""
 
     pool: str
@@ -166,17 +166,16 @@ class ServeResult:
     finish_s: np.ndarray
     completions: np.ndarray
     counters: Counters
-    engines: tuple[EngineUsage, ...]
-    block_tokens: tuple[int, ...]  # per pool
+    engines: tuple[ReplicaUsage, ...]
 
 
-def _route(engines: list[Engine], policy: Policy, turn: int) -> Engine:
+def _route(engines: list[ServingLoop], policy: Policy, turn: int) -> ServingLoop:
     if policy.router == "least-loaded":
         return min(engines, key=lambda e: e.load)
     return engines[turn % len(engines)]
 
 
-def _serve(engines: list[Engine], policy: Policy, arrivals: Iterable[tuple[float, int]]
+def _serve(engines: list[ServingLoop], policy: Policy, arrivals: Iterable[tuple[float, int]]
            ) -> None:
     """Route each (time, request) to a replica, stepping every replica up to that time."""
     for turn, (t, rid) in enumerate(arrivals):
@@ -207,19 +206,19 @@ def simulate(w: Workload, policy: Policy, d: Deployment, max_seq_len: int | None
         reqs.ready_s[rid] = ready
         events.append((ready, next(order), rid))
 
-    pools: list[list[Engine]] = []
+    pools: list[list[ServingLoop]] = []
     for i, p in enumerate(d.pools):
         hand = handoff if (d.decode_pool is not None and i == 0) else None
-        engines = [Engine(policy, p.timer, p.kv_capacity_tokens, max_seq_len, reqs,
-                          d.swap_bytes_per_s, d.kv_bytes_per_token, counters, Timeline(), hand,
-                          d.state_bytes_per_sequence)
+        engines = [ServingLoop(policy, p.timer, p.kv_capacity_tokens, max_seq_len, reqs,
+                               d.swap_bytes_per_s, d.kv_bytes_per_token, counters, Timeline(), hand,
+                               d.state_bytes_per_sequence)
                    for _ in range(p.replicas)]
-        blocks = engines[0].total_blocks * engines[0].block_tokens
+        blocks = engines[0].kv.total_blocks * engines[0].kv.block_tokens
         if blocks < longest:
             raise DoesNotFitError(
                 f"the {p.name} pool holds {blocks} KV tokens per replica, fewer than the "
                 f"longest request ({longest} tokens); use a larger device or shorter requests")
-        if engines[0].total_blocks == 0:
+        if engines[0].kv.total_blocks == 0:
             raise DoesNotFitError(f"the {p.name} pool has no room for one KV block")
         pools.append(engines)
     # The decode pool only receives hand-offs, so the prefill pool can run to the end first:
@@ -227,8 +226,8 @@ def simulate(w: Workload, policy: Policy, d: Deployment, max_seq_len: int | None
     _serve(pools[0], policy, zip(w.arrival_s.tolist(), range(w.requests), strict=True))
     if len(pools) > 1:
         _serve(pools[1], policy, ((t, rid) for t, _, rid in sorted(events)))
-    usage = tuple(EngineUsage(p.name, e.busy_s, e.tl)
+    usage = tuple(ReplicaUsage(p.name, e.busy_s, e.tl)
                   for p, engines in zip(d.pools, pools, strict=True) for e in engines)
     return ServeResult(policy, d, w, reqs.first_token_s, reqs.finish_s, reqs.completions,
-                       counters, usage, tuple(engines[0].block_tokens for engines in pools))
+                       counters, usage)
 
