@@ -652,6 +652,7 @@ class PlanResult:
     commands: tuple[str, ...]
     prices: dict[str, str]
     engine: str = "none"
+    unconfirmed: tuple[tuple[str, str], ...] = ()  # (candidate, why the simulator refused it)
 
     def as_dict(self) -> dict:
         r = self.requirement
@@ -668,6 +669,7 @@ class PlanResult:
             "frontier": [c.as_dict() for c in self.frontier],
             "rejected": [vars(x) for x in self.rejected],
             "engine": self.engine,
+            "unconfirmed": [{"label": k, "reason": v} for k, v in self.unconfirmed],
             "commands": list(self.commands),
             "prices": self.prices,
         }
@@ -911,7 +913,8 @@ def plan(model: ModelSpec, hardware: Sequence[HardwareSpec], req: Requirement, s
     points = screen(groups, req, space)
     front = frontier(points, groups)
     regions = _rejected_regions(points, groups, rejected, req, max(space.max_batches))
-    short = shortlist(points, groups, confirm_top)
+    # more than `confirm_top`: a candidate the simulator refuses makes room for the next one
+    short = shortlist(points, groups, 3 * confirm_top)
     analytic_s = time.perf_counter() - t0
     if not short:
         raise _no_point_meets(points, groups, req, space)
@@ -919,11 +922,15 @@ def plan(model: ModelSpec, hardware: Sequence[HardwareSpec], req: Requirement, s
     if workload is None:
         workload = synthetic(requests, req.rate_per_s, Lengths("fixed", req.prompt_tokens),
                              Lengths("fixed", req.gen_tokens), "poisson", seed)
-    checked = []
+    checked: list[Candidate] = []
+    refused: list[tuple[str, str]] = []
     for c in short:
+        if len(checked) == confirm_top:
+            break
         try:
             sim = confirm(model, c, workload, req, space.ceiling, engine)
-        except DoesNotFitError:
+        except (DoesNotFitError, InvalidInputError) as err:
+            refused.append((c.label, str(err)))
             continue
         checked.append(replace(c, sim=sim))
     simulated_s = time.perf_counter() - t1
@@ -934,7 +941,8 @@ def plan(model: ModelSpec, hardware: Sequence[HardwareSpec], req: Requirement, s
     used = {g.hardware for g in groups}
     return PlanResult(model.name, req, space, points.size + len(rejected), analytic_s,
                       simulated_s, chosen, tuple(checked), tuple(front), tuple(regions), cmds,
-                      {h: prices.citation(h, space.tier) for h in sorted(used)}, engine_name)
+                      {h: prices.citation(h, space.tier) for h in sorted(used)}, engine_name,
+                      tuple(refused))
 
 
 def default_hardware(prices: PriceTable, tier: Tier = "on-demand") -> tuple[str, ...]:

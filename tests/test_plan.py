@@ -256,3 +256,26 @@ def test_max_rate_per_replica_by_hand():
     g = group("cheap", 0.9, 0.1, 0.02)
     r = max_rate_per_replica(g, 100, 11, 64)
     assert 9.631 * 0.99 <= r <= 9.631
+
+
+def test_a_candidate_the_simulator_refuses_makes_room_for_the_next(monkeypatch):
+    from roofline import plan as planmod
+    from roofline.catalog import load_hardware, load_model
+    from roofline.economics import load_prices
+    from roofline.errors import InvalidInputError
+
+    real, calls = planmod.confirm, []
+
+    def first_refused(model, c, *args, **kw):
+        calls.append(c.label)
+        if len(calls) == 1:
+            raise InvalidInputError("cannot cost this one")
+        return real(model, c, *args, **kw)
+
+    monkeypatch.setattr(planmod, "confirm", first_refused)
+    req = Requirement(4, 512, 128, 0.5, 0.03)
+    space = Space(("h100-sxm",), max_gpus=2, max_batches=(16, 64), serving="aggregated")
+    r = planmod.plan(load_model("llama-3.1-8b"), [load_hardware("h100-sxm")], req, space,
+                     load_prices(), confirm_top=2, requests=100, engine=None)
+    assert r.unconfirmed == ((calls[0], "cannot cost this one"),)
+    assert len(r.confirmed) == 2 and calls[0] not in {c.label for c in r.confirmed}

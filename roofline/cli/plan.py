@@ -105,6 +105,8 @@ def render(r: PlanResult, frontier_rows: int) -> None:
                   _s(x.ttft_p95_s), _s(s.ttft_p95_s), _ms(x.tpot_p95_s), _ms(s.tpot_p95_s),
                   "yes" if s.meets_slo else "no")
     console.print(t)
+    for label, why in r.unconfirmed:
+        console.print(f"not simulated: {label} — {why}", highlight=False)
     f = Table(title=f"Pareto frontier: cost vs p95 TPOT and TTFT (analytic; "
                     f"{min(frontier_rows, len(r.frontier))} of {len(r.frontier)} rows)")
     for col in ("$/M tok", "TPOT p95", "TTFT p95", "J/tok", "deployment", "SLO"):
