@@ -388,3 +388,39 @@ def serve_chart(latency_samples_s: Mapping[str, Sequence[float]],
         ax.set_title("throughput vs offered load", fontsize=10)
         ax.legend(loc="upper left", fontsize=8)
     return fig
+
+
+# ---- plan --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PlanPoint:
+    """One deployment on the cost/latency plane."""
+
+    label: str
+    cost_per_million_tokens_usd: float
+    tpot_p95_s: float
+    ttft_p95_s: float
+
+
+def plan_chart(frontier: Sequence[PlanPoint], chosen: PlanPoint | None, slo_tpot_s: float,
+               slo_ttft_s: float, title: str = "") -> Figure:
+    """The Pareto frontier of cost per million output tokens against p95 TPOT (left) and p95
+    TTFT (right), the SLOs as dashed lines and the chosen deployment as a star."""
+    if not frontier:
+        raise InvalidInputError("the plan has no frontier point to draw")
+    fig, axes = _figure(WIDE_FIGSIZE_IN, 2)
+    cost = np.array([p.cost_per_million_tokens_usd for p in frontier])
+    for ax, attr, slo, name in ((axes[0], "tpot_p95_s", slo_tpot_s, "p95 TPOT (s)"),
+                                (axes[1], "ttft_p95_s", slo_ttft_s, "p95 TTFT (s)")):
+        y = np.array([getattr(p, attr) for p in frontier])
+        _log_axes(ax, "cost per million output tokens ($)", name, None, "s")
+        ax.scatter(cost, y, s=14, color="C0", label="Pareto frontier (analytic)",
+                   gid=f"frontier:{attr}")
+        ax.axhline(slo, color="C3", ls="--", lw=1, label="SLO")
+        if chosen is not None:
+            ax.scatter([chosen.cost_per_million_tokens_usd], [getattr(chosen, attr)], s=160,
+                       marker="*", color="C1", zorder=3, label=f"chosen: {chosen.label}",
+                       gid=f"chosen:{attr}")
+        ax.legend(loc="upper right", fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig

@@ -38,6 +38,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "diffusion": ("diffusion",),
     "collectives": ("collectives",),
     "serve": ("serve",),
+    "plan": ("plan",),
     "plot": ("plot",),
     "measure": ("measure",),
     "calibrate": ("measure",),

@@ -101,3 +101,21 @@ def precision(dtype: str, weights: str | None, activations: str | None, kv: str 
     """`--dtype` as the shorthand, each of `--weights/--activations/--kv` overriding its part."""
     base = Precision.uniform(dtype)
     return Precision(weights or base.weights, activations or base.activations, kv or base.kv)
+
+
+def cost_line(summary: Any, hw: Any, gpus_per_replica: int) -> str:
+    """One line of cost and energy for a serve run (bundled on-demand prices), or why not."""
+    from ..catalog import load_hardware
+    from ..economics import IDLE_FRACTION_OF_TDP, load_prices, serve_economics
+    from ..errors import RooflineError
+
+    try:
+        devices = {p.hardware: (hw if p.hardware == hw.name else load_hardware(p.hardware))
+                   for p in summary.result.deployment.pools}
+        e = serve_economics(summary, devices, load_prices(), gpus_per_replica)
+    except RooflineError as err:
+        return f"cost: not shown ({err})"
+    return (f"cost: ${e.usd_per_hour:.2f}/h, ${e.cost_per_million_tokens_usd:.3f} per million "
+            f"output tokens at the simulated throughput; energy ≤ "
+            f"{e.joules_per_token_upper:.3f} J/token (busy at TDP, idle at "
+            f"{IDLE_FRACTION_OF_TDP:.1%} of it)")

@@ -176,3 +176,4 @@ def serve(
     if len(summaries) == 1:
         for line in timeline_lines(summaries[0]):
             console.print(line)
+        console.print(common.cost_line(summaries[0], hw, tp * pp * ep))
