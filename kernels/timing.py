@@ -1,5 +1,4 @@
-"""Timing harness (after triton.testing.do_bench's discipline; see
-shared/reference/measuring-kernels.md §1).
+"""Timing harness, after triton.testing.do_bench's discipline.
 
 First call outside timing; warm-up and repeats sized by a time budget from an estimate of
 one call; per-call timing; median and p20/p80. GPU: CUDA events around each call, a 256 MiB

@@ -6,22 +6,32 @@ The public API, used by the CLI, notebooks and other tools alike::
     m, hw = load_model("llama-2-13b"), load_hardware("h100-sxm")
     e = estimate(m, hw, batches=[1, 64], prompt=1024, gen=256, ceiling="datasheet")
     grid = decode_step_s(m, hw, B[:, None], S[None, :])  # a whole batch x context grid
+
+One step's operators: `from roofline.operators import operators`.
 """
+
+from pathlib import Path
 
 from .catalog import hardware_catalog, load_hardware, load_model, model_catalog
 from .cost import decode_step_s, prefill_s, step_cost
 from .errors import RooflineError
 from .hardware import HardwareSpec
-from .memory import kv_cache_bytes, max_batch, weights_bytes
+from .memory import batch_fit, kv_cache_bytes, max_batch, weights_bytes
 from .model import ModelSpec
-from .operators import Step, operators
+from .operators import Step
 from .phases import Estimate, estimate
 from .precision import Precision
 
 __all__ = [
     "Estimate", "HardwareSpec", "ModelSpec", "Precision", "RooflineError", "Step",
-    "decode_step_s", "estimate", "hardware_catalog", "kv_cache_bytes", "load_hardware",
-    "load_model", "max_batch", "model_catalog", "operators", "prefill_s", "step_cost",
+    "batch_fit", "decode_step_s", "estimate", "hardware_catalog", "kv_cache_bytes",
+    "load_hardware", "load_model", "max_batch", "model_catalog", "prefill_s", "step_cost",
     "weights_bytes",
 ]
 __version__ = "0.1.0"
+
+# A wheel installs kernels/ and the spec folders as subpackages (pyproject.toml `package-dir`);
+# a source checkout keeps them beside this package, so look there too.
+_checkout = Path(__file__).resolve().parent.parent
+if (_checkout / "pyproject.toml").is_file() and (_checkout / "kernels" / "__init__.py").is_file():
+    __path__.append(str(_checkout))

@@ -304,8 +304,9 @@ def _scan(folders: Iterable[Path]) -> tuple[_Entry, ...]:
     return tuple(entries)
 
 
-def _bundled(package: str) -> Path:
-    return Path(str(resources.files(package)))
+def _bundled(folder: str) -> Path:
+    """A spec folder shipped with roofline (the subpackage `roofline.<folder>`)."""
+    return Path(str(resources.files(f"roofline.{folder}")))
 
 
 def hardware_catalog(specs_dirs: Sequence[str | Path] = ()) -> Catalog[HardwareSpec]:

@@ -1,77 +1,89 @@
-"""The roofline: time of each operator = max(FLOPs / peak, bytes / bandwidth).
+"""The roofline and the floors under it: the time of each operator of a step.
 
-Two ceilings. `datasheet`: dense datasheet peak and bandwidth, no overheads (speed of light).
-`achievable`: the spec's achievable fractions (or stated public defaults) plus four terms a
-spec may carry (from `roofline calibrate`; all off for catalog specs, which have no evidence):
+Three layers (DESIGN.md). `datasheet`: dense datasheet peak and bandwidth, no overheads —
+time = max(FLOPs / peak, bytes / bandwidth), the speed of light and a lower bound on every
+other figure. `achievable`: the device's `Achievable` terms (what the best kernels reach on
+it) and, when an `EngineSpec` is given, the software stack's terms on top:
 
-- a fixed cost per kernel launch, `kernel_overhead_us` x `Op.launches` (dispatch and launch
-  latency; dominates tiny kernels);
-- small-M GEMM efficiency: a matmul with M ≥ 2 rows per weight element reaches
-  M / (M + M½) of the matmul ceiling, i.e. its compute time is (FLOPs + 2·M½·weights) / peak —
-  a cost per weight element independent of M (a BLAS packs the weight panel once per call
-  and its micro-kernel runs short of rows). M = FLOPs / (2·weight elements) is read off the
-  operator itself (MoE experts: tokens per touched expert). M = 1 is a matrix-vector product
-  (BLAS gemv: no packing), which stays on the plain roofline;
-- gemv row cost: a matmul with M < 2 (matrix-vector product) pays `gemv_row_ns` per weight
-  row (`Op.weight_rows`, the output features) on top of streaming its bytes: memory time =
-  bytes / bandwidth + rows · t_row. Each row is one dot product with its own setup, reduction
-  and store, which a short row cannot hide. Evidence (this EPYC, MKL, 1 thread, cold weights,
-  read kernel 11 GB/s): rows of K = 384-1024 floats take 65-185 ns each more than their bytes
-  at that bandwidth (5-8 GB/s effective), rows of K = 1536-2560 none; rows of K = 4096 stream
-  at 13 GB/s, faster than the read kernel, which this term cannot express (docs/measurement.md);
-- attention efficiency: operators of kind "attention" reach `attention_memory_fraction` of
-  the memory ceiling and `attention_compute_fraction` of the compute ceiling. Decode (1 query
-  token) is memory-bound and prefill (causal, T ≫ 1) compute-bound, and one kernel reaches
-  different fractions of the two roofs (torch's CPU flash attention, 1 thread: ~0.3 of the
-  bandwidth in decode; see docs/measurement.md for prefill), so each side has its own
-  term, calibrated on its own held-out shape. Catalog GPUs keep 1.0: no measured
-  FlashAttention fraction is cited for them.
-Every term applies to every operator of every device the same way.
+- compute ceiling = peak · matmul fraction; memory ceiling = bandwidth · bandwidth fraction;
+- GEMM shape efficiency (`gemm_shape_efficiency`): a GEMM's output (M × N per layer) is cut
+  into tiles of the device's GEMM kernel and the tiles run in waves over the compute units;
+  a partial tile computes padding and a partial wave leaves units idle; each tile's prologue
+  and epilogue cost K0 more steps of its K loop (K / (K + K0)). Off when the spec gives no
+  tile or no compute-unit count;
+- a fixed device time per kernel (launch, ramp-up, tail), `kernel_overhead_us` × launches:
+  `Op.launches` kernels of an eager implementation, or one per operator instance
+  (`Op.instances`) for an engine that fuses; a GEMM pays `gemm_overhead_us` instead (ramp to
+  streaming bandwidth and the split-K tail of a skinny GEMM), and a decode attention call the
+  engine kernel's `decode_fixed_us` on top (split-KV partials and their combine);
+- attention kernels reach the engine's fraction of the memory roof (decode) and of the
+  compute roof (prefill), times the device's own attention fractions (calibrated CPUs);
+- GEMMs run the engine's kernel for their weight × activation width (w4a16, w8a16 dequantise
+  in the kernel; some engines run their own 16-bit kernels): its fractions of the memory and
+  compute ceilings; a width the engine does not list runs at the device's ceilings;
+- host: without CUDA graphs every kernel costs the engine's `host_launch_us` on the host; the
+  host runs ahead of the device, so a step takes max(device time, host launch time); every
+  step also pays `host_step_us` (scheduling, sampling) that nothing hides;
+- small-M GEMM term M½ and gemv row cost: measured terms of calibrated CPUs (below).
+
+CPU terms from `roofline calibrate` (module `roofline.measure.calibrate` says how each is
+measured): a GEMM with M ≥ 2 rows per weight element reaches M / (M + M½) of the matmul
+ceiling — compute time (FLOPs + 2·M½·weights) / peak — and a matrix-vector product (M < 2)
+pays `gemv_row_ns` per weight row on top of streaming its bytes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
 
+from . import llamacpp
 from .errors import InvalidInputError
-from .hardware import HardwareSpec
+from .engine import EngineSpec
+from .hardware import Achievable, HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, ExpertShard, Op, Step, operators
-from .precision import Precision
+from .precision import Precision, weight_group
 
 Ceiling = Literal["datasheet", "achievable"]
 CEILINGS: tuple[str, ...] = ("datasheet", "achievable")
 
+#: Rows of the smallest tensor-core tile (mma m16n8k16): a GEMM of fewer rows still computes 16.
+MIN_TILE_ROWS = 16
+
 
 @dataclass(frozen=True)
 class Ceilings:
-    """The compute and memory ceilings one estimate runs against."""
+    """The ceilings and terms one estimate runs against: the device's `Achievable` terms
+    (`Achievable.identity` for the datasheet roofline) and the engine's, if any."""
 
     name: Ceiling
-    flops_per_s: float
-    bytes_per_s: float
-    kernel_overhead_s: float
+    flops_per_s: float  # matmul ceiling: peak · matmul fraction
+    bytes_per_s: float  # memory ceiling: bandwidth · bandwidth fraction
+    terms: Achievable
     source: str
-    matmul_half_rows: float = 0.0  # M½ of the small-M GEMM efficiency (achievable only)
-    attention_memory_fraction: float = 1.0  # of the memory ceiling, for attention operators
-    attention_compute_fraction: float = 1.0  # of the compute ceiling, for attention operators
-    gemv_row_s: float = 0.0  # fixed cost per weight row of an M < 2 matmul
+    compute_units: int | None = None
+    engine: EngineSpec | None = None
 
     @classmethod
-    def of(cls, hw: HardwareSpec, compute_dtype: str, ceiling: Ceiling) -> Ceilings:
+    def of(cls, hw: HardwareSpec, compute_dtype: str, ceiling: Ceiling,
+           engine: EngineSpec | None = None) -> Ceilings:
         peak, bw = hw.peak_flops_per_s(compute_dtype), hw.memory_bandwidth_bytes_per_s
         if ceiling == "datasheet":
-            return cls("datasheet", peak, bw, 0.0, hw.source)
+            return cls("datasheet", peak, bw, Achievable.identity(hw.source), hw.source)
         if ceiling == "achievable":
-            return cls("achievable", peak * hw.matmul_fraction(compute_dtype),
-                       bw * hw.bandwidth_fraction(), hw.kernel_overhead_s(),
-                       hw.achievable_source(), hw.matmul_half_rows(),
-                       hw.attention_memory_fraction(), hw.attention_compute_fraction(),
-                       hw.gemv_row_s())
+            a = hw.achievable
+            source = a.source if engine is None else f"{a.source}; engine: {engine.source}"
+            return cls("achievable", peak * a.matmul(compute_dtype),
+                       bw * a.memory_bandwidth_fraction, a, source, hw.compute_units, engine)
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
+
+    @property
+    def kernel_overhead_s(self) -> float:
+        return self.terms.kernel_overhead_us * 1e-6
 
     @property
     def ridge_point_flops_per_byte(self) -> float:
@@ -81,7 +93,9 @@ class Ceilings:
 
 @dataclass(frozen=True)
 class OpCost:
-    """An operator with its bytes and times under one precision and ceiling."""
+    """An operator with its bytes and times under one precision and ceiling. Device time is
+    max(compute, memory) + the fixed per-kernel time; `host_s` is the host's launch time for
+    its kernels (0 under CUDA graphs), which the step compares with the device's."""
 
     op: Op
     weight_bytes: ArrayLike
@@ -89,7 +103,8 @@ class OpCost:
     kv_bytes: ArrayLike
     compute_s: ArrayLike
     memory_s: ArrayLike
-    overhead_s: float
+    overhead_s: float  # fixed device time of its kernels
+    host_s: float = 0.0
 
     @property
     def name(self) -> str:
@@ -105,10 +120,13 @@ class OpCost:
 
     @property
     def intensity_flops_per_byte(self) -> ArrayLike:
-        return self.op.flops / self.bytes
+        b = np.asarray(self.bytes, dtype=float)
+        return np.divide(self.op.flops, b, out=np.zeros(np.broadcast(self.op.flops, b).shape),
+                         where=b > 0)
 
     @property
     def time_s(self) -> ArrayLike:
+        """Device time of the operator's kernels."""
         return np.maximum(self.compute_s, self.memory_s) + self.overhead_s
 
     @property
@@ -131,6 +149,32 @@ def gemm_rows(op: Op) -> ArrayLike:
                      where=w > 0)
 
 
+def gemm_shape_efficiency(M: ArrayLike, N: ArrayLike, tile: tuple[int, int], units: int,
+                          K: ArrayLike | None = None, k0: float = 0.0) -> ArrayLike:
+    """Useful share of the tensor-core work a GEMM of an M × N output issues on `units`
+    compute units with output tiles of (m, n) = (min(max(2^⌈log2 M⌉, 16), tile_M), tile_N),
+    and, with an inner dimension K, the share of each tile's time spent in its K loop:
+
+        tiles = ⌈M/m⌉·⌈N/n⌉,  waves = ⌈tiles/units⌉,
+        efficiency = M·N / (waves·units·m·n) · K / (K + K0)
+
+    Tile padding (M = 100 on 128-row tiles computes 128) and wave quantisation (33 tiles on
+    32 units take two waves) both waste issued work. The tile rows follow M up to the
+    kernel's tile, the way GEMM libraries pick a smaller tile for a skinny M; split-K, which
+    libraries use to fill the units when tiles are few, is not modelled (conservative)."""
+    M = np.maximum(np.asarray(M, dtype=float), 1.0)
+    N = np.maximum(np.asarray(N, dtype=float), 1.0)
+    tm_max, tn = tile
+    tm = np.minimum(np.maximum(2.0 ** np.ceil(np.log2(M)), min(MIN_TILE_ROWS, tm_max)), tm_max)
+    tiles = np.ceil(M / tm) * np.ceil(N / tn)
+    waves = np.ceil(tiles / units)
+    eff = M * N / (waves * units * tm * tn)
+    if K is None or k0 == 0:
+        return eff
+    K = np.asarray(K, dtype=float)
+    return eff * K / (K + k0)
+
+
 def effective_flops(op: Op, half_rows: float) -> ArrayLike:
     """FLOPs the compute ceiling is charged for: the op's FLOPs, plus 2·M½ per weight element
     for a GEMM of M ≥ 2 rows (so it runs at M / (M + M½) of the ceiling; see module doc)."""
@@ -147,31 +191,144 @@ def gemv_rows_s(op: Op, row_s: float) -> ArrayLike:
     return np.where(gemm_rows(op) < 2, op.weight_rows * row_s, 0)
 
 
-def op_cost(op: Op, p: Precision, c: Ceilings) -> OpCost:
-    w = op.weight_elems * p.weight_bytes
+@lru_cache(maxsize=4096)
+def weight_bits(p: Precision, op_name: str) -> int:
+    """Element bits of the weights operator `op_name` multiplies (its tensor group's format:
+    a weight-only checkpoint keeps the LM head 16-bit, so its GEMM is not a w4a16 one)."""
+    group = weight_group(op_name)
+    return (p.group_formats()[group] if group else p.weight_format).element_bits
+
+
+def launches(op: Op, engine: EngineSpec | None) -> ArrayLike:
+    """Kernels the operator launches: eager `Op.launches`; fused, one per instance, plus the
+    engine's `extra_launches_per_layer` (RoPE, KV-cache write) on each attention layer."""
+    if engine is None or engine.launches == "eager":
+        return op.launches
+    extra = engine.extra_launches_per_layer if op.kind == "attention" else 0
+    return op.instances * (1 + extra)
+
+
+def shape_efficiencies(ops: list[Op], c: Ceilings) -> list[ArrayLike | None]:
+    """`gemm_shape_efficiency` of every matmul of a step in one vectorised evaluation (None
+    for other operators, or when the ceiling has no tile term)."""
+    tile, units = c.terms.gemm_tile, c.compute_units
+    idx = [i for i, op in enumerate(ops) if op.kind == "matmul"]
+    out: list[ArrayLike | None] = [None] * len(ops)
+    if tile is None or not units or not idx:
+        return out
+    k0 = c.terms.gemm_tile_k0
+    M = [np.asarray(gemm_rows(ops[i]), dtype=float) for i in idx]
+    N = [np.asarray(ops[i].weight_rows, dtype=float) / ops[i].instances for i in idx]
+    K = [np.asarray(ops[i].weight_elems, dtype=float) / np.asarray(ops[i].weight_rows)
+         for i in idx]  # inner dimension: weights per output row
+    if len({m.shape for m in M}) > 1 or any(n.ndim or k.ndim for n, k in zip(N, K)):
+        for i, m, n, k in zip(idx, M, N, K, strict=True):  # ragged: one by one
+            out[i] = gemm_shape_efficiency(m, n, tile, units, k, k0)
+        return out
+    col = (-1,) + (1,) * M[0].ndim
+    eff = gemm_shape_efficiency(np.stack(M), np.array([float(n) for n in N]).reshape(col),
+                                tile, units, np.array([float(k) for k in K]).reshape(col), k0)
+    for k, i in enumerate(idx):
+        out[i] = eff[k]
+    return out
+
+
+def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False, decode: bool = False,
+            shape_eff: ArrayLike | None = None) -> OpCost:
+    """Bytes and times of one operator (module docstring). `graphs`: the step is replayed
+    from a CUDA graph, so its kernels cost the host nothing; `decode`: one new token per
+    sequence (the engine's decode attention kernel and its fixed cost); `shape_eff`: the
+    matmul's GEMM shape efficiency if already computed (`shape_efficiencies`)."""
+    w = op.weight_elems * p.weight_bytes_for(op.name)
     a = op.act_elems * p.activation_bytes
     kv = (op.kv_read_elems + op.kv_write_elems) * p.kv_bytes
-    attn = op.kind == "attention"
-    mem_eff = c.attention_memory_fraction if attn else 1.0
-    flop_eff = c.attention_compute_fraction if attn else 1.0
+    t, e = c.terms, c.engine
+    mem_eff: ArrayLike = 1.0
+    flop_eff: ArrayLike = 1.0
+    n = launches(op, e)
+    fixed_s = n * c.kernel_overhead_s
+    if op.kind == "attention":
+        mem_eff, flop_eff = t.attention_memory_fraction, t.attention_compute_fraction
+        if e is not None:
+            mem_eff *= e.attention.decode_memory_fraction
+            flop_eff *= e.attention.prefill_compute_fraction
+            if decode:
+                fixed_s += op.instances * e.attention.decode_fixed_us * 1e-6
+    elif op.kind == "matmul":
+        k = e.matmul_kernel(weight_bits(p, op.name), p.activation_format.element_bits) \
+            if e is not None and e.matmul else None
+        if k is not None:  # the engine's own kernel: its measured fractions include its tiling
+            mem_eff, flop_eff = k.memory_fraction, k.compute_fraction
+        elif shape_eff is not None:
+            flop_eff = shape_eff
+        elif t.gemm_tile is not None and c.compute_units:
+            rows_per_instance = np.asarray(op.weight_rows, dtype=float) / op.instances
+            inner = np.asarray(op.weight_elems, dtype=float) / np.asarray(op.weight_rows)
+            flop_eff = gemm_shape_efficiency(gemm_rows(op), rows_per_instance, t.gemm_tile,
+                                             c.compute_units, inner, t.gemm_tile_k0)
+        # one GEMM kernel per instance pays the GEMM overhead, the rest (RoPE...) the floor
+        fixed_s += op.instances * max(t.gemm_overhead_us * 1e-6 - c.kernel_overhead_s, 0.0)
+    host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
     return OpCost(op, w, a, kv,
-                  compute_s=effective_flops(op, c.matmul_half_rows) / (c.flops_per_s * flop_eff),
+                  compute_s=effective_flops(op, t.matmul_half_rows) / (c.flops_per_s * flop_eff),
                   memory_s=(w + a + kv) / (c.bytes_per_s * mem_eff)
-                  + gemv_rows_s(op, c.gemv_row_s),
-                  overhead_s=op.launches * c.kernel_overhead_s)
+                  + gemv_rows_s(op, t.gemv_row_ns * 1e-9),
+                  overhead_s=fixed_s, host_s=host)
 
 
 @dataclass(frozen=True)
 class StepCost:
-    """All operators of one step; totals are derived from them."""
+    """All operators of one step; totals are derived from them. The host runs ahead of the
+    device, so the step takes max(device time, host launch time) plus the host's per-step work
+    (`host_step_s`: scheduling, sampling) that nothing hides."""
 
     step: Step
     ops: tuple[OpCost, ...]
     ceilings: Ceilings
+    host_step_s: float = 0.0
+
+    @property
+    def device_s(self) -> ArrayLike:
+        return sum(o.time_s for o in self.ops)
+
+    @property
+    def host_launch_s(self) -> float:
+        return float(sum(o.host_s for o in self.ops))
+
+    @property
+    def host_bound(self) -> ArrayLike:
+        """The host launches kernels slower than the device runs them."""
+        return self.host_launch_s > self.device_s
 
     @property
     def time_s(self) -> ArrayLike:
-        return sum(o.time_s for o in self.ops)
+        return np.maximum(self.device_s, self.host_launch_s) + self.host_step_s
+
+    @property
+    def terms_s(self) -> dict[str, ArrayLike]:
+        """The step time split into its named terms; they add up to `time_s`."""
+        roofline = sum(np.maximum(o.compute_s, o.memory_s) for o in self.ops)
+        return {"roofline_s": roofline, "fixed_s": sum(o.overhead_s for o in self.ops),
+                "host_exposed_s": np.maximum(self.host_launch_s - self.device_s, 0.0),
+                "host_step_s": self.host_step_s}
+
+    def as_dict(self) -> dict:
+        """Per-operator terms and the step's totals (scalar steps only)."""
+        def f(v: ArrayLike) -> float:
+            return float(np.asarray(v))
+
+        ops = [{"name": o.name, "kind": o.op.kind, "flops": f(o.flops),
+                "weight_bytes": f(o.weight_bytes), "activation_bytes": f(o.act_bytes),
+                "kv_bytes": f(o.kv_bytes), "intensity_flops_per_byte":
+                f(o.intensity_flops_per_byte), "bound": "compute" if bool(o.compute_bound)
+                else "memory", "compute_s": f(o.compute_s), "memory_s": f(o.memory_s),
+                "fixed_s": f(o.overhead_s), "host_launch_s": f(o.host_s), "time_s": f(o.time_s)}
+               for o in self.ops]
+        return {"ceiling": self.ceilings.name,
+                "engine": self.ceilings.engine.name if self.ceilings.engine else None,
+                "operators": ops, "device_s": f(self.device_s),
+                "host_launch_s": self.host_launch_s, "host_bound": bool(self.host_bound),
+                "terms": {k: f(v) for k, v in self.terms_s.items()}, "time_s": f(self.time_s)}
 
     @property
     def flops(self) -> ArrayLike:
@@ -194,24 +351,44 @@ class StepCost:
         return self.flops / self.bytes
 
 
+def is_decode(step: Step) -> bool:
+    """One new token per sequence: the steps engines capture in CUDA graphs."""
+    T = step.new_tokens
+    return T == 1 if isinstance(T, int) else bool(np.all(np.asarray(T) == 1))
+
+
 def step_cost(model: ModelSpec, hw: HardwareSpec, step: Step,
               precision: Precision = Precision(), ceiling: Ceiling = "achievable",
-              shard: ExpertShard | None = None) -> StepCost:
-    """Cost of one forward step: every operator on the roofline of `hw` (on one
-    expert-parallel rank when `shard` is given, see `operators.ExpertShard`)."""
-    c = Ceilings.of(hw, precision.compute, ceiling)
+              shard: ExpertShard | None = None, engine: EngineSpec | None = None) -> StepCost:
+    """Cost of one forward step: every operator on the ceilings of `hw` and, for the
+    achievable ceiling, the terms of `engine` (on one expert-parallel rank when `shard` is
+    given, see `operators.ExpertShard`). The datasheet ceiling ignores the engine."""
+    eng = engine if ceiling == "achievable" else None
+    c = Ceilings.of(hw, precision.compute, ceiling, eng)
+    if precision.model_bits is None and \
+            precision.weights.split(",")[0].strip().lower() in llamacpp.MIXES:
+        precision = precision.for_model(model)  # a llama.cpp file type places tensors per layer
+    decode = is_decode(step)
+    graphs = eng is not None and eng.cuda_graphs and decode
     ops = operators(model, step, shard)
-    return StepCost(step, tuple(op_cost(op, precision, c) for op in ops), c)
+    host_step = 0.0 if eng is None else eng.host_step_us * 1e-6
+    effs = shape_efficiencies(ops, c)
+    return StepCost(step, tuple(op_cost(op, precision, c, graphs, decode, eff)
+                                for op, eff in zip(ops, effs, strict=True)), c, host_step)
 
 
 def decode_step_s(model: ModelSpec, hw: HardwareSpec, batch: ArrayLike, context: ArrayLike,
-                  precision: Precision = Precision(), ceiling: Ceiling = "achievable") -> ArrayLike:
+                  precision: Precision = Precision(), ceiling: Ceiling = "achievable",
+                  engine: EngineSpec | None = None) -> ArrayLike:
     """Time of one decode step (T=1) for B sequences over S cached tokens, seconds.
     B and S broadcast: `decode_step_s(m, hw, B[:, None], S[None, :])` is a whole grid."""
-    return step_cost(model, hw, Step(batch, 1, context), precision, ceiling).time_s
+    return step_cost(model, hw, Step(batch, 1, context), precision, ceiling,
+                     engine=engine).time_s
 
 
 def prefill_s(model: ModelSpec, hw: HardwareSpec, batch: ArrayLike, prompt: ArrayLike,
-              precision: Precision = Precision(), ceiling: Ceiling = "achievable") -> ArrayLike:
+              precision: Precision = Precision(), ceiling: Ceiling = "achievable",
+              engine: EngineSpec | None = None) -> ArrayLike:
     """Time of prefilling B prompts of T tokens each (S=0), seconds."""
-    return step_cost(model, hw, Step(batch, prompt, 0), precision, ceiling).time_s
+    return step_cost(model, hw, Step(batch, prompt, 0), precision, ceiling,
+                     engine=engine).time_s

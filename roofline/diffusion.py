@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .cost import Ceiling, step_cost
+from .engine import EngineSpec
 from .errors import InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
@@ -66,7 +67,8 @@ class DiffusionComparison:
 def compare_diffusion(model: ModelSpec, hw: HardwareSpec, prompt: int, gen: int | None = None,
                       steps: int | None = None, batch: int = 1,
                       precision: Precision = Precision(),
-                      ceiling: Ceiling = "achievable") -> DiffusionComparison:
+                      ceiling: Ceiling = "achievable",
+                      engine: EngineSpec | None = None) -> DiffusionComparison:
     """N diffusion steps over P + L tokens vs autoregressive TTFT + (L − 1)·TPOT, same model.
     `gen` and `steps` default to the spec's `diffusion` block."""
     d = model.diffusion
@@ -80,8 +82,8 @@ def compare_diffusion(model: ModelSpec, hw: HardwareSpec, prompt: int, gen: int 
         raise InvalidInputError(f"prompt + gen = {prompt + gen} exceeds {model.name}'s max "
                                 f"context of {model.max_context}; shorten them")
     full = Step(batch, prompt + gen, 0, logits="all", causal=False)
-    step_s = float(step_cost(model, hw, full, precision, ceiling).time_s)
+    step_s = float(step_cost(model, hw, full, precision, ceiling, engine=engine).time_s)
     ar = estimate(model.model_copy(update={"diffusion": None}), hw, [batch], prompt, gen,
-                  precision, ceiling).cases[0]
+                  precision, ceiling, engine=engine).cases[0]
     return DiffusionComparison(model.name, hw.name, batch, prompt, gen, steps, step_s,
                                ar.ttft_s, ar.tpot_s)

@@ -11,8 +11,9 @@ adds around them. One YAML per engine under `engine_specs/`, every value with it
   GPU waits whenever the host is slower than the kernel (`cost.op_cost`);
 - the attention kernel and the fraction of the memory (decode) and compute (prefill) roofs it
   reaches;
-- the weight-only GEMM kernel (dequantise-in-kernel: Marlin, tinygemm, ...): the fraction of
-  the memory roof it reaches while memory-bound, and the compute it spends dequantising;
+- the GEMM kernels by weight × activation width (dequantise-in-kernel w4a16 such as Marlin
+  or tinygemm, an engine's own 16-bit kernels): the fractions of the memory and compute
+  ceilings they reach;
 - the all-reduce: latency per call and the fraction of the link's bus bandwidth it reaches;
 - per-step host overhead (scheduling, sampling, detokenisation) for prefill and decode;
 - the prefill token budget (chunked prefill) and the memory fraction the engine claims.
@@ -20,9 +21,10 @@ adds around them. One YAML per engine under `engine_specs/`, every value with it
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class _Frozen(BaseModel):
@@ -41,25 +43,29 @@ class AttentionKernel(Sourced):
         "fraction of the achievable memory bandwidth a decode attention kernel reaches"))
     prefill_compute_fraction: float = Field(gt=0, le=1, description=(
         "fraction of the achievable matmul peak a causal prefill attention kernel reaches"))
+    decode_fixed_us: float = Field(default=0.0, ge=0, description=(
+        "fixed time of one decode attention call beyond the per-kernel floor (split-KV "
+        "partials and their combine), microseconds"))
 
 
-class WeightOnlyKernel(Sourced):
-    """GEMM of narrow weights dequantised inside the kernel (w4a16, w8a16)."""
+class MatmulKernel(Sourced):
+    """The GEMM kernel an engine runs for one weight × activation width (`w4a16`: 4-bit
+    weights dequantised in the kernel against 16-bit activations, as Marlin or tinygemm do;
+    `w16a16` when the engine runs its own 16-bit kernels instead of cuBLAS)."""
 
     kernel: str
     memory_fraction: float = Field(gt=0, le=1, description=(
-        "fraction of the achievable memory bandwidth it streams narrow weights at"))
-    dequant_flops_per_weight: float = Field(ge=0, description=(
-        "extra FLOP-equivalents per weight element per row of M, at the matmul peak"))
+        "fraction of the achievable memory bandwidth it streams weights at (memory-bound M)"))
+    compute_fraction: float = Field(gt=0, le=1, description=(
+        "fraction of the achievable matmul ceiling it reaches (compute-bound M)"))
 
 
 class AllReduce(Sourced):
-    """The tensor-parallel all-reduce implementation."""
+    """The tensor-parallel all-reduce implementation: its algorithm (hops and bytes per GPU,
+    `roofline.parallel.all_reduce_s`) and the fixed cost of one call (launch, handshake)."""
 
-    kind: Literal["nccl-ring", "one-shot", "two-shot"]
+    kind: Literal["ring", "one-shot", "two-shot"]
     latency_us: float = Field(ge=0, description="fixed cost of one all-reduce call")
-    bus_fraction: float = Field(gt=0, le=1, description=(
-        "fraction of the link's per-direction bandwidth the bus bandwidth reaches"))
 
 
 class EngineSpec(_Frozen):
@@ -78,11 +84,33 @@ class EngineSpec(_Frozen):
     host_step_us: float = Field(ge=0, description=(
         "host time per step outside kernels: scheduling, sampling, detokenisation"))
     attention: AttentionKernel
-    weight_only: WeightOnlyKernel
+    matmul: dict[str, MatmulKernel] = Field(default_factory=dict, description=(
+        "GEMM kernels by width, `w<weight bits>a<activation bits>`; a width not listed runs "
+        "at the device's achievable ceilings (vendor BLAS)"))
     all_reduce: AllReduce
+    formats: dict[str, str] = Field(default_factory=dict, description=(
+        "how the engine stores a named weight format, as a --weights string (llama.cpp's "
+        "Q4_0 file keeps the output layer in Q6_K; gpt-fast's int8 quantises it too)"))
+    formats_source: str = ""
     prefill_token_budget: int | None = Field(default=None, gt=0, description=(
         "tokens one prefill step takes (chunked prefill); None: whole prompts"))
     memory_fraction: float = Field(default=0.9, gt=0, le=1, description=(
         "fraction of device memory the engine claims for weights, KV and workspace"))
     source: str = Field(min_length=1)
     notes: str = ""
+
+    @field_validator("matmul")
+    @classmethod
+    def _widths(cls, v: dict[str, MatmulKernel]) -> dict[str, MatmulKernel]:
+        for key in v:
+            if not re.fullmatch(r"w(4|8|16)a(8|16)", key):
+                raise ValueError(f"matmul width '{key}' is not w<4|8|16>a<8|16>")
+        return v
+
+    def weights_as_run(self, name: str) -> str:
+        """The --weights string of format `name` as this engine stores it."""
+        return self.formats.get(name.strip().lower(), name)
+
+    def matmul_kernel(self, weight_bits: int, activation_bits: int) -> MatmulKernel | None:
+        """The kernel for this width, None when the engine runs the vendor BLAS."""
+        return self.matmul.get(f"w{weight_bits}a{activation_bits}")

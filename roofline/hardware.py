@@ -1,7 +1,12 @@
 """HardwareSpec: one accelerator's datasheet numbers (dense peaks only), with sources.
 
-YAML values use the units in their field names (GB, GB/s, TFLOP/s, MB, MHz, W); the
-properties convert to SI base units (bytes, bytes/s, FLOP/s) for the calculator.
+YAML values use the units in their field names (bytes, GB/s, TFLOP/s, MB, MHz, W); the
+properties convert to SI base units (bytes/s, FLOP/s) for the calculator.
+
+Device memory is stored in bytes, `memory_bytes`, with `memory_source` saying where the count
+comes from. Accelerator memory is sold in binary units (an "80 GB" H100 holds 80 GiB of HBM), so
+a decimal reading is ~7% short: the driver-visible total (nvidia-smi `memory.total`, MiB) where
+one is published, else the vendor's capacity read as GiB.
 """
 
 from __future__ import annotations
@@ -37,11 +42,16 @@ class _Frozen(BaseModel):
 
 
 class Interconnect(_Frozen):
-    """Scale-up link between devices of one node."""
+    """Scale-up link between devices of one node, and what collectives reach on it."""
 
     kind: Literal["nvlink", "pcie", "infiniband", "xgmi", "ici", "ethernet", "unified", "none"]
     bandwidth_gb_per_s_per_direction: float | None = Field(default=None, gt=0)
-    latency_us: float = Field(default=1.0, ge=0, description="per-hop latency of a collective")
+    latency_us: float = Field(default=1.0, ge=0, description=(
+        "per-hop latency of a collective step (one ring hop: a send, a wait, a reduce)"))
+    bus_bandwidth_fraction: Fraction = Field(default=1.0, gt=0, le=1, description=(
+        "fraction of the per-direction link bandwidth a large all-reduce's bus bandwidth "
+        "reaches (nccl-tests busbw)"))
+    source: str = ""
     note: str = ""
 
     @property
@@ -51,11 +61,30 @@ class Interconnect(_Frozen):
 
 
 class Achievable(_Frozen):
-    """Fractions of the datasheet ceilings that real kernels reach, with where they come from."""
+    """The terms of the `achievable` ceiling: what the best kernels reach on this device.
 
-    matmul_fraction: dict[str, Fraction] = Field(default_factory=dict)
-    memory_bandwidth_fraction: Fraction | None = Field(default=None, gt=0, le=1)
-    kernel_overhead_us: float = Field(default=0.0, ge=0, description="fixed cost per kernel")
+    One definition per term: each field is read by `roofline.cost.Ceilings` by name, written by
+    `roofline calibrate` by name, and its default is the public default (fractions) or no
+    effect (fixed costs). `identity()` is the datasheet roofline: every term off."""
+
+    matmul_fraction: dict[str, Fraction] = Field(default_factory=dict, description=(
+        "best achieved matmul FLOP/s over the dense peak, per compute dtype; a dtype not "
+        "given gets DEFAULT_MATMUL_FRACTION"))
+    memory_bandwidth_fraction: Fraction = Field(
+        default=DEFAULT_BANDWIDTH_FRACTION, gt=0, le=1,
+        description="achieved streaming bandwidth over the datasheet bandwidth")
+    kernel_overhead_us: float = Field(default=0.0, ge=0, description=(
+        "fixed device time per kernel: launch, ramp-up and tail, microseconds"))
+    gemm_overhead_us: float = Field(default=0.0, ge=0, description=(
+        "fixed device time per GEMM kernel beyond its bytes at the achievable bandwidth: "
+        "ramp-up to streaming bandwidth, split reduction and tail, microseconds"))
+    gemm_tile_k0: float = Field(default=0.0, ge=0, description=(
+        "K0: an output tile's prologue and epilogue (pipeline fill, output conversion and "
+        "store) cost as much as K0 more elements of its K loop, so a GEMM of inner dimension K "
+        "reaches K / (K + K0) of the matmul ceiling"))
+    gemm_tile: tuple[int, int] | None = Field(default=None, description=(
+        "(M, N) output tile of the device's large GEMM kernels: with `compute_units`, the "
+        "tile and wave quantisation of `roofline.cost.gemm_shape_efficiency`"))
     matmul_half_rows: float = Field(default=0.0, ge=0, description=(
         "M½: a GEMM of M ≥ 2 rows per weight reaches M / (M + M½) of the matmul ceiling"))
     attention_memory_fraction: Fraction = Field(default=1.0, gt=0, le=1, description=(
@@ -64,7 +93,7 @@ class Achievable(_Frozen):
         "fraction of the compute ceiling attention kernels (kind 'attention') reach"))
     gemv_row_ns: float = Field(default=0.0, ge=0, description=(
         "fixed cost per weight row of a matrix-vector product (M < 2), nanoseconds"))
-    source: str
+    source: str = DEFAULT_ACHIEVABLE_SOURCE
 
     @field_validator("matmul_fraction")
     @classmethod
@@ -76,6 +105,23 @@ class Achievable(_Frozen):
                 raise ValueError(f"fraction for {dtype} must be in (0, 1], got {f}")
         return v
 
+    @field_validator("gemm_tile")
+    @classmethod
+    def _tile_positive(cls, v: tuple[int, int] | None) -> tuple[int, int] | None:
+        if v is not None and min(v) < 1:
+            raise ValueError(f"gemm_tile sides must be at least 1, got {v}")
+        return v
+
+    @classmethod
+    def identity(cls, source: str) -> Achievable:
+        """The datasheet roofline: every fraction 1, every fixed cost 0."""
+        return cls(matmul_fraction=dict.fromkeys(COMPUTE_DTYPES, 1.0),
+                   memory_bandwidth_fraction=1.0, source=source)
+
+    def matmul(self, dtype: str) -> float:
+        """Fraction of the dense `dtype` peak the best GEMMs reach."""
+        return self.matmul_fraction.get(dtype, DEFAULT_MATMUL_FRACTION[dtype])
+
 
 class HardwareSpec(_Frozen):
     """One accelerator. `dense_peak_tflops` holds dense (non-sparse) peaks per compute dtype;
@@ -86,7 +132,10 @@ class HardwareSpec(_Frozen):
     aliases: tuple[str, ...] = ()
     vendor: str
     kind: Literal["gpu", "tpu", "npu", "cpu", "soc"] = "gpu"
-    memory_gb: float = Field(gt=0, description="device memory capacity, decimal GB")
+    memory_bytes: int = Field(gt=0, description=(
+        "device memory capacity in bytes: the driver-visible total (nvidia-smi memory.total "
+        "MiB x 2^20) or the vendor's binary capacity (GiB x 2^30)"))
+    memory_source: str = Field(min_length=1, description="where memory_bytes comes from")
     memory_bandwidth_gb_per_s: float = Field(gt=0)
     dense_peak_tflops: dict[str, float]
     l2_cache_mb: float | None = Field(default=None, gt=0)
@@ -94,7 +143,7 @@ class HardwareSpec(_Frozen):
     boost_clock_mhz: float | None = Field(default=None, gt=0)
     interconnect: Interconnect = Interconnect(kind="none")
     tdp_w: float | None = Field(default=None, gt=0)
-    achievable: Achievable | None = None
+    achievable: Achievable = Achievable()
     confidence: Literal["high", "medium", "low", "measured"] = "medium"
     source: str = Field(min_length=1, description="where the datasheet values come from")
     source_url: HttpUrl | None = None
@@ -115,17 +164,12 @@ class HardwareSpec(_Frozen):
 
     @model_validator(mode="after")
     def _achievable_dtypes_exist(self) -> HardwareSpec:
-        if self.achievable:
-            extra = set(self.achievable.matmul_fraction) - set(self.dense_peak_tflops)
-            if extra:
-                raise ValueError(f"achievable fraction given for dtypes without a peak: {extra}")
+        extra = set(self.achievable.matmul_fraction) - set(self.dense_peak_tflops)
+        if extra:
+            raise ValueError(f"achievable fraction given for dtypes without a peak: {extra}")
         return self
 
     # ---- derived values, SI units -------------------------------------------------------
-    @property
-    def memory_bytes(self) -> float:
-        return self.memory_gb * 1e9
-
     @property
     def memory_bandwidth_bytes_per_s(self) -> float:
         return self.memory_bandwidth_gb_per_s * 1e9
@@ -145,35 +189,3 @@ class HardwareSpec(_Frozen):
     def ridge_point_flops_per_byte(self, dtype: str = "bf16") -> float:
         """Arithmetic intensity where compute and memory time are equal: peak / bandwidth."""
         return self.peak_flops_per_s(dtype) / self.memory_bandwidth_bytes_per_s
-
-    def matmul_fraction(self, dtype: str) -> float:
-        if self.achievable and dtype in self.achievable.matmul_fraction:
-            return self.achievable.matmul_fraction[dtype]
-        return DEFAULT_MATMUL_FRACTION[dtype]
-
-    def bandwidth_fraction(self) -> float:
-        if self.achievable and self.achievable.memory_bandwidth_fraction is not None:
-            return self.achievable.memory_bandwidth_fraction
-        return DEFAULT_BANDWIDTH_FRACTION
-
-    def kernel_overhead_s(self) -> float:
-        return (self.achievable.kernel_overhead_us if self.achievable else 0.0) * 1e-6
-
-    def matmul_half_rows(self) -> float:
-        """M½ of the small-M GEMM efficiency (0: every GEMM at the full matmul ceiling)."""
-        return self.achievable.matmul_half_rows if self.achievable else 0.0
-
-    def attention_memory_fraction(self) -> float:
-        """Fraction of the memory ceiling attention kernels reach (1: on the plain roofline)."""
-        return self.achievable.attention_memory_fraction if self.achievable else 1.0
-
-    def attention_compute_fraction(self) -> float:
-        """Fraction of the compute ceiling attention kernels reach (1: on the plain roofline)."""
-        return self.achievable.attention_compute_fraction if self.achievable else 1.0
-
-    def gemv_row_s(self) -> float:
-        """Fixed cost per weight row of a matrix-vector product, seconds (0: none)."""
-        return (self.achievable.gemv_row_ns if self.achievable else 0.0) * 1e-9
-
-    def achievable_source(self) -> str:
-        return self.achievable.source if self.achievable else DEFAULT_ACHIEVABLE_SOURCE

@@ -17,7 +17,9 @@ from pydantic import ValidationError
 
 from .dtypes import bytes_per_element
 from .errors import SpecError, field_error
+from .memory import weights_bytes
 from .model import ModelSpec
+from .precision import Precision
 
 Config = dict[str, Any]
 
@@ -203,6 +205,111 @@ def _jamba(c: Config) -> dict:
     return s
 
 
+def _gptj(c: Config) -> dict:
+    """GPT-J: parallel attention + MLP off one LayerNorm; biases on fc_in/fc_out and the LM
+    head only; partial rotary (rotary_dim of each head)."""
+    D, N = _get(c, "n_embd"), _get(c, "n_head")
+    act = c.get("activation_function", "gelu_new")
+    if act not in _ACT:
+        raise SpecError(f"config.json: activation '{act}' is not modelled")
+    return dict(layers=_get(c, "n_layer"), d_model=D, heads=N, kv_heads=N, head_dim=D // N,
+                d_ff=c.get("n_inner") or 4 * D, mlp="plain", activation=_ACT[act],
+                vocab_size=_get(c, "vocab_size"),
+                tied_embeddings=bool(c.get("tie_word_embeddings", False)), norm="layernorm",
+                max_context=_get(c, "n_positions", 2048), linear_bias="mlp", lm_head_bias=True,
+                parallel_block=True, norms_per_layer=1, attention={"kind": "mha"})
+
+
+def _dbrx(c: Config) -> dict:
+    """DBRX: d_model/n_heads/n_layers at the top, kv heads in attn_config, experts in
+    ffn_config; GLU experts; LayerNorm."""
+    D, N = _get(c, "d_model"), _get(c, "n_heads")
+    attn, ffn = c.get("attn_config") or {}, c.get("ffn_config") or {}
+    act = (ffn.get("ffn_act_fn") or {}).get("name", "silu")
+    if act not in _ACT:
+        raise SpecError(f"config.json: ffn_act_fn '{act}' is not modelled")
+    return dict(layers=_get(c, "n_layers"), d_model=D, heads=N,
+                kv_heads=attn.get("kv_n_heads", 1), head_dim=D // N, activation=_ACT[act],
+                vocab_size=_get(c, "vocab_size"),
+                tied_embeddings=bool(c.get("tie_word_embeddings", False)), norm="layernorm",
+                max_context=_get(c, "max_seq_len", 2048),
+                moe={"experts": _get(ffn, "moe_num_experts"), "top_k": _get(ffn, "moe_top_k"),
+                     "expert_d_ff": _get(ffn, "ffn_hidden_size")})
+
+
+def _gpt_oss(c: Config) -> dict:
+    """gpt-oss: every layer MoE with biased experts and router, biased attention with one
+    sink per head, sliding/full layers as `layer_types` lists them."""
+    s = _decoder(c, tie_default=False)
+    top_k = c.get("num_experts_per_tok") or _get(c, "experts_per_token")
+    s["moe"] = {"experts": _get(c, "num_local_experts"), "top_k": top_k,
+                "expert_d_ff": s.pop("d_ff")}
+    s["d_ff"] = 0
+    s["linear_bias"] = "all" if c.get("attention_bias", True) else "none"
+    known = {"sliding_attention": "local", "full_attention": "global"}
+    types = c.get("layer_types") or ["sliding_attention", "full_attention"]
+    bad = sorted(set(types) - set(known))
+    if bad:
+        raise SpecError(f"config.json: layer_types entry '{bad[0]}' is not modelled")
+    s["layer_pattern"] = [known[t] for t in types]
+    s["attention"] = {"sliding_window": _get(c, "sliding_window"), "sinks": True}
+    return s
+
+
+def checkpoint_weights(c: Config, spec: dict) -> str | None:
+    """The released checkpoint's weight formats from config.json's `quantization_config`, in
+    --weights syntax; None for an unquantised checkpoint. GPTQ/AWQ: int<b>-g<group> (with
+    -sym when there is no zero point; group_size -1 is per channel); mxfp4 (gpt-oss): the
+    routed experts, the rest at the config dtype; fp8: every block matrix, embedding, LM head
+    and norms at the config dtype; bitsandbytes: nf4 / nf4-dq / int8."""
+    q = c.get("quantization_config") or c.get("text_config", {}).get("quantization_config")
+    if not q:
+        return None
+    method = str(q.get("quant_method", "")).lower()
+    dense = _DTYPE.get(str(c.get("torch_dtype", "bfloat16")), "bf16")
+    if method in ("gptq", "awq"):
+        bits, group = int(q.get("bits", q.get("w_bit", 4))), int(q.get("group_size",
+                                                                       q.get("q_group_size", 128)))
+        symmetric = bool(q.get("sym", False)) if method == "gptq" else not q.get(
+            "zero_point", True)
+        if bits not in (4, 8):
+            raise SpecError(f"quantization_config: {bits}-bit {method} is not modelled")
+        if group == -1:
+            return f"int{bits}"
+        return f"int{bits}-g{group}" + ("-sym" if symmetric else "")
+    if method == "mxfp4":
+        return f"{dense},experts=mxfp4" if spec.get("moe") else "mxfp4"
+    if method == "fp8":
+        return f"fp8,embedding={dense},lm_head={dense},norms={dense}"
+    if method == "bitsandbytes":
+        if q.get("load_in_8bit"):
+            return "int8"
+        kind = str(q.get("bnb_4bit_quant_type", "nf4"))
+        if kind != "nf4":
+            raise SpecError(f"quantization_config: bitsandbytes {kind} is not modelled")
+        return "nf4-dq" if q.get("bnb_4bit_use_double_quant") else "nf4"
+    if method == "modelopt":
+        return modelopt_weights(q, dense)
+    raise SpecError(f"quantization_config: quant_method '{method}' is not modelled (known: "
+                    "gptq, awq, mxfp4, fp8, bitsandbytes, modelopt); remove it to import the "
+                    "shapes")
+
+
+def modelopt_weights(q: Config, dense: str = "bf16") -> str:
+    """NVIDIA ModelOpt checkpoints (hf_quant_config.json's `quantization`, or a config.json
+    quantization_config with quant_method modelopt): FP8 and NVFP4 (E4M3 scale per 16) on the
+    block matrices, W4A16_AWQ as int4-g<group_size>; the LM head (in exclude_modules) and the
+    embedding and norms stay at the config dtype."""
+    algo = str(q.get("quant_algo", "")).upper()
+    formats = {"FP8": "fp8", "NVFP4": "nvfp4",
+               "W4A16_AWQ": f"int4-g{int(q.get('group_size', 128))}"}
+    if algo not in formats:
+        raise SpecError(f"ModelOpt quant_algo '{algo}' is not modelled; known: "
+                        f"{', '.join(formats)}")
+    ends = [f"{g}={dense}" for g in ("embedding", "lm_head", "norms")]
+    return ",".join([formats[algo], *ends])
+
+
 SUPPORTED: dict[str, Callable[[Config], dict]] = {
     "LlamaForCausalLM": _llama, "MistralForCausalLM": _llama, "Phi3ForCausalLM": _llama,
     "MixtralForCausalLM": _mixtral, "Qwen2ForCausalLM": _qwen2, "Qwen3ForCausalLM": _qwen3,
@@ -211,6 +318,7 @@ SUPPORTED: dict[str, Callable[[Config], dict]] = {
     "DeepseekV2ForCausalLM": _deepseek, "DeepseekV3ForCausalLM": _deepseek,
     "FalconForCausalLM": _falcon, "GPTNeoXForCausalLM": _gpt_neox,
     "MambaForCausalLM": _mamba, "Mamba2ForCausalLM": _mamba2, "JambaForCausalLM": _jamba,
+    "GPTJForCausalLM": _gptj, "DbrxForCausalLM": _dbrx, "GptOssForCausalLM": _gpt_oss,
 }
 
 
@@ -232,6 +340,9 @@ def spec_from_hf_config(config: Config, name: str, source: str) -> ModelSpec:
         raise SpecError(f"{source}: unsupported architectures ({got}); supported: "
                         f"{', '.join(sorted(SUPPORTED))}")
     fields = SUPPORTED[arch](config)
+    weights = checkpoint_weights(config, fields)
+    if weights is not None:
+        fields["checkpoint_weights"] = weights
     data = {"name": spec_name(name), "display_name": name, "family": config.get("model_type", arch),
             "source": f"{source} ({arch}, imported by `roofline models import`)", **fields}
     try:
@@ -258,8 +369,13 @@ class CheckpointCheck:
 
 
 def check_checkpoint(spec: ModelSpec, config: Config, total_size_bytes: int) -> CheckpointCheck:
-    """Compare total_size of model.safetensors.index.json with params · bytes at the config's
-    torch_dtype (bf16 when the config does not say)."""
+    """Compare total_size of model.safetensors.index.json with the spec's weight bytes at the
+    checkpoint's formats: `checkpoint_weights` when the config is quantised, else params ·
+    bytes at its torch_dtype (bf16 when the config does not say)."""
+    if spec.checkpoint_weights is not None:
+        p = Precision(spec.checkpoint_weights)
+        return CheckpointCheck(int(total_size_bytes), spec.checkpoint_weights,
+                               weights_bytes(spec, p))
     dtype = _DTYPE.get(str(config.get("torch_dtype", "bfloat16")), "bf16")
     return CheckpointCheck(int(total_size_bytes), dtype,
                            spec.total_params * bytes_per_element(dtype))

@@ -61,10 +61,14 @@ class AttentionSpec(_Frozen):
     qk_rope_head_dim: int | None = Field(default=None, gt=0)
     qk_nope_head_dim: int | None = Field(default=None, gt=0)
     v_head_dim: int | None = Field(default=None, gt=0)
-    mla_decode: Literal["absorbed", "naive"] = Field(
-        default="absorbed", description="absorbed: W_UK folded into the query and W_UV applied "
-        "after attention, so scores run over the latent; naive: up-project every cached latent")
+    mla_decode: Literal["auto", "absorbed", "naive"] = Field(
+        default="auto", description="absorbed: W_UK folded into the query and W_UV applied "
+        "after attention, so scores run over the latent; naive: up-project every cached latent "
+        "to full K, V; auto: the path with fewer FLOPs in each step (naive for prefill, absorbed "
+        "for decode, as DeepSeek's and vLLM's MLA kernels do)")
     qk_norm: bool = Field(default=False, description="RMSNorm on q and k per head (Qwen3, Gemma-3)")
+    sinks: bool = Field(default=False, description="one learned logit per query head joins "
+                        "each softmax denominator (gpt-oss attention sinks): N weights a layer")
     sliding_window: int | None = Field(default=None, gt=0, description="W, tokens a local "
                                        "layer attends to (itself included)")
     kv_share: int = Field(default=1, ge=1, description="consecutive attention layers of the same "
@@ -198,7 +202,13 @@ class ModelSpec(_Frozen):
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
     position: Literal["rope", "learned", "alibi", "none"] = "rope"
     max_context: int = Field(gt=0)
-    linear_bias: Literal["none", "qkv", "all"] = "none"
+    linear_bias: Literal["none", "qkv", "mlp", "all"] = Field(
+        default="none", description="which projections carry a bias: qkv (Qwen2), mlp (GPT-J: "
+        "fc_in and fc_out only), all (every attention and MLP projection)")
+    lm_head_bias: bool = Field(default=False, description="the LM head adds a V-wide bias (GPT-J)")
+    checkpoint_weights: str | None = Field(
+        default=None, description="weight formats of the released checkpoint, as --weights "
+        "takes them (gpt-oss: 'bf16,experts=mxfp4'); None: one 16-bit format")
     parallel_block: bool = Field(
         default=False, description="attention and MLP read the same input (GPT-J, Falcon)"
     )
@@ -366,7 +376,7 @@ class ModelSpec(_Frozen):
         D, N, H = self.d_model, self.heads, self.head_dim
         a = self.attention
         if kind.mixer in ("global", "local"):
-            norm = 2 * H if a.qk_norm else 0
+            norm = (2 * H if a.qk_norm else 0) + (N if a.sinks else 0)
             if a.kind == "mla":
                 qk = self.mla_qk_head_dim
                 q = (D * N * qk if a.q_lora_rank is None
@@ -377,7 +387,7 @@ class ModelSpec(_Frozen):
                           + a.kv_lora_rank * N * (a.qk_nope_head_dim + a.v_head_dim))
                 return q + kv + self.attn_out_dim * D + norm
             kv_out = 2 * self.kv_dim if kind.owns_kv else 0
-            bias = {"none": 0, "qkv": self.q_dim + kv_out,
+            bias = {"none": 0, "mlp": 0, "qkv": self.q_dim + kv_out,
                     "all": self.q_dim + kv_out + D}[self.linear_bias]
             return D * (self.q_dim + kv_out) + self.q_dim * D + bias + norm
         if kind.mixer == "linear":
@@ -403,13 +413,17 @@ class ModelSpec(_Frozen):
     def ffn_params(self, ffn: Ffn) -> int:
         D, mats = self.d_model, self.mlp_matrices
         if ffn == "dense":
-            bias = 0 if self.linear_bias != "all" else (mats - 1) * self.d_ff + D
+            bias = (mats - 1) * self.d_ff + D if self.linear_bias in ("mlp", "all") else 0
             return mats * D * self.d_ff + bias
         if ffn == "moe":
             e = self.moe
             shared_f = e.shared_d_ff or e.expert_d_ff
+            bias = 0  # linear_bias all: every expert's projections and the router (gpt-oss)
+            if self.linear_bias == "all":
+                bias = ((e.experts * ((mats - 1) * e.expert_d_ff + D) + e.experts)
+                        + e.shared_experts * ((mats - 1) * shared_f + D))
             return (e.experts * mats * D * e.expert_d_ff + e.shared_experts * mats * D * shared_f
-                    + D * e.experts)  # router
+                    + D * e.experts + bias)  # router
         return 0
 
     @property
@@ -430,7 +444,7 @@ class ModelSpec(_Frozen):
             positional=self.max_context * D if self.position == "learned" else 0,
             attention=attn, mlp=mlp,
             norms=(self.layers * self.norms_per_layer + 1) * self.norm_params,
-            lm_head=0 if self.tied_embeddings else V * D,
+            lm_head=(0 if self.tied_embeddings else V * D) + (V if self.lm_head_bias else 0),
             moe=moe, ssm=ssm,
         )
 
@@ -444,8 +458,16 @@ class ModelSpec(_Frozen):
         if self.moe is None:
             return self.total_params
         e = self.moe
-        skipped = (e.experts - e.top_k) * self.mlp_matrices * self.d_model * e.expert_d_ff
+        skipped = (e.experts - e.top_k) * (self.mlp_matrices * self.d_model * e.expert_d_ff
+                                           + self.expert_bias_params)
         return self.total_params - self.layers_moe * skipped
+
+    @property
+    def expert_bias_params(self) -> int:
+        """Biases of one routed expert ((2 or 1)·F + D) when linear_bias is 'all', else 0."""
+        if self.moe is None or self.linear_bias != "all":
+            return 0
+        return (self.mlp_matrices - 1) * self.moe.expert_d_ff + self.d_model
 
     @property
     def layers_moe(self) -> int:

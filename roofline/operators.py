@@ -23,6 +23,7 @@ stored), and a recurrent state is read and written once per step.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,7 +45,7 @@ ROPE_LAUNCHES = 2 * 5
 NORM_LAUNCHES = {"rmsnorm": 6, "layernorm": 1}
 
 _COUNTED = ("flops", "weight_elems", "act_elems", "kv_read_elems", "kv_write_elems", "weight_rows",
-            "launches")
+            "launches", "instances")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Op:
     kv_write_elems: ArrayLike = 0
     weight_rows: ArrayLike = 0  # matmul: weight rows (output features) streamed, N per matrix
     launches: int = 1  # kernels a typical eager implementation launches, for a per-kernel cost
+    instances: int = 1  # times the operator runs (layers, norms): kernels when fused
 
 
 def _scaled(op: Op, n: int) -> Op:
@@ -119,6 +121,57 @@ def expected_experts_touched(E: int, k: int, tokens: ArrayLike) -> ArrayLike:
     return E * (1 - (1 - k / E) ** tokens)
 
 
+#: Standard deviations either side of the mean over which `expected_max_binomial` sums the
+#: binomial pmf; beyond 12σ the tail mass is below 1e-32, far under float resolution.
+_TAIL_SIGMAS = 12
+
+
+def _expected_max_binomial(trials: int, p: float, ranks: int) -> float:
+    if ranks == 1 or p in (0.0, 1.0) or trials == 0:
+        return trials * p
+    mu, sd = trials * p, math.sqrt(trials * p * (1 - p))
+    lo = max(int(mu - _TAIL_SIGMAS * sd) - 1, 0)
+    hi = min(int(mu + _TAIL_SIGMAS * sd) + 2, trials)
+    x = np.arange(lo, hi + 1)
+    lg = np.array([math.lgamma(v + 1) + math.lgamma(trials - v + 1) for v in x])
+    log_pmf = math.lgamma(trials + 1) - lg + x * math.log(p) + (trials - x) * math.log1p(-p)
+    cdf = np.minimum(np.cumsum(np.exp(log_pmf)), 1.0)  # F(x) for x = lo..hi; F(lo − 1) ≈ 0
+    return float(lo + np.sum(1 - cdf[:-1] ** ranks))
+
+
+def expected_max_binomial(trials: ArrayLike, p: float, ranks: int) -> ArrayLike:
+    """E[max of r independent Binomial(n, p)] = Σ_{x=0}^{n−1} (1 − F(x)^r), F the binomial
+    CDF, summed where the pmf lives (μ ± 12σ; below it every term is 1). Elementwise over n
+    (rounded to whole trials)."""
+    n = np.rint(np.asarray(trials, dtype=float)).astype(np.int64)
+    flat = {v: _expected_max_binomial(int(v), p, ranks) for v in np.unique(n)}
+    out = np.vectorize(flat.__getitem__, otypes=[float])(n)
+    return out if out.ndim else float(out)
+
+
+def busiest_rank_experts(E: int, k: int, tokens: ArrayLike, ep: int) -> ArrayLike:
+    """Experts the busiest of `ep` ranks runs in one MoE layer for n = B·T tokens routed
+    uniformly: each rank holds E/ep experts, each touched w.p. q = 1 − (1 − k/E)^n; the busiest
+    rank's count is the expected maximum of ep Binomial(E/ep, q) (independence assumed; see
+    docs/architectures.md). ep = 1: the mean E·q."""
+    if ep == 1:
+        return expected_experts_touched(E, k, tokens)
+    q = 1 - (1 - k / E) ** np.asarray(tokens, dtype=float)
+    qs = np.atleast_1d(q)
+    out = np.array([_expected_max_binomial(E // ep, float(v), ep) for v in qs.ravel()]
+                   ).reshape(qs.shape)
+    return out if np.ndim(q) else float(out[0])
+
+
+def busiest_rank_pairs(k: int, tokens: ArrayLike, ep: int) -> ArrayLike:
+    """Token-expert pairs the busiest of `ep` ranks computes: the n·k pairs of n tokens land on
+    a rank w.p. 1/ep each, so the busiest rank's share is the expected maximum of ep
+    Binomial(n·k, 1/ep) (independence assumed). ep = 1: all n·k."""
+    if ep == 1:
+        return tokens * k
+    return expected_max_binomial(np.asarray(tokens) * k, 1 / ep, ep)
+
+
 def sdpa_op(B: ArrayLike, T: ArrayLike, S: ArrayLike, N: int, K: int, H: int,
             window: int | None = None, causal: bool = True, writes_kv: bool = True,
             name: str = "attention/scores+av") -> Op:
@@ -135,11 +188,13 @@ def sdpa_op(B: ArrayLike, T: ArrayLike, S: ArrayLike, N: int, K: int, H: int,
 
 @dataclass(frozen=True)
 class ExpertShard:
-    """One of `ep` expert-parallel ranks. It holds E/ep of each MoE layer's routed experts
-    and runs them for the tokens the whole EP group routes there: of the group's
-    `group_tokens` = B·T tokens, B·T·k/ep token-expert pairs on average (uniform routing),
-    touching E/ep · (1 − (1 − k/E)^(B·T)) of its experts. Everything else (attention, router,
-    shared experts) runs on the rank's own sequences, the `Step` it is costed with."""
+    """The busiest of `ep` expert-parallel ranks (it sets the step: the others wait at the
+    combine). It holds E/ep of each MoE layer's routed experts and runs them for the tokens the
+    whole EP group routes there: of the group's `group_tokens` = B·T tokens, the expected
+    maximum over ranks of the token-expert pairs (`busiest_rank_pairs`, mean B·T·k/ep) and of
+    the experts touched (`busiest_rank_experts`, mean E/ep · (1 − (1 − k/E)^(B·T))), under
+    uniform routing. Everything else (attention, router, shared experts) runs on the rank's own
+    sequences, the `Step` it is costed with."""
 
     ep: int
     group_tokens: ArrayLike
@@ -152,7 +207,7 @@ def _softmax_attention(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
     D, qd, kvd = m.d_model, m.q_dim, m.kv_dim
     kv_out = 2 * kvd if kind.owns_kv else 0  # shared-KV layers project only Q
     qkv_out = qd + kv_out
-    bias = m.linear_bias != "none"
+    bias = m.linear_bias in ("qkv", "all")
     core = "local/scores+av" if window else "attention/scores+av"
     return [
         Op("attention/qkv", "matmul", flops=2 * B * T * D * qkv_out,
@@ -167,12 +222,37 @@ def _softmax_attention(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
     ]
 
 
+def mla_naive_is_cheaper(m: ModelSpec, T: ArrayLike, S: ArrayLike, window: int | None = None,
+                         causal: bool = True) -> ArrayLike:
+    """Whether one sequence's step of T new tokens on S cached takes fewer FLOPs on MLA's naive
+    path than on the absorbed one (per layer and head, see `_mla`): naive 2·ctx·r·(n + v)
+    + 2·pairs·(n + R + v) against absorbed 2·T·r·(n + v) + 2·pairs·(2r + R), i.e.
+    r·(n + v)·(ctx − T) < pairs·(2r − n − v) with ctx the tokens read. Decode (T = 1, S ≥ 1)
+    absorbs; a prefill from an empty cache decompresses."""
+    a = m.attention
+    r, n, v = int(a.kv_lora_rank or 0), int(a.qk_nope_head_dim or 0), int(a.v_head_dim or 0)
+    pairs = attended_pairs(T, S, window, causal)
+    ctx = kv_tokens_read(T, S, window)
+    return r * (n + v) * (ctx - T) < pairs * (2 * r - n - v)
+
+
+def _masked(op: Op, where: ArrayLike) -> Op:
+    """`op` counted only in the grid elements `where` is true (launches included)."""
+    w = np.asarray(where, dtype=float)
+    return dataclasses.replace(op, **{f: getattr(op, f) * w for f in _COUNTED})
+
+
 def _mla(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
     """One MLA layer (DeepSeek-V2/V3). The cache holds, per token, a latent c (r =
     kv_lora_rank) and one RoPE key shared by all heads (R = qk_rope_head_dim).
     absorbed: W_UK folds into the query (q_nope·W_UK: N·n → N·r) and W_UV applies after
-    attention, so scores and AV run over the latent like MQA with head dim r + R;
-    naive: every cached latent is up-projected to N heads of K (n + R) and V (v) each step."""
+    attention, so scores and AV run over the latent like MQA with head dim r + R,
+    2·(2r + R)·N FLOPs per query-key pair; naive: every cached latent is up-projected to N
+    heads of K (n + R) and V (v), 2·r·N·(n + v) FLOPs per context token, then attention costs
+    2·(n + R + v)·N per pair. Absorbing pays per pair, decompressing per token: with T = 1
+    (decode) the absorbed path is far cheaper, with T ≫ 1 (prefill) the naive one.
+    `mla_decode: auto` takes the path with fewer FLOPs in each step (`mla_naive_is_cheaper`;
+    op names say which: `mla/absorbed_scores` or `mla/kv_up` + `mla/scores+av`)."""
     a = m.attention
     B, T, S = s.batch, s.new_tokens, s.cached_tokens
     D, N, r, R = m.d_model, m.heads, a.kv_lora_rank, a.qk_rope_head_dim
@@ -189,23 +269,31 @@ def _mla(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
         ops.append(Op("mla/kv_down", "matmul", flops=2 * B * T * D * latent,
                       weight_elems=D * latent, act_elems=B * T * D, kv_write_elems=B * T * latent,
                       weight_rows=latent))
-    if a.mla_decode == "absorbed":
-        ops += [
-            Op("mla/q_absorb", "matmul", flops=2 * B * T * N * n * r, weight_elems=N * n * r,
-               act_elems=B * T * N * (n + r), weight_rows=N * r),
-            Op("mla/absorbed_scores", "attention", flops=B * 2 * pairs * N * (2 * r + R),
-               act_elems=B * T * N * (2 * r + R), kv_read_elems=B * ctx * latent),
-            Op("mla/v_up", "matmul", flops=2 * B * T * N * r * v, weight_elems=N * r * v,
-               act_elems=B * T * N * (r + v), weight_rows=N * v),
-        ]
+    absorbed = [
+        Op("mla/q_absorb", "matmul", flops=2 * B * T * N * n * r, weight_elems=N * n * r,
+           act_elems=B * T * N * (n + r), weight_rows=N * r),
+        Op("mla/absorbed_scores", "attention", flops=B * 2 * pairs * N * (2 * r + R),
+           act_elems=B * T * N * (2 * r + R), kv_read_elems=B * ctx * latent),
+        Op("mla/v_up", "matmul", flops=2 * B * T * N * r * v, weight_elems=N * r * v,
+           act_elems=B * T * N * (r + v), weight_rows=N * v),
+    ]
+    naive = [
+        Op("mla/kv_up", "matmul", flops=2 * B * ctx * r * N * (n + v),
+           weight_elems=r * N * (n + v), act_elems=B * ctx * N * (n + v),
+           kv_read_elems=B * ctx * latent, weight_rows=N * (n + v),
+           launches=2),  # the up-projection, then K = [k_nope, k_rope] concatenated
+        Op("mla/scores+av", "attention", flops=B * 2 * pairs * N * (n + R + v),
+           act_elems=B * T * N * (n + R + v) + B * ctx * N * (n + v)),
+    ]
+    if a.mla_decode == "auto":
+        naive_step = mla_naive_is_cheaper(m, T, S, window, s.causal)
+        if np.all(naive_step) or not np.any(naive_step):
+            ops += naive if np.all(naive_step) else absorbed
+        else:  # a grid whose steps take different paths: each op counts where it runs
+            ops += [_masked(o, np.logical_not(naive_step)) for o in absorbed]
+            ops += [_masked(o, naive_step) for o in naive]
     else:
-        ops += [
-            Op("mla/kv_up", "matmul", flops=2 * B * ctx * r * N * (n + v),
-               weight_elems=r * N * (n + v), act_elems=B * ctx * N * (n + v),
-               kv_read_elems=B * ctx * latent, weight_rows=N * (n + v)),
-            Op("mla/scores+av", "attention", flops=B * 2 * pairs * N * (n + R + v),
-               act_elems=B * T * N * (n + R + v) + B * ctx * N * (n + v)),
-        ]
+        ops += naive if a.mla_decode == "naive" else absorbed
     ops.append(Op("attention/out", "matmul", flops=2 * B * T * N * v * D,
                   weight_elems=N * v * D, act_elems=B * T * (N * v + D), weight_rows=D))
     return ops
@@ -281,7 +369,7 @@ def _dense_mlp(m: ModelSpec, s: Step) -> list[Op]:
     """One dense MLP. Gated: (gate, up) D→2F, act·mul, down F→D; plain: D→F, act, F→D."""
     B, T, D, F = s.batch, s.new_tokens, m.d_model, m.d_ff
     n_in = m.mlp_matrices - 1  # 2 input projections when gated, else 1
-    bias = m.linear_bias == "all"
+    bias = m.linear_bias in ("mlp", "all")
     return [
         Op("mlp/up", "matmul", flops=2 * B * T * D * F * n_in,
            weight_elems=D * F * n_in + (n_in * F if bias else 0),
@@ -297,13 +385,14 @@ def _moe(m: ModelSpec, s: Step, shard: ExpertShard | None) -> list[Op]:
     """One MoE layer: router D→E, k routed experts per token, plus always-on shared experts.
     FLOPs follow the k experts each token uses; weight bytes follow the experts the batch
     touches, `expected_experts_touched(E, k, B·T)` (all E once the batch is large). With an
-    expert-parallel `shard`, the routed experts see the group's tokens spread over ep ranks:
-    pairs B·T·k/ep, experts touched E·(1 − (1 − k/E)^(B·T))/ep."""
+    expert-parallel `shard`, the routed experts see the group's tokens spread over ep ranks and
+    the busiest rank is costed: its expected maximum of pairs and of experts touched (about
+    2.5 experts at one token, top-8 of 256 on EP 8, against a mean of 1)."""
     e, B, T, D = m.moe, s.batch, s.new_tokens, m.d_model
     mats = m.mlp_matrices
     tokens, ep = (B * T, 1) if shard is None else (shard.group_tokens, shard.ep)
-    touched = expected_experts_touched(e.experts, e.top_k, tokens) / ep
-    pairs = tokens * e.top_k / ep  # token-expert pairs this GPU computes
+    touched = busiest_rank_experts(e.experts, e.top_k, tokens, ep)
+    pairs = busiest_rank_pairs(e.top_k, tokens, ep)  # token-expert pairs this GPU computes
     per_expert = mats * D * e.expert_d_ff
     ops = [
         Op("moe/router", "matmul", flops=2 * B * T * D * e.experts, weight_elems=D * e.experts,
@@ -350,7 +439,7 @@ def norm_ops(m: ModelSpec, s: Step) -> list[Op]:
     n = m.layers * m.norms_per_layer + 1  # + the final norm
     return [Op("norms+residual", "elementwise", flops=n * 5 * B * T * D,
                weight_elems=n * m.norm_params, act_elems=n * 3 * B * T * D,
-               launches=n * NORM_LAUNCHES[m.norm] + n - 1)]
+               launches=n * NORM_LAUNCHES[m.norm] + n - 1, instances=n)]
 
 
 def embedding_ops(m: ModelSpec, s: Step) -> list[Op]:

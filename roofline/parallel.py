@@ -16,8 +16,10 @@ A transformation of the one calculator, not a second one:
   replica's B sequences are split over the n GPUs, the fullest holding ⌈B/n⌉ (its KV, its
   attention). Each MoE layer dispatches every token's hidden state to its k experts' GPUs and
   combines the outputs back: two all-to-alls, B·T·k·D activations over the group, ⌈B/n⌉·T·k·D
-  per GPU. A GPU's expert GEMMs run the B·T·k/n token-expert pairs routed to it and read the
-  E·(1 − (1 − k/E)^(B·T))/n of its experts the batch touches (`operators.ExpertShard`).
+  per GPU. The busiest GPU sets the step: its expert GEMMs run the expected maximum over the
+  n GPUs of the token-expert pairs routed to each (mean B·T·k/n) and read the expected maximum
+  of the experts the batch touches among each GPU's E/n (mean E·(1 − (1 − k/E)^(B·T))/n)
+  (`operators.ExpertShard`, derived in docs/architectures.md).
   Refused: dense models, n not dividing E, EP together with TP (TP-split experts inside an EP
   group are not modelled).
 - Replicas: m independent copies; throughput ×m, latency unchanged.
@@ -42,6 +44,7 @@ import numpy as np
 from . import memory
 from .cost import Ceiling, StepCost, step_cost
 from .errors import InvalidInputError
+from .engine import EngineSpec
 from .hardware import HardwareSpec, Interconnect
 from .model import ModelSpec
 from .operators import ArrayLike, ExpertShard, Step
@@ -76,36 +79,69 @@ class Parallel:
 
 
 # ---- collectives ----------------------------------------------------------------------------
-def _link(ic: Interconnect, n: int) -> tuple[float, float]:
-    """(β bytes/s, λ s) of the interconnect; refuses a multi-GPU group without one."""
-    bw = ic.bandwidth_bytes_per_s
-    if n > 1 and (bw is None or ic.kind in ("none", "unified")):
-        raise InvalidInputError(
-            f"this device's spec has no interconnect bandwidth (kind '{ic.kind}'), so a group "
-            f"of {n} GPUs cannot be costed; use 1 GPU or a device with a link in its spec")
-    return (bw or math.inf), ic.latency_us * 1e-6
+@dataclass(frozen=True)
+class Link:
+    """What one collective call pays on the interconnect: β (bytes/s per direction, times the
+    bus-bandwidth fraction collectives reach), λ per hop, and a fixed cost per call."""
+
+    bytes_per_s: float
+    hop_s: float = 0.0
+    call_s: float = 0.0
+    algorithm: Literal["ring", "one-shot", "two-shot"] = "ring"
+
+    @classmethod
+    def of(cls, ic: Interconnect, n: int, ceiling: Ceiling = "datasheet",
+           engine: EngineSpec | None = None) -> Link:
+        """The datasheet link: full bandwidth, no latency (speed of light). Achievable: the
+        spec's bus fraction and hop latency, plus the engine's all-reduce algorithm and call
+        cost. Refuses a multi-GPU group without a link."""
+        bw = ic.bandwidth_bytes_per_s
+        if n > 1 and (bw is None or ic.kind in ("none", "unified")):
+            raise InvalidInputError(
+                f"this device's spec has no interconnect bandwidth (kind '{ic.kind}'), so a "
+                f"group of {n} GPUs cannot be costed; use 1 GPU or a device with a link in its "
+                "spec")
+        bw = bw or math.inf
+        if ceiling == "datasheet":
+            return cls(bw)
+        ar = engine.all_reduce if engine is not None else None
+        return cls(bw * ic.bus_bandwidth_fraction, ic.latency_us * 1e-6,
+                   ar.latency_us * 1e-6 if ar else 0.0, ar.kind if ar else "ring")
 
 
-def all_reduce_s(message_bytes: ArrayLike, n: int, ic: Interconnect) -> ArrayLike:
-    """Ring all-reduce of M bytes on each of n GPUs: 2(n−1)/n · M/β + 2(n−1)·λ."""
+def all_reduce_s(message_bytes: ArrayLike, n: int, link: Link) -> ArrayLike:
+    """All-reduce of M bytes on each of n GPUs, by algorithm (Patarasuk & Yuan ring; NCCL's
+    bus bandwidth is 2(n−1)/n · M / t):
+      ring:     2(n−1)/n · M/β + 2(n−1)·λ + call
+      two-shot: 2(n−1)/n · M/β + 2·λ + call      (reduce-scatter then all-gather, direct)
+      one-shot: (n−1)·M/β + λ + call             (every GPU reads all peers' buffers)
+    An engine with a one- or two-shot kernel uses it where it is faster and falls back to the
+    ring for large messages (vLLM's custom all-reduce stops at a size limit, TensorRT-LLM
+    switches by message size), so those algorithms cost the least of theirs and the ring's."""
     if n == 1:
         return 0 * message_bytes
-    bw, lat = _link(ic, n)
-    return 2 * (n - 1) / n * message_bytes / bw + 2 * (n - 1) * lat
+    ring = (2 * (n - 1) / n * message_bytes / link.bytes_per_s + 2 * (n - 1) * link.hop_s
+            + link.call_s)
+    if link.algorithm == "ring":
+        return ring
+    if link.algorithm == "one-shot":
+        direct = (n - 1) * message_bytes / link.bytes_per_s + link.hop_s + link.call_s
+    else:
+        direct = 2 * (n - 1) / n * message_bytes / link.bytes_per_s + 2 * link.hop_s \
+            + link.call_s
+    return np.minimum(direct, ring)
 
 
-def all_to_all_s(message_bytes: ArrayLike, n: int, ic: Interconnect) -> ArrayLike:
-    """All-to-all of M bytes per GPU (M/n to each peer): (n−1)/n · M/β + (n−1)·λ."""
+def all_to_all_s(message_bytes: ArrayLike, n: int, link: Link) -> ArrayLike:
+    """All-to-all of M bytes per GPU (M/n to each peer): (n−1)/n · M/β + (n−1)·λ + call."""
     if n == 1:
         return 0 * message_bytes
-    bw, lat = _link(ic, n)
-    return (n - 1) / n * message_bytes / bw + (n - 1) * lat
+    return (n - 1) / n * message_bytes / link.bytes_per_s + (n - 1) * link.hop_s + link.call_s
 
 
-def send_recv_s(message_bytes: ArrayLike, ic: Interconnect) -> ArrayLike:
+def send_recv_s(message_bytes: ArrayLike, link: Link) -> ArrayLike:
     """Point-to-point hand-off of M bytes between neighbouring stages: M/β + λ."""
-    bw, lat = _link(ic, 2)
-    return message_bytes / bw + lat
+    return message_bytes / link.bytes_per_s + link.hop_s
 
 
 # ---- the sharded model ----------------------------------------------------------------------
@@ -174,7 +210,7 @@ def check(m: ModelSpec, hw: HardwareSpec, par: Parallel) -> None:
     check_ep(m, par)
     tp_shard(m, par.tp)
     pp_stage(m, par.pp)
-    _link(hw.interconnect, par.gpus_per_replica)
+    Link.of(hw.interconnect, par.gpus_per_replica)
 
 
 # ---- step cost ------------------------------------------------------------------------------
@@ -210,29 +246,46 @@ class ParallelStepCost:
         return self.compute.time_s + self.comm_s
 
 
+#: Residual-stream format of engines that quantise GEMM inputs (W8A8, fp8): the residual, the
+#: norms and the TP reduction stay in 16 bits (TensorRT-LLM and vLLM fp8 checkpoints quantise
+#: each GEMM's input, not the hidden state between layers).
+RESIDUAL_BYTES = 2
+
+
+def residual_bytes(p: Precision) -> float:
+    """Bytes per element of the hidden state between layers: the activation format, at least
+    16 bits (fp8 GEMM inputs keep a bf16 residual; fp32 stays fp32)."""
+    return max(p.activation_bytes, RESIDUAL_BYTES)
+
+
 def parallel_step_cost(model: ModelSpec, hw: HardwareSpec, step: Step, precision: Precision,
-                       par: Parallel, ceiling: Ceiling = "achievable") -> ParallelStepCost:
+                       par: Parallel, ceiling: Ceiling = "achievable",
+                       engine: EngineSpec | None = None) -> ParallelStepCost:
     """Cost of one forward step of `model` spread over `par` (see module docstring). `step`
-    holds the replica's B sequences; with EP the fullest GPU runs ⌈B/ep⌉ of them."""
+    holds the replica's B sequences; with EP the fullest GPU runs ⌈B/ep⌉ of them. Collective
+    payloads are the residual stream (`residual_bytes`); a parallel attention + MLP block
+    (GPT-J, Falcon) reduces once per layer, a sequential one twice."""
     check(model, hw, par)
     local, shard = step, None
     if par.ep > 1:
         local = dataclasses.replace(step, batch=par.sequences_per_gpu(step.batch))
         shard = ExpertShard(par.ep, step.batch * step.new_tokens)
-    compute = step_cost(tp_shard(model, par.tp), hw, local, precision, ceiling, shard)
-    hidden_bytes = local.batch * step.new_tokens * model.d_model * precision.activation_bytes
-    ic = hw.interconnect
+    compute = step_cost(tp_shard(model, par.tp), hw, local, precision, ceiling, shard, engine)
+    hidden_bytes = local.batch * step.new_tokens * model.d_model * residual_bytes(precision)
+    link = Link.of(hw.interconnect, par.gpus_per_replica, ceiling,
+                   engine if ceiling == "achievable" else None)
     collectives = []
     if par.tp > 1:
-        collectives.append(Collective("tp/all-reduce", "all-reduce", 2 * model.layers,
-                                      hidden_bytes, all_reduce_s(hidden_bytes, par.tp, ic)))
+        per_layer = 1 if model.parallel_block else 2
+        collectives.append(Collective("tp/all-reduce", "all-reduce", per_layer * model.layers,
+                                      hidden_bytes, all_reduce_s(hidden_bytes, par.tp, link)))
     if par.ep > 1:  # dispatch to and combine from the k experts of each local token
         routed_bytes = hidden_bytes * model.moe.top_k
         collectives.append(Collective("ep/all-to-all", "all-to-all", 2 * model.layers_moe,
-                                      routed_bytes, all_to_all_s(routed_bytes, par.ep, ic)))
+                                      routed_bytes, all_to_all_s(routed_bytes, par.ep, link)))
     if par.pp > 1:
         collectives.append(Collective("pp/hand-off", "send-recv", par.pp - 1, hidden_bytes,
-                                      send_recv_s(hidden_bytes, ic)))
+                                      send_recv_s(hidden_bytes, link)))
     return ParallelStepCost(compute, tuple(collectives))
 
 
@@ -251,21 +304,28 @@ class GpuMemory:
 
 
 def memory_per_gpu(m: ModelSpec, p: Precision, par: Parallel, batch: ArrayLike,
-                   prompt: ArrayLike, context: ArrayLike) -> GpuMemory:
-    """Weights, KV for `context` tokens and prefill activations on the fullest GPU, for a
-    replica batch of B sequences. A stage holds the embedding or the LM head, not both, unless
-    there is one stage (or they are tied and the last stage keeps its own copy). With EP n a
-    GPU holds E/n routed experts and the KV and activations of ⌈B/n⌉ sequences."""
+                   prompt: ArrayLike, context: ArrayLike, *,
+                   prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET
+                   ) -> GpuMemory:
+    """Weights, KV for `context` tokens and the activations of the largest step
+    (`memory.peak_activation_bytes`: prompts of P tokens under the prefill token budget) on the
+    fullest GPU, for a replica batch of B sequences. A stage holds the embedding or the LM
+    head, not both, unless there is one stage (or they are tied and the last stage keeps its own
+    copy). With EP n a GPU holds E/n routed experts and the KV and activations of ⌈B/n⌉
+    sequences."""
     check_ep(m, par)
     stage = pp_stage(tp_shard(m, par.tp), par.pp)
+    q = p if p.model_bits is not None else p.for_model(m)  # the checkpoint's group formats
     ends = stage.params
+    embed = ends.embedding + ends.positional
     shared_end = 0 if par.pp == 1 or m.tied_embeddings else min(
-        ends.embedding + ends.positional, ends.lm_head)
+        embed * q.group_bytes("embedding"), ends.lm_head * q.group_bytes("lm_head"))
     elsewhere = stage.routed_expert_params * (par.ep - 1) // par.ep  # on the other EP ranks
-    weights = memory.weights_bytes(stage, p) - (shared_end + elsewhere) * p.weight_bytes
+    weights = (memory.weights_bytes(stage, q) - shared_end
+               - elsewhere * q.group_bytes("experts"))
     b = par.sequences_per_gpu(batch)
     return GpuMemory(weights, memory.kv_cache_bytes(stage, p, b, context),
-                     memory.activation_bytes(stage, p, b, prompt))
+                     memory.peak_activation_bytes(stage, p, b, prompt, prefill_token_budget))
 
 
 #: TP degrees tried before adding pipeline stages: one node of up to 8 GPUs.
@@ -273,14 +333,19 @@ TP_DEGREES: tuple[int, ...] = (1, 2, 4, 8)
 
 
 def min_gpus_to_fit(m: ModelSpec, hw: HardwareSpec, p: Precision, batch: int, prompt: int,
-                    context: int) -> Parallel | None:
-    """The smallest deployment that fits: TP 1, 2, 4, 8 (those that split the model), then
-    pipeline stages over TP 8 nodes. None when even one layer per stage does not fit."""
+                    context: int, *, memory_fraction: float = memory.DEFAULT_MEMORY_FRACTION,
+                    prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET
+                    ) -> Parallel | None:
+    """The smallest deployment whose fullest GPU holds `batch` within the usable memory
+    (`memory.memory_budget`): TP 1, 2, 4, 8 (those that split the model), then pipeline stages
+    over TP 8 nodes. None when even one layer per stage does not fit."""
+    usable = memory.memory_budget(hw, memory_fraction).usable_bytes
     tps = [t for t in TP_DEGREES if _splits(m, t)]
     candidates = [Parallel(tp=t) for t in tps]
     candidates += [Parallel(tp=tps[-1], pp=s) for s in range(2, m.layers + 1)]
     for par in candidates:
-        if memory_per_gpu(m, p, par, batch, prompt, context).total_bytes <= hw.memory_bytes:
+        if memory_per_gpu(m, p, par, batch, prompt, context,
+                          prefill_token_budget=prefill_token_budget).total_bytes <= usable:
             return par
     return None
 

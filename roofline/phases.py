@@ -8,17 +8,24 @@ Definitions (used everywhere, written once):
 - decode tokens/s: B / TPOT. Throughput: B · G / E2E, all sequences' generated tokens over
   the whole request time. With m replicas both are ×m; B is the batch of one replica.
 - Memory terms are per GPU (the fullest one, see `parallel.memory_per_gpu`); `memory_bytes`
-  is what all GPUs together provision.
+  is what all GPUs together provision. A batch fits when its per-GPU memory at P + G tokens is
+  within the usable memory (`memory.batch_fit`: capacity less the reserve, activations of the
+  prefill token budget); one that does not is still estimated, marked, and diagnosed
+  (`memory.shortfall`). The memory fraction defaults to 1 on the datasheet ceiling (the speed
+  of light keeps the full capacity) and to `memory.DEFAULT_MEMORY_FRACTION` otherwise.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
+from . import memory
 from .cost import Ceiling, StepCost
+from .engine import EngineSpec
 from .errors import InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
@@ -35,17 +42,24 @@ class Case:
     prompt_tokens: int
     gen_tokens: int
     weights_bytes: float
-    kv_cache_bytes: float
+    kv_cache_bytes: float  # at P + G tokens, the end of generation
     activation_bytes: float
-    capacity_bytes: float
+    usable_bytes: float  # what one GPU offers: capacity less the reserve
     ttft_s: float
     tpot_s: float
     gpus: int = 1  # all GPUs of all replicas
     replicas: int = 1
+    kv_cache_bytes_at_prompt: float = 0.0  # at P tokens, when decoding starts
 
     @property
     def memory_bytes_per_gpu(self) -> float:
+        """What the fullest GPU needs to finish every sequence: KV at P + G tokens."""
         return self.weights_bytes + self.kv_cache_bytes + self.activation_bytes
+
+    @property
+    def memory_bytes_per_gpu_at_prompt(self) -> float:
+        """What it needs when the prompts are cached and decoding starts (KV at P)."""
+        return self.weights_bytes + self.kv_cache_bytes_at_prompt + self.activation_bytes
 
     @property
     def memory_bytes(self) -> float:
@@ -53,7 +67,7 @@ class Case:
 
     @property
     def fits(self) -> bool:
-        return self.memory_bytes_per_gpu <= self.capacity_bytes
+        return self.memory_bytes_per_gpu <= self.usable_bytes
 
     @property
     def e2e_s(self) -> float:
@@ -70,6 +84,7 @@ class Case:
     def as_dict(self) -> dict:
         keys = ("batch", "prompt_tokens", "gen_tokens", "gpus", "weights_bytes",
                 "kv_cache_bytes", "activation_bytes", "memory_bytes_per_gpu", "memory_bytes",
+                "kv_cache_bytes_at_prompt", "memory_bytes_per_gpu_at_prompt", "usable_bytes",
                 "fits", "ttft_s", "tpot_s", "e2e_s",
                 "decode_tokens_per_s", "throughput_tokens_per_s")
         return {k: _plain(getattr(self, k)) for k in keys}
@@ -95,10 +110,21 @@ class Estimate:
     cases: tuple[Case, ...]
     prefill: StepCost  # breakdown at the first batch size (one TP rank)
     decode: StepCost  # breakdown at the first batch size, S = P (first decode step)
-    max_batch: int  # largest B per replica whose per-GPU memory fits at P + G tokens
+    fit: memory.BatchFit  # largest B per replica whose per-GPU memory fits at P + G tokens
     parallel: Parallel = Parallel()
     prefill_comm_s: float = 0.0  # collectives of the prefill step at the first batch size
     decode_comm_s: float = 0.0
+    engine: EngineSpec | None = None  # the software stack (None: the hardware layer alone)
+    shortfall: memory.Shortfall | None = None  # the largest batch asked for that does not fit
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def max_batch(self) -> int:
+        return self.fit.max_batch
+
+    @property
+    def fits(self) -> bool:
+        return all(c.fits for c in self.cases)
 
     def as_dict(self) -> dict:
         return {
@@ -106,6 +132,7 @@ class Estimate:
             "hardware": self.hardware.name,
             "ceiling": self.ceiling,
             "ceiling_source": self.ceiling_source,
+            "engine": self.engine.name if self.engine else None,
             "precision": {"weights": self.precision.weights,
                           "activations": self.precision.activations, "kv": self.precision.kv,
                           "compute": self.precision.compute},
@@ -115,57 +142,74 @@ class Estimate:
             "ridge_point_flops_per_byte": self.hardware.ridge_point_flops_per_byte(
                 self.precision.compute),
             "max_batch": self.max_batch,
+            "memory": self.fit.as_dict(),
+            "does_not_fit": None if self.shortfall is None else self.shortfall.as_dict(),
+            "warnings": list(self.warnings),
             "cases": [c.as_dict() for c in self.cases],
         }
 
 
 def mean_tpot_s(model: ModelSpec, hw: HardwareSpec, batch: np.ndarray, prompt: int, gen: int,
-                precision: Precision, ceiling: Ceiling, parallel: Parallel = Parallel()
-                ) -> np.ndarray:
+                precision: Precision, ceiling: Ceiling, parallel: Parallel = Parallel(),
+                engine: EngineSpec | None = None) -> np.ndarray:
     """Mean decode step time over the G-1 steps after the first token, per batch size.
     With G = 1 there is no such step; the next step's time (S = P) is reported."""
     S = prompt + np.arange(max(gen - 1, 1))  # cached tokens before each step
     B = np.asarray(batch)[:, None]
     step = Step(B, 1, S[None, :])
-    return parallel_step_cost(model, hw, step, precision, parallel, ceiling).time_s.mean(axis=1)
+    return parallel_step_cost(model, hw, step, precision, parallel, ceiling,
+                              engine).time_s.mean(axis=1)
 
 
 def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
              prompt: int = 1024, gen: int = 256, precision: Precision = Precision(),
-             ceiling: Ceiling = "achievable", parallel: Parallel = Parallel()) -> Estimate:
-    """Prefill + decode metrics and memory for each batch size (see module docstring)."""
+             ceiling: Ceiling = "achievable", parallel: Parallel = Parallel(),
+             engine: EngineSpec | None = None, *,
+             memory_fraction: float | None = None,
+             prefill_token_budget: int | None | Literal["engine"] = "engine") -> Estimate:
+    """Prefill + decode metrics and memory for each batch size (see module docstring), on
+    the `ceiling` and, for the achievable one, the software stack `engine`.
+    `memory_fraction` and `prefill_token_budget`: `memory.memory_terms` (the engine's unless
+    given; None as a budget charges the whole batch's prompts at once)."""
+    engine = engine if ceiling == "achievable" else None
     if not batches:
         raise InvalidInputError("give at least one batch size")
     if min(batches) < 1:
         raise InvalidInputError(f"batch sizes must be at least 1, got {min(batches)}")
     if prompt < 1 or gen < 1:
         raise InvalidInputError("--prompt and --gen must be at least 1 token")
-    if prompt + gen > model.max_context:
-        raise InvalidInputError(
-            f"prompt + gen = {prompt + gen} tokens exceeds {model.name}'s max context of "
-            f"{model.max_context}; shorten them")
     precision.check(hw)
+    memory_fraction, prefill_token_budget = memory.memory_terms(
+        engine, ceiling, memory_fraction, prefill_token_budget)
     B = np.asarray(batches, dtype=float)
 
     def cost(step: Step) -> ParallelStepCost:
-        return parallel_step_cost(model, hw, step, precision, parallel, ceiling)
+        return parallel_step_cost(model, hw, step, precision, parallel, ceiling, engine)
 
     ttft = cost(Step(B, prompt, 0)).time_s
-    tpot = mean_tpot_s(model, hw, B, prompt, gen, precision, ceiling, parallel)
-    mem = memory_per_gpu(model, precision, parallel, B, prompt, prompt + gen)
+    tpot = mean_tpot_s(model, hw, B, prompt, gen, precision, ceiling, parallel, engine)
+    context = prompt + gen
+    fit = memory.batch_fit(model, hw, precision, context, prompt, parallel,
+                           memory_fraction=memory_fraction,
+                           prefill_token_budget=prefill_token_budget)
+    mem = memory_per_gpu(model, precision, parallel, B, prompt, context,
+                         prefill_token_budget=prefill_token_budget)
+    kv_at_prompt = np.asarray(memory_per_gpu(model, precision, parallel, B, prompt, prompt,
+                                             prefill_token_budget=prefill_token_budget
+                                             ).kv_cache_bytes)
     cases = tuple(
         Case(int(b), prompt, gen, float(mem.weights_bytes), float(mem.kv_cache_bytes[i]),
-             float(mem.activation_bytes[i]), hw.memory_bytes, float(ttft[i]), float(tpot[i]),
-             parallel.gpus, parallel.replicas)
+             float(mem.activation_bytes[i]), fit.budget.usable_bytes, float(ttft[i]),
+             float(tpot[i]), parallel.gpus, parallel.replicas,
+             float(kv_at_prompt[i]))
         for i, b in enumerate(batches)
     )
+    over = [c.batch for c in cases if not c.fits]
+    short = memory.shortfall(model, hw, precision, max(over), prompt, context, parallel,
+                             memory_fraction=memory_fraction,
+                             prefill_token_budget=prefill_token_budget) if over else None
     first = batches[0]
     prefill, decode = cost(Step(first, prompt, 0)), cost(Step(first, 1, prompt))
-    # per-GPU memory is weights + b · (KV + activations per sequence): solve for b, the
-    # sequences on one GPU; an EP group of n GPUs holds n·b of them
-    one = memory_per_gpu(model, precision, parallel, 1, prompt, prompt + gen)
-    per_seq = float(one.kv_cache_bytes + one.activation_bytes)
-    fit = max(int((hw.memory_bytes - float(one.weights_bytes)) // per_seq), 0) * parallel.ep
     return Estimate(model, hw, precision, ceiling, prefill.compute.ceilings.source, cases,
                     prefill.compute, decode.compute, fit, parallel, float(prefill.comm_s),
-                    float(decode.comm_s))
+                    float(decode.comm_s), engine, short, memory.context_warning(model, context))

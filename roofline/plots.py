@@ -154,8 +154,9 @@ def roofline_chart(hw: HardwareSpec, estimates: Sequence[Estimate] = (),
     ax.annotate(f"slope: {si(bw, 'B/s')} memory bandwidth", (lo, bw * lo), xytext=(6, 2),
                 textcoords="offset points", fontsize=8)
 
-    achievable = {s.ceilings for _, _, s in steps if s.ceilings.name == "achievable"}
-    for c in achievable:
+    achievable = {(s.ceilings.flops_per_s, s.ceilings.bytes_per_s): s.ceilings
+                  for _, _, s in steps if s.ceilings.name == "achievable"}
+    for c in achievable.values():
         ax.plot([lo, c.ridge_point_flops_per_byte, hi],
                 [c.bytes_per_s * lo, c.flops_per_s, c.flops_per_s],
                 ls="--", color="tab:green", lw=1, gid="roof:achievable",
@@ -236,10 +237,11 @@ def frontier_chart(estimates: Sequence[Estimate]) -> Figure:
         for c, xi, yi in zip(e.cases, x, y, strict=True):
             ax.annotate(f"B={c.batch}", (xi, yi), xytext=(5, -10), textcoords="offset points",
                         fontsize=7, color=colour)
-        capacity = si(e.hardware.memory_bytes, "B")
+        capacity = f"{si(e.fit.budget.usable_bytes, 'B')} usable"
         if fits.any() and over.any():
             last = np.flatnonzero(fits)[-1]
-            ax.annotate(f"memory limit: B={e.cases[last].batch} fits in {capacity}",
+            ax.annotate(f"memory limit: B={e.cases[last].batch} fits in {capacity} "
+                        f"(largest {e.max_batch})",
                         (x[last], y[last]), xytext=(14, -34), textcoords="offset points",
                         ha="left", fontsize=8, color=colour, fontweight="bold",
                         arrowprops={"arrowstyle": "->", "color": colour})
@@ -385,4 +387,40 @@ def serve_chart(latency_samples_s: Mapping[str, Sequence[float]],
                     color=f"C{i}", label=r.policy, gid=f"rate:{r.policy}")
         ax.set_title("throughput vs offered load", fontsize=10)
         ax.legend(loc="upper left", fontsize=8)
+    return fig
+
+
+# ---- plan --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PlanPoint:
+    """One deployment on the cost/latency plane."""
+
+    label: str
+    cost_per_million_tokens_usd: float
+    tpot_p95_s: float
+    ttft_p95_s: float
+
+
+def plan_chart(frontier: Sequence[PlanPoint], chosen: PlanPoint | None, slo_tpot_s: float,
+               slo_ttft_s: float, title: str = "") -> Figure:
+    """The Pareto frontier of cost per million output tokens against p95 TPOT (left) and p95
+    TTFT (right), the SLOs as dashed lines and the chosen deployment as a star."""
+    if not frontier:
+        raise InvalidInputError("the plan has no frontier point to draw")
+    fig, axes = _figure(WIDE_FIGSIZE_IN, 2)
+    cost = np.array([p.cost_per_million_tokens_usd for p in frontier])
+    for ax, attr, slo, name in ((axes[0], "tpot_p95_s", slo_tpot_s, "p95 TPOT (s)"),
+                                (axes[1], "ttft_p95_s", slo_ttft_s, "p95 TTFT (s)")):
+        y = np.array([getattr(p, attr) for p in frontier])
+        _log_axes(ax, "cost per million output tokens ($)", name, None, "s")
+        ax.scatter(cost, y, s=14, color="C0", label="Pareto frontier (analytic)",
+                   gid=f"frontier:{attr}")
+        ax.axhline(slo, color="C3", ls="--", lw=1, label="SLO")
+        if chosen is not None:
+            ax.scatter([chosen.cost_per_million_tokens_usd], [getattr(chosen, attr)], s=160,
+                       marker="*", color="C1", zorder=3, label=f"chosen: {chosen.label}",
+                       gid=f"chosen:{attr}")
+        ax.legend(loc="upper right", fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
     return fig

@@ -6,15 +6,58 @@ that really runs: the activation format sets it, and narrower weights are dequan
 kernel — w4a16 (AWQ/GPTQ/Marlin) and w8a16 run at the bf16/fp16 peak, w8a8 at the int8 peak,
 fp8 weights with fp8 activations at the fp8 peak. A compute dtype the device lacks is refused
 by the hardware spec (`HardwareSpec.peak_flops_per_s`), never given some other peak.
+
+Weights are stored per tensor group (WEIGHT_GROUPS). `weights` is a base format, optionally
+followed by per-group overrides: `bf16,experts=mxfp4` (gpt-oss), `int4-g128,lm_head=int4-g128`.
+Defaults, from how real checkpoints are written:
+- a weight-only format (narrower than the activations: GPTQ/AWQ int4-gN, nf4, int8 or fp8
+  weight-only) keeps the embedding, LM head, norms and MoE router at 16 bits (AutoGPTQ/AutoAWQ
+  and bitsandbytes quantise only the Linear layers inside the blocks);
+- a llama.cpp block type (q4_0, q4_k, ...) is applied to every matrix, norms and router stay
+  F32; a llama.cpp file type (q4_k_m, ...) is its per-tensor mix (`llamacpp`);
+- MLC formats (q4f16_1, ...) quantise the embedding and the final FC too, norms stay 16-bit.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
+from . import llamacpp
 from .dtypes import Format, parse_format
 from .errors import InvalidInputError
 from .hardware import HardwareSpec
+from .model import ModelSpec
+
+#: Tensor groups a format can be given for, and the operator-name prefixes that read them.
+WEIGHT_GROUPS: tuple[str, ...] = ("embedding", "attention", "mlp", "experts", "shared_experts",
+                                  "router", "ssm", "norms", "lm_head")
+_OP_PREFIX_GROUP: tuple[tuple[str, str], ...] = (
+    ("attention/", "attention"), ("mla/", "attention"), ("local/", "attention"),
+    ("linear/", "attention"), ("mlp/", "mlp"), ("moe/experts", "experts"),
+    ("moe/shared_experts", "shared_experts"), ("moe/router", "router"),
+    ("embedding", "embedding"), ("lm_head", "lm_head"), ("ssm/", "ssm"), ("norms", "norms"),
+)
+_ENDS = ("embedding", "lm_head", "norms", "router")  # kept wide by weight-only checkpoints
+
+
+def weight_group(op_name: str) -> str | None:
+    """The tensor group an operator's weights belong to (None: no known group)."""
+    for prefix, group in _OP_PREFIX_GROUP:
+        if op_name.startswith(prefix):
+            return group
+    return None
+
+
+def group_params(m: ModelSpec) -> dict[str, int]:
+    """Parameters per tensor group; they add up to `m.total_params`."""
+    p = m.params
+    E = m.moe.experts if m.moe else 0
+    routed = m.routed_expert_params + m.layers_moe * E * m.expert_bias_params
+    router = m.layers_moe * (m.d_model * E + (E if m.linear_bias == "all" else 0))
+    return {"embedding": p.embedding + p.positional, "attention": p.attention, "mlp": p.mlp,
+            "experts": routed, "shared_experts": p.moe - routed - router, "router": router,
+            "ssm": p.ssm, "norms": p.norms, "lm_head": p.lm_head}
 
 
 @dataclass(frozen=True)
@@ -22,8 +65,12 @@ class Precision:
     weights: str = "bf16"
     activations: str = "bf16"
     kv: str = "bf16"
+    #: exact bits per group for one model (set by `for_model`; not part of equality)
+    model_bits: tuple[tuple[str, float], ...] | None = field(
+        default=None, compare=False, repr=False, kw_only=True)
 
     def __post_init__(self) -> None:
+        self._split_weights()  # raises on an unknown format or group
         w, a = self.weight_format, self.activation_format
         parse_format(self.kv)  # raises on an unknown format
         if a.compute is None:
@@ -37,15 +84,46 @@ class Precision:
 
     @classmethod
     def uniform(cls, dtype: str) -> Precision:
-        """One format for all three; a storage-only weight format (int4-g128, nf4, mxfp4...)
-        keeps bf16 activations and KV, the way weight-only kernels run it."""
-        if parse_format(dtype).compute is None:
+        """One format for all three; a storage-only weight format (int4-g128, nf4, mxfp4,
+        q4_k_m...) keeps bf16 activations and KV, the way weight-only kernels run it."""
+        base = dtype.split(",")[0].strip().lower()  # 'bf16,experts=mxfp4': bf16 for the rest
+        if base in llamacpp.MIXES or parse_format(base).compute is None:
             return cls(weights=dtype)
-        return cls(weights=dtype, activations=dtype, kv=dtype)
+        return cls(weights=dtype, activations=base, kv=base)
+
+    @classmethod
+    def everywhere(cls, weights: str, activations: str = "bf16", kv: str = "bf16"
+                   ) -> Precision:
+        """`weights` on every tensor group, embedding, LM head and norms included (the
+        arithmetic of "params x bits"; real weight-only checkpoints keep the ends wide)."""
+        groups = ",".join(f"{g}={weights}" for g in WEIGHT_GROUPS)
+        return cls(f"{weights},{groups}", activations, kv)
+
+    # ---- the weights string: base format (or llama.cpp file type) + group overrides ------
+    def _split_weights(self) -> tuple[str, dict[str, Format]]:
+        items = [s.strip() for s in self.weights.split(",") if s.strip()]
+        if not items or "=" in items[0]:
+            raise InvalidInputError(
+                f"weights '{self.weights}' must start with a base format, e.g. "
+                "'bf16,experts=mxfp4'")
+        base, overrides = items[0].lower(), {}
+        if base not in llamacpp.MIXES:
+            parse_format(base)
+        for item in items[1:]:
+            group, _, fmt = item.partition("=")
+            group = group.strip().lower()
+            if group not in WEIGHT_GROUPS or not fmt.strip():
+                raise InvalidInputError(
+                    f"'{item}' in weights: use group=format with a group among "
+                    f"{', '.join(WEIGHT_GROUPS)}")
+            overrides[group] = parse_format(fmt)
+        return base, overrides
 
     @property
     def weight_format(self) -> Format:
-        return parse_format(self.weights)
+        """The base weight format (a file type's base block type: q4_k_m -> q4_k)."""
+        base, _ = self._split_weights()
+        return parse_format(llamacpp.MIXES.get(base, base))
 
     @property
     def activation_format(self) -> Format:
@@ -56,12 +134,68 @@ class Precision:
         return parse_format(self.kv)
 
     @property
+    def weight_only(self) -> bool:
+        """Weights narrower than the activations: dequantised inside the matmul kernel."""
+        return self.weight_format.element_bits < self.activation_format.element_bits
+
+    def group_formats(self) -> dict[str, Format]:
+        """The format of each tensor group, without a model (a llama.cpp file type's
+        per-layer promotions need one: see `group_bits`)."""
+        base, overrides = self._split_weights()
+        w = self.weight_format
+        groups = dict.fromkeys(WEIGHT_GROUPS, w)
+        if base in llamacpp.MIXES:
+            groups.update({g: parse_format(f) for g, f in llamacpp.NOMINAL_GROUPS.items()})
+        elif w.ecosystem == "gguf":
+            groups.update(norms=parse_format("fp32"), router=parse_format("fp32"))
+        elif w.ecosystem == "mlc":
+            groups.update(norms=self._sixteen, router=self._sixteen)
+        elif self.weight_only:
+            groups.update(dict.fromkeys(_ENDS, self._sixteen))
+        groups.update(overrides)
+        return groups
+
+    @property
+    def _sixteen(self) -> Format:
+        """The 16-bit format ends are kept in: the activations' if 16-bit, else bf16."""
+        a = self.activation_format
+        return a if a.element_bits == 16 else parse_format("bf16")
+
+    def group_bits(self, m: ModelSpec | None = None) -> dict[str, float]:
+        """Effective bits per weight of each group. With a model, a llama.cpp file type is
+        resolved tensor by tensor (`llamacpp.group_bits`); explicit overrides still win."""
+        bits = {g: f.bits for g, f in self.group_formats().items()}
+        base, overrides = self._split_weights()
+        if m is not None and base in llamacpp.MIXES:
+            bits.update(llamacpp.group_bits(base, m))
+            bits.update({g: f.bits for g, f in overrides.items()})
+        return bits
+
+    def for_model(self, m: ModelSpec) -> Precision:
+        """This precision with each group's bits fixed for model `m` (exact for file types)."""
+        return replace(self, model_bits=tuple(self.group_bits(m).items()))
+
+    @cached_property
+    def _bytes_by_group(self) -> dict[str, float]:
+        bits = dict(self.model_bits) if self.model_bits is not None else self.group_bits()
+        return {g: b / 8 for g, b in bits.items()}
+
+    def group_bytes(self, group: str) -> float:
+        return self._bytes_by_group[group]
+
+    def weight_bytes_for(self, op_name: str) -> float:
+        """Bytes per weight element of operator `op_name`, by the group its prefix names."""
+        group = weight_group(op_name)
+        return self.weight_bytes if group is None else self.group_bytes(group)
+
+    @property
     def compute(self) -> str:
         """The dtype matmuls run at: the activation format's (weights are converted to it)."""
         return self.activation_format.compute  # type: ignore[return-value]  # checked in init
 
     @property
     def weight_bytes(self) -> float:
+        """Bytes per element of the base weight format."""
         return self.weight_format.bytes
 
     @property

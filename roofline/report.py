@@ -8,8 +8,9 @@ from rich.table import Table
 
 from .cost import StepCost
 from .diffusion import DiffusionComparison
+from .engine import EngineSpec
 from .hardware import HardwareSpec
-from .memory import CacheSummary
+from .memory import BatchFit, CacheSummary
 from .model import ModelSpec
 from .phases import Estimate
 from .units import seconds, si
@@ -23,7 +24,8 @@ def estimate_table(e: Estimate) -> Table:
     t = Table(title=f"{e.model.display_name} on {e.hardware.display_name} — "
                     f"weights {p.weights}, activations {p.activations}, KV {p.kv} "
                     f"(compute {p.compute}){gpus}; ceiling: {e.ceiling}",
-              caption=f"memory columns are per GPU. ceiling source: {e.ceiling_source}",
+              caption=f"memory columns are per GPU, at prompt+gen tokens; a row that does not "
+                      f"fit shows what it would need. ceiling source: {e.ceiling_source}",
               caption_justify="left")
     for col in ("batch", "prompt+gen", "weights", "KV cache", "activations", "memory/GPU",
                 "fits", "TTFT", "TPOT", "E2E", "decode tok/s", "throughput tok/s"):
@@ -31,27 +33,84 @@ def estimate_table(e: Estimate) -> Table:
     for c in e.cases:
         t.add_row(str(c.batch), f"{c.prompt_tokens}+{c.gen_tokens}", si(c.weights_bytes, "B"),
                   si(c.kv_cache_bytes, "B"), si(c.activation_bytes, "B"),
-                  si(c.memory_bytes_per_gpu, "B"), "yes" if c.fits else "[red]no[/red]",
+                  si(c.memory_bytes_per_gpu, "B"),
+                  "yes" if c.fits else f"[red]no[/red] (> {si(c.usable_bytes, 'B')})",
                   seconds(c.ttft_s), seconds(c.tpot_s), seconds(c.e2e_s),
                   f"{c.decode_tokens_per_s:,.0f}", f"{c.throughput_tokens_per_s:,.0f}")
     return t
 
 
-def breakdown_table(title: str, s: StepCost) -> Table:
-    t = Table(title=title)
-    for col in ("operator", "FLOPs", "weights", "activations", "KV", "intensity FLOP/B",
-                "bound", "time", "share"):
+def _budget_words(f: BatchFit) -> str:
+    b = f.budget
+    return (f"capacity {si(b.capacity_bytes, 'B')}, reserve {si(b.reserve_bytes, 'B')} (memory "
+            f"fraction {b.memory_fraction:g}), usable {si(b.usable_bytes, 'B')}")
+
+
+def _budget_tokens(f: BatchFit) -> str:
+    n = f.prefill_token_budget
+    return ("prefill activations charged for the whole batch's prompts" if n is None else
+            f"prefill activations charged for a {n:,}-token prefill budget")
+
+
+def fit_lines(e: Estimate) -> list[str]:
+    """What fits, said under the estimate table: the device's memory, the largest batch and its
+    binding limit, and, when a row does not fit, what it needs and the smallest deployment."""
+    f = e.fit
+    lines = [f"memory per GPU: {_budget_words(f)}; {_budget_tokens(f)}.",
+             f"largest batch that fits at {f.context:,} tokens: {f.max_batch:,} "
+             f"(binding: {f.binding})."]
+    if e.shortfall is not None:
+        why = e.shortfall.message(e.model.name, e.hardware.name)
+        lines.append(f"[red]does not fit:[/red] {why}.")
+    return lines
+
+
+def memory_table(f: BatchFit, device: str) -> Table:
+    """Where one GPU's memory goes at the largest batch that fits."""
+    t = Table(title=f"memory on {device} at the largest batch that fits ({f.max_batch:,} "
+                    f"sequences of {f.context:,} tokens); {_budget_tokens(f)}")
+    t.add_column("term")
+    t.add_column("bytes", justify="right")
+    b = f.budget
+    for name, value in (("capacity", b.capacity_bytes),
+                        (f"reserve (1 - {b.memory_fraction:g})", b.reserve_bytes),
+                        ("usable", b.usable_bytes), ("weights", f.weights_bytes),
+                        ("activations (largest step)", f.activation_bytes),
+                        ("left for KV", f.kv_room_bytes),
+                        (f"KV of {f.max_batch:,} sequences", f.kv_cache_bytes)):
+        t.add_row(name, si(value, "B"))
+    t.add_row("binding limit", f.binding)
+    return t
+
+
+def breakdown_table(title: str, s: StepCost, comm_s: float = 0.0) -> Table:
+    """Per operator: counts, bound, and its time split into compute, memory, fixed per-kernel
+    cost and host launch time; the caption sums the step's terms (they add up to its time)."""
+    terms = {k: float(v) for k, v in s.terms_s.items()}
+    total = float(s.time_s) + comm_s
+    caption = (f"step {seconds(total)} = roofline {seconds(terms['roofline_s'])} + fixed "
+               f"per-kernel {seconds(terms['fixed_s'])} + host launch not hidden "
+               f"{seconds(terms['host_exposed_s'])} + host per step "
+               f"{seconds(terms['host_step_s'])} + collectives {seconds(comm_s)}; "
+               f"engine: {s.ceilings.engine.name if s.ceilings.engine else 'none'}"
+               + ("; HOST-BOUND: the host launches kernels slower than the device runs them"
+                  if bool(s.host_bound) else ""))
+    t = Table(title=title, caption=caption, caption_justify="left")
+    for col in ("operator", "FLOPs", "weights", "activations", "KV", "FLOP/B", "bound",
+                "compute", "memory", "fixed", "host", "time", "share"):
         t.add_column(col, justify="right" if col != "operator" else "left")
-    total = float(s.time_s)
     for o in s.ops:
         time_s = float(o.time_s)
         t.add_row(o.name, si(float(o.flops), "FLOP"), si(float(o.weight_bytes), "B"),
                   si(float(o.act_bytes), "B"), si(float(o.kv_bytes), "B"),
                   f"{float(o.intensity_flops_per_byte):.3g}",
                   "compute" if bool(o.compute_bound) else "memory",
+                  seconds(float(o.compute_s)), seconds(float(o.memory_s)),
+                  seconds(float(o.overhead_s)), seconds(float(o.host_s)),
                   seconds(time_s), f"{100 * time_s / total:.1f}%")
     t.add_row("[b]total[/b]", si(float(s.flops), "FLOP"), si(float(s.weight_bytes), "B"), "",
               si(float(s.kv_bytes), "B"), f"{float(s.intensity_flops_per_byte):.3g}", "",
+              "", "", seconds(terms["fixed_s"]), seconds(s.host_launch_s),
               seconds(total), "100%")
     return t
 
@@ -68,6 +127,20 @@ def hardware_table(specs: list[HardwareSpec]) -> Table:
                   si(h.peak_flops_per_s(half), "FLOP/s") if half else "—",
                   si(h.peak_flops_per_s("fp8"), "FLOP/s") if h.supports("fp8") else "—",
                   f"{h.ridge_point_flops_per_byte(half):.0f}" if half else "—", h.confidence)
+    return t
+
+
+def engines_table(specs: list[EngineSpec], default: str) -> Table:
+    t = Table(title=f"inference-engine profiles (default: {default}; `--engine none`: the "
+                    "hardware layer alone)")
+    for col in ("name", "engine", "launches", "CUDA graphs", "host/kernel", "host/step",
+                "attention kernel", "decode attn BW", "all-reduce"):
+        t.add_column(col)
+    for e in specs:
+        t.add_row(e.name, e.display_name, e.launches, "yes" if e.cuda_graphs else "no",
+                  seconds(e.host_launch_us * 1e-6), seconds(e.host_step_us * 1e-6),
+                  e.attention.kernel.split(" (")[0], f"{e.attention.decode_memory_fraction:.2f}",
+                  f"{e.all_reduce.kind} +{seconds(e.all_reduce.latency_us * 1e-6)}")
     return t
 
 
@@ -107,18 +180,24 @@ def frontier_table(estimates: Sequence[Estimate], bar_width: int = 30) -> Table:
 
 def kv_table(rows: list[CacheSummary], device: str) -> Table:
     r0 = rows[0]
-    t = Table(title=f"KV cache / state at S = {r0.context:,} tokens, KV {r0.kv_dtype}, on {device}",
+    f0 = r0.fit
+    t = Table(title=f"KV cache / state at S = {r0.context:,} tokens, KV {r0.kv_dtype}, on {device}"
+                    f" — {_budget_words(f0)}",
               caption="per token: KV-owning attention layers before any window; per sequence: "
-                      "windows applied, constant SSM/linear state included",
+                      "windows applied, constant SSM/linear state included; room, max batch "
+                      f"and max context per GPU of the deployment; {_budget_tokens(f0)}",
               caption_justify="left")
     for col in ("model", "KV per token", "per sequence", "of which state", "decode reads (B=1)",
-                "weights", "max batch", "max context"):
+                "weights", "left for KV", "max batch", "max context"):
         t.add_column(col, justify="left" if col == "model" else "right")
     for r in rows:
+        f, c = r.fit, r.context_fit
+        batch = ("0 (weights fill the device)" if f.binding == "weights"
+                 else f"{f.max_batch:,} ({f.binding})")
         t.add_row(r.model, si(r.kv_bytes_per_token, "B"), si(r.kv_bytes_per_sequence, "B"),
                   si(r.state_bytes_per_sequence, "B"), si(r.decode_read_bytes, "B"),
-                  si(r.weights_bytes, "B"), f"{r.max_batch:,}",
-                  "unbounded" if r.max_context == float("inf") else f"{int(r.max_context):,}")
+                  si(f.weights_bytes, "B"), si(f.kv_room_bytes, "B"), batch,
+                  f"{c.max_context:,} ({'model limit' if c.binding == 'context' else c.binding})")
     return t
 
 

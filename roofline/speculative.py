@@ -14,6 +14,11 @@ E ≤ K+1 and verifying K+1 tokens costs at least one plain step.
 Draft-free heads (Medusa, EAGLE): K extra heads on the target, each costing a fraction f of
 one target layer's decode time; they are evaluated beside the verification step, so a cycle
 is K·f·t_layer + t_verify. The same E applies with α the per-head acceptance.
+
+Both models run on the same deployment (`Parallel`: the draft is sharded like the target) and
+must fit on it together: the fullest GPU holds both models' weights and KV caches at S + K + 1
+tokens, and the larger of their step activations (they run one after the other), within the
+usable memory of `memory.batch_fit` (`pair_fit`).
 """
 
 from __future__ import annotations
@@ -22,11 +27,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cost import Ceiling, step_cost
+from . import memory
+from .cost import Ceiling
+from .engine import EngineSpec
 from .errors import InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, Step
+from .parallel import Parallel, memory_per_gpu, parallel_step_cost
 from .precision import Precision
 
 
@@ -100,19 +108,71 @@ def _check_pair(target: ModelSpec, draft: ModelSpec) -> None:
             "distributions token by token; pick a draft with the target's tokenizer")
 
 
+def _step_s(m: ModelSpec, hw: HardwareSpec, step: Step, precision: Precision,
+            ceiling: Ceiling, par: Parallel, engine: EngineSpec | None) -> ArrayLike:
+    return parallel_step_cost(m, hw, step, precision, par, ceiling, engine).time_s
+
+
 def layer_decode_s(m: ModelSpec, hw: HardwareSpec, step: Step, precision: Precision,
-                   ceiling: Ceiling) -> ArrayLike:
+                   ceiling: Ceiling, engine: EngineSpec | None = None,
+                   par: Parallel = Parallel()) -> ArrayLike:
     """One transformer layer's share of a step: the step of L layers minus that of L−1."""
     fewer = ModelSpec.model_validate(m.model_dump() | {"layers": m.layers - 1})
-    return (step_cost(m, hw, step, precision, ceiling).time_s
-            - step_cost(fewer, hw, step, precision, ceiling).time_s)
+    return (_step_s(m, hw, step, precision, ceiling, par, engine)
+            - _step_s(fewer, hw, step, precision, ceiling, par, engine))
+
+
+@dataclass(frozen=True)
+class PairFit:
+    """Target and draft on the fullest GPU at S + K + 1 tokens: bytes of each, and the budget."""
+
+    target_bytes: float  # weights + KV + activations of the target
+    draft_bytes: float  # weights + KV of the draft (its activations come one after the other)
+    extra_activation_bytes: float  # what the draft's step activations exceed the target's by
+    budget: memory.MemoryBudget
+
+    @property
+    def needs_bytes(self) -> float:
+        return self.target_bytes + self.draft_bytes + self.extra_activation_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.needs_bytes <= self.budget.usable_bytes
+
+    def as_dict(self) -> dict:
+        return self.budget.as_dict() | {
+            "target_bytes": self.target_bytes, "draft_bytes": self.draft_bytes,
+            "needs_bytes": self.needs_bytes, "fits": self.fits}
+
+
+def pair_fit(target: ModelSpec, draft: ModelSpec | None, hw: HardwareSpec, batch: int,
+             context: int, k: int, precision: Precision = Precision(),
+             par: Parallel = Parallel(), *,
+             memory_fraction: float = memory.DEFAULT_MEMORY_FRACTION,
+             prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET) -> PairFit:
+    """Whether the target and its draft fit together (see module docstring); heads only
+    (draft None) leave the target alone. Prompts of S tokens are prefilled under the budget."""
+    reach = context + k + 1
+    t = memory_per_gpu(target, precision, par, batch, context, reach,
+                       prefill_token_budget=prefill_token_budget)
+    draft_bytes = extra = 0.0
+    if draft is not None:
+        d = memory_per_gpu(draft, precision, par, batch, context, reach,
+                           prefill_token_budget=prefill_token_budget)
+        draft_bytes = float(d.weights_bytes + d.kv_cache_bytes)
+        extra = max(float(d.activation_bytes - t.activation_bytes), 0.0)
+    return PairFit(float(t.total_bytes), draft_bytes, extra,
+                   memory.memory_budget(hw, memory_fraction))
 
 
 def speculative_cost(target: ModelSpec, drafter: Drafter, hw: HardwareSpec, k: int,
                      acceptance: float, batch: int = 1, context: int = 1024,
                      precision: Precision = Precision(),
-                     ceiling: Ceiling = "achievable") -> SpeculativeCost:
-    """One cycle of K proposals verified by the target, for B sequences at S cached tokens."""
+                     ceiling: Ceiling = "achievable",
+                     engine: EngineSpec | None = None, par: Parallel = Parallel()
+                     ) -> SpeculativeCost:
+    """One cycle of K proposals verified by the target, for B sequences at S cached tokens,
+    both models on the deployment `par`."""
     if not 1 <= k <= 64:
         raise InvalidInputError(f"K (draft tokens per step) must be in 1..64, got {k}")
     check_acceptance(acceptance)
@@ -121,17 +181,17 @@ def speculative_cost(target: ModelSpec, drafter: Drafter, hw: HardwareSpec, k: i
                                 f"context of {target.max_context}")
     precision.check(hw)
     plain = Step(batch, 1, context)
-    target_step_s = float(step_cost(target, hw, plain, precision, ceiling).time_s)
-    verify_s = float(step_cost(target, hw, Step(batch, k + 1, context, logits="all"),
-                               precision, ceiling).time_s)
+    target_step_s = float(_step_s(target, hw, plain, precision, ceiling, par, engine))
+    verify_s = float(_step_s(target, hw, Step(batch, k + 1, context, logits="all"),
+                             precision, ceiling, par, engine))
     if drafter.model is not None:
         _check_pair(target, drafter.model)
         S = context + np.arange(k)  # the draft's cache grows by one per proposal
-        draft_s = float(np.sum(step_cost(drafter.model, hw, Step(batch, 1, S), precision,
-                                         ceiling).time_s))
+        draft_s = float(np.sum(_step_s(drafter.model, hw, Step(batch, 1, S), precision,
+                                       ceiling, par, engine)))
     else:
         draft_s = float(k * drafter.head_layer_fraction  # type: ignore[operator]
-                        * layer_decode_s(target, hw, plain, precision, ceiling))
+                        * layer_decode_s(target, hw, plain, precision, ceiling, engine, par))
     return SpeculativeCost(k, float(acceptance), draft_s, verify_s, target_step_s)
 
 
@@ -143,11 +203,14 @@ def best_k(costs: list[SpeculativeCost]) -> int:
 def break_even_acceptance(target: ModelSpec, drafter: Drafter, hw: HardwareSpec, k: int,
                           batch: int = 1, context: int = 1024,
                           precision: Precision = Precision(),
-                          ceiling: Ceiling = "achievable") -> float | None:
+                          ceiling: Ceiling = "achievable",
+                          engine: EngineSpec | None = None, par: Parallel = Parallel()
+                          ) -> float | None:
     """The α below which speculation slows generation down: E(α) = cycle / target step,
     solved by bisection (E rises with α, the costs do not depend on it). None if even α = 1
     does not pay."""
-    c = speculative_cost(target, drafter, hw, k, 1.0, batch, context, precision, ceiling)
+    c = speculative_cost(target, drafter, hw, k, 1.0, batch, context, precision, ceiling,
+                         engine, par)
     needed = c.cycle_s / c.target_step_s  # tokens per cycle to break even
     if needed > k + 1:
         return None

@@ -5,7 +5,6 @@ Golden values are derived by hand here from the published configs, arithmetic wr
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,7 @@ from hypothesis import strategies as st
 from roofline.catalog import load_hardware, load_model, model_catalog
 from roofline.cli import main
 from roofline.cost import step_cost
-from roofline.memory import activation_bytes, kv_cache_bytes, max_context, weights_bytes
+from roofline.memory import ContextFit, context_fit, kv_cache_bytes
 from roofline.model import ModelSpec
 from roofline.operators import (
     Step,
@@ -26,7 +25,7 @@ from roofline.operators import (
     kv_tokens_read,
     operators,
 )
-from roofline.parallel import min_gpus_to_fit, tp_shard
+from roofline.parallel import Parallel, memory_per_gpu, min_gpus_to_fit, tp_shard
 from roofline.precision import Precision
 
 BF16 = Precision()
@@ -159,7 +158,9 @@ def test_claim_9_ssm_state_flat_in_context() -> None:
     m = load_model("mamba-2.8b")
     sizes = {float(kv_cache_bytes(m, BF16, 1, S)) for S in (1, 1024, 1_000_000)}
     assert sizes == {6_553_600 * 2}
-    assert max_context(m, load_hardware("h100-sxm"), BF16, 1) == math.inf
+    # the state never grows, so the model's trained context is what binds
+    assert context_fit(m, load_hardware("h100-sxm"), BF16, 1) == ContextFit(m.max_context,
+                                                                             "context")
 
 
 def test_linear_attention_state_per_head() -> None:
@@ -209,7 +210,7 @@ def test_moe_decode_weight_bytes_follow_experts_touched() -> None:
 
 
 def test_mla_absorbed_vs_naive_decode() -> None:
-    absorbed = load_model("deepseek-v2-lite")
+    absorbed = _variant("deepseek-v2-lite", attention={"mla_decode": "absorbed"})
     naive = _variant("deepseek-v2-lite", attention={"mla_decode": "naive"})
     step = Step(1, 1, 8192)
     assert {"mla/kv_down", "mla/q_absorb", "mla/absorbed_scores", "mla/v_up"} \
@@ -222,6 +223,31 @@ def test_mla_absorbed_vs_naive_decode() -> None:
         == 27 * 8193 * 576
     # naive up-projects every cached latent: 2·(S+1)·r·N·(nope + v) FLOPs per layer
     assert n["mla/kv_up"].flops == 27 * 2 * 8193 * 512 * 16 * 256
+
+
+def test_mla_prefill_decompresses_and_decode_absorbs() -> None:
+    """DeepSeek-V3 (61 MLA layers, N 128, r 512, R 64, nope 128, v 128). Per layer, a prefill
+    of T = 4096 tokens on an empty cache has T(T+1)/2 = 8,390,656 causal pairs:
+    absorbed: q_absorb + v_up 2·T·N·r·(n + v) = 137.4 GFLOP, scores 2·pairs·N·(2r + R)
+    = 2,336.9 GFLOP; naive: kv_up 2·T·r·N·(n + v) = 137.4 GFLOP, scores 2·pairs·N·(n + R + v)
+    = 687.3 GFLOP. The naive path is 3.0× cheaper, so prefill takes it; a decode step (T = 1,
+    S = 4096) pays 2·4097·r·N·(n + v) = 137.4 GFLOP to decompress against 2·4097·N·(2r + R)
+    = 1.14 GFLOP absorbed, so decode absorbs."""
+    m = load_model("deepseek-v3")
+    L, N, r, R, n, v, T = 61, 128, 512, 64, 128, 128, 4096
+    pairs = T * (T + 1) // 2
+    naive = 2 * T * r * N * (n + v) + 2 * pairs * N * (n + R + v)
+    absorbed = 2 * T * N * r * (n + v) + 2 * pairs * N * (2 * r + R)
+    assert absorbed / naive == pytest.approx(3.0, abs=0.01)  # 2474.3 / 824.7 GFLOP
+    prefill = {o.name: o for o in operators(m, Step(1, T, 0))}
+    assert {"mla/kv_up", "mla/scores+av"} <= set(prefill) and "mla/absorbed_scores" not in prefill
+    assert prefill["mla/kv_up"].flops + prefill["mla/scores+av"].flops == L * naive
+    decode = {o.name: o for o in operators(m, Step(1, 1, T))}
+    assert "mla/absorbed_scores" in decode and "mla/kv_up" not in decode
+    assert decode["mla/absorbed_scores"].flops == L * 2 * (T + 1) * N * (2 * r + R)
+    # the cache read is the latent either way: (S + T) · (r + R) values per layer
+    assert decode["mla/absorbed_scores"].kv_read_elems == L * (T + 1) * (r + R)
+    assert prefill["mla/kv_up"].kv_read_elems == L * T * (r + R)
 
 
 def test_shared_kv_layers_read_but_do_not_write() -> None:
@@ -310,12 +336,21 @@ def test_self_contradicting_specs_are_refused(tmp_path: Path, capsys, update: di
                                   "characterai-style-illustrative", "deepseek-v2-lite"])
 @pytest.mark.parametrize("batch", [1, 7])
 def test_max_context_is_the_edge_of_memory(name: str, batch: int) -> None:
-    """The piecewise solution lands on the last context that fits: S fits, S + 1 does not."""
+    """The longest context is the last S that fits (S + 1 does not), or the model's trained
+    context when memory would allow more; on the datasheet capacity (fraction 1)."""
     m, hw = load_model(name), load_hardware("h200")
-    S = float(max_context(m, hw, BF16, batch))
-    fixed = weights_bytes(m, BF16) + activation_bytes(m, BF16, batch, 1)
-    assert fixed + kv_cache_bytes(m, BF16, batch, S) <= hw.memory_bytes
-    assert fixed + kv_cache_bytes(m, BF16, batch, S + 1) > hw.memory_bytes
+    fit = context_fit(m, hw, BF16, batch, memory_fraction=1.0)
+    longest = fit.max_context
+
+    def total(s: int) -> float:
+        return float(memory_per_gpu(m, BF16, Parallel(), batch, s, s).total_bytes)
+
+    assert total(longest) <= hw.memory_bytes
+    if fit.binding == "context":
+        assert longest == m.max_context
+    else:
+        assert fit.binding == "KV" and longest < m.max_context
+        assert total(longest + 1) > hw.memory_bytes
 
 
 def test_tensor_parallel_splits_experts_like_mlps() -> None:

@@ -44,6 +44,13 @@ aliases: *i
 """
 
 
+def _sub(text: str, old: str, new: str) -> str:
+    """`text` with `old` replaced, which must be there (a bad file that is not bad proves
+    nothing)."""
+    assert old in text, old
+    return text.replace(old, new)
+
+
 def _results(**change: object) -> dict:
     """A small valid results document (one GEMM point), with `change` applied to it."""
     timing = dict(median_s=1e-3, p20_s=9e-4, p80_s=1.1e-3, min_s=8e-4, repeats=5,
@@ -85,18 +92,18 @@ def bad(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "trace-deep.jsonl": "[" * 100_000 + "]" * 100_000 + "\n",
         "config-deep.json": "[" * 100_000 + "]" * 100_000,
         "results-deep.json": '{"a": ' * 100_000 + "1" + "}" * 100_000,
-        "hw-nan.yaml": HW.replace("bf16: 989.4", "bf16: .nan"),
-        "hw-inf.yaml": HW.replace("memory_bandwidth_gb_per_s: 3350",
+        "hw-nan.yaml": _sub(HW, "bf16: 989.4", "bf16: .nan"),
+        "hw-inf.yaml": _sub(HW, "memory_bandwidth_gb_per_s: 3350",
                                   "memory_bandwidth_gb_per_s: .inf"),
-        "hw-negative.yaml": HW.replace("memory_gb: 80", "memory_gb: -80"),
-        "hw-string.yaml": HW.replace("memory_gb: 80", "memory_gb: eighty"),
-        "model-nan.yaml": MODEL.replace("d_model: 512", "d_model: .nan"),
-        "model-inf.yaml": MODEL.replace("max_context: 4096", "max_context: .inf"),
-        "model-string.yaml": MODEL.replace("layers: 6", "layers: six"),
-        "model-zero.yaml": MODEL.replace("heads: 8", "heads: 0"),
+        "hw-negative.yaml": _sub(HW, "memory_bytes: 85520809984", "memory_bytes: -80"),
+        "hw-string.yaml": _sub(HW, "memory_bytes: 85520809984", "memory_bytes: eighty"),
+        "model-nan.yaml": _sub(MODEL, "d_model: 512", "d_model: .nan"),
+        "model-inf.yaml": _sub(MODEL, "max_context: 4096", "max_context: .inf"),
+        "model-string.yaml": _sub(MODEL, "layers: 6", "layers: six"),
+        "model-zero.yaml": _sub(MODEL, "heads: 8", "heads: 0"),
         "model-extra.yaml": MODEL + "surprise: 1\n",
-        "model-huge-int.yaml": MODEL.replace("vocab_size: 8192", f"vocab_size: {10**20}"),
-        "model-layers.yaml": MODEL.replace("layers: 6", "layers: 10000000"),
+        "model-huge-int.yaml": _sub(MODEL, "vocab_size: 8192", f"vocab_size: {10**20}"),
+        "model-layers.yaml": _sub(MODEL, "layers: 6", "layers: 10000000"),
         "config-list.json": "[1, 2]", "config-broken.json": '{"hidden_size": ',
         "config-empty.json": "",
         "trace-nan.csv": "arrival_s,input_tokens,output_tokens\n0,nan,10\n",
@@ -234,7 +241,7 @@ MODEL_VALUES = [("model-nan", "d_model"), ("model-inf", "max_context"),
                 ("model-extra", "surprise"), ("model-huge-int", "vocab_size"),
                 ("model-layers", "layers"), ("hw-nan", "")]
 HARDWARE_VALUES = [("hw-nan", "bf16"), ("hw-inf", "memory_bandwidth"),
-                   ("hw-negative", "memory_gb"), ("hw-string", "memory_gb"),
+                   ("hw-negative", "memory_bytes"), ("hw-string", "memory_bytes"),
                    ("model-nan", "")]
 
 
@@ -505,7 +512,7 @@ def user_specs(tmp_path: Path) -> Path:
     """A user spec folder with one good model, one broken model, a bomb and a pipe."""
     m = tmp_path / "model_specs"
     m.mkdir()
-    (m / "mine.yaml").write_text(MODEL.replace("name: tiny-llama-30m", "name: mine"),
+    (m / "mine.yaml").write_text(_sub(MODEL, "name: tiny-llama-30m", "name: mine"),
                                  encoding="utf-8")
     (m / "broken-one.yaml").write_text("name: [unclosed\n", encoding="utf-8")
     (m / "bomb.yaml").write_text(BOMB, encoding="utf-8")
@@ -535,7 +542,7 @@ def test_shadowing_a_bundled_name_is_said_once(tmp_path):
     """A user spec may take a bundled name: it wins, and stderr says so once per process."""
     m = tmp_path / "model_specs"
     m.mkdir()
-    (m / "mine.yaml").write_text(MODEL.replace("layers: 6", "layers: 7"), encoding="utf-8")
+    (m / "mine.yaml").write_text(_sub(MODEL, "layers: 6", "layers: 7"), encoding="utf-8")
     argv = ["models", "show", "tiny-llama-30m", "--specs-dir", str(tmp_path)]
     script = ("from roofline.cli import main\n"
               "for _ in range(2):\n"
@@ -556,7 +563,8 @@ COMMANDS = [["estimate"], ["kv"], ["speculate"], ["diffusion"], ["serve"], ["col
             ["measure"], ["calibrate"], ["validate"], ["check"], ["hardware"],
             ["hardware", "list"], ["hardware", "show"], ["models"], ["models", "list"],
             ["models", "show"], ["models", "import"], ["plot"], ["plot", "roofline"],
-            ["plot", "batch"], ["plot", "kv"], ["plot", "serve"], ["plot", "validate"], []]
+            ["plot", "batch"], ["plot", "kv"], ["plot", "serve"], ["plot", "validate"],
+            ["plot", "plan"], ["plan"], ["engines"], ["engines", "list"], ["engines", "show"], []]
 
 
 @pytest.mark.parametrize("flag", ["-h", "--help"])
@@ -567,7 +575,7 @@ def test_help_everywhere(argv, flag, capsys):
     assert "Usage: roofline" in out and err == ""
 
 
-@pytest.mark.parametrize("argv", [[], ["models"], ["hardware"], ["plot"]],
+@pytest.mark.parametrize("argv", [[], ["models"], ["hardware"], ["plot"], ["engines"]],
                          ids=lambda a: "-".join(a) or "roofline")
 def test_bare_group_prints_help_and_exits_0(argv, capsys):
     try:
@@ -598,8 +606,8 @@ def test_kv_alias_still_means_the_format(capsys):
 HARNESS = """
 import os, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
-import kernels.suite as suite
-from kernels.timing import Budget
+import roofline.kernels.suite as suite
+from roofline.kernels.timing import Budget
 
 STOP, MARK = int(os.environ["STOP_AT"]), os.environ["MARK"]
 suite.plan = lambda *a: suite.Plan(
@@ -697,7 +705,6 @@ def interrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
     return out
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_interrupt_keeps_measured_points(name, interrupted):
     from roofline.measure.results import load_results

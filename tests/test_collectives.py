@@ -9,12 +9,12 @@ import pytest
 
 from roofline.catalog import load_hardware
 from roofline.cli import main
-from roofline.parallel import all_reduce_s, all_to_all_s
+from roofline.parallel import Link, all_reduce_s, all_to_all_s
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 def test_two_gloo_ranks_on_loopback() -> None:
-    from kernels.collectives import run_collectives
+    from roofline.kernels.collectives import run_collectives
 
     ic = load_hardware("h100-sxm").interconnect
     results = run_collectives(2, [1024, 65536], ic, backend="gloo", reps=2, warmup=1)
@@ -28,7 +28,7 @@ def test_two_gloo_ranks_on_loopback() -> None:
         factor = 1.0 if r.op == "all-reduce" else 0.5
         assert r.bus_bandwidth_bytes_per_s == pytest.approx(r.message_bytes / r.median_s * factor)
         model = all_reduce_s if r.op == "all-reduce" else all_to_all_s
-        assert r.predicted_s == pytest.approx(model(r.message_bytes, 2, ic))
+        assert r.predicted_s == pytest.approx(model(r.message_bytes, 2, Link.of(ic, 2, "achievable")))
 
 
 def test_cli_without_torch_says_how_to_install(monkeypatch: pytest.MonkeyPatch,

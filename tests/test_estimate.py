@@ -71,12 +71,14 @@ def test_datasheet_ceiling_is_said(capsys):
     (["estimate", "llama-2-7b", "--batch", "one"], "comma-separated integers"),
     (["estimate", "llama-2-7b", "--prompt", "-5"], "--prompt must be at least 1"),
     (["estimate", "llama-2-7b", "--gen", "0"], "--gen must be at least 1"),
-    (["estimate", "llama-2-7b", "--prompt", "5000"], "exceeds llama-2-7b's max context"),
     (["estimate", "llama-2-7b", "--dtype", "fp5"], "unknown dtype 'fp5'"),
     (["estimate", "llama-2-7b", "--ceiling", "magic"], "unknown ceiling"),
-    (["estimate", "llama-2-13b", "--batch", "256"], "batch 256 needs"),
-    # 70,553,706,496 params · 2 B = 141.1 GB > 80 GB; over TP 2 each GPU holds ~70.6 GB
-    (["estimate", "llama-3.1-70b", "--batch", "1"], "smallest that fits batch 1: --tp 2)"),
+    (["estimate", "llama-2-13b", "--batch", "256", "--require-fit"], "batch 256 needs"),
+    # 70,553,706,496 params · 2 B = 141.1 GB > 0.9 · 85.52 GB; over TP 2 each GPU holds ~70.6 GB
+    (["estimate", "llama-3.1-70b", "--batch", "1", "--require-fit"],
+     "smallest that fits batch 1: --tp 2"),
+    (["estimate", "llama-2-7b", "--memory-fraction", "1.5"], "--memory-fraction must be in"),
+    (["estimate", "llama-2-7b", "--prefill-token-budget", "-1"], "--prefill-token-budget"),
     (["estimate", "llama-2-7b", "--hardware", "a100-sxm-80gb", "--dtype", "fp8"], "no fp8 compute"),
     (["hardware", "show", "nope"], "unknown hardware 'nope'"),
 ])
@@ -141,3 +143,102 @@ def test_usage_errors_are_one_line_too(capsys, args, message):
     assert code == 2  # click's usage-error status
     assert err.count("\n") == 1 and err.startswith("error: ") and message in err
     assert "Traceback" not in err
+
+
+# ---- what fits: an answer, not an error -----------------------------------------------------
+L13, D13, F13, V13 = 40, 5120, 13824, 32000  # Llama-2-13B: layers, model dim, MLP width, vocab
+W13 = 13_015_864_320 * 2  # bf16 weights, B
+KV13_PER_TOKEN = 2 * L13 * 40 * 128 * 2  # K and V · 40 layers · 40 heads · 128 · 2 B = 819,200 B
+H100_BYTES = 81_559 * 2**20  # nvidia-smi memory.total of an H100 80GB HBM3 = 85,520,809,984 B
+
+
+def act13(tokens: int, seqs: int) -> int:
+    """Largest step's activations: tokens · (2D + 2F) · 2 B + seqs · V · 4 B (fp32 logits)."""
+    return tokens * (2 * D13 + 2 * F13) * 2 + seqs * V13 * 4
+
+
+def test_seed_claim_5_comes_out_of_estimate(capsys):
+    """Seed claim 5: Llama-2-13B at batch 256 and 1024 cached tokens needs ≈240.8 GB, beyond one
+    H100. By hand: 26.03 GB weights + 256 · 1024 · 819,200 B = 214.75 GB of KV = 240.78 GB,
+    + activations of an 8,192-token prefill chunk (8192 · 37,888 · 2 B = 620.8 MB) and 256
+    fp32 logits rows (32.8 MB) = 241.43 GB when decoding starts; at the end of 256 generated
+    tokens the KV is 256 · 1280 · 819,200 B = 268.4 GB, 295.1 GB in all."""
+    code, out, _ = run_cli(capsys, "estimate", "llama-2-13b", "--hardware", "h100-sxm",
+                           "--batch", "1,64,256", "--prompt", "1024", "--ceiling", "datasheet",
+                           "--json")
+    assert code == 0
+    data = json.loads(out)
+    row = data["cases"][2]
+    assert row["batch"] == 256 and row["fits"] is False
+    at_prompt = W13 + 256 * 1024 * KV13_PER_TOKEN + act13(8192, 256)
+    assert at_prompt == 241_433_618_432
+    assert row["memory_bytes_per_gpu_at_prompt"] == at_prompt
+    seed_bytes = W13 + 256 * 1024 * KV13_PER_TOKEN  # weights + KV, the seed's sum
+    assert seed_bytes / 1e9 == pytest.approx(240.78, abs=0.01)
+    assert row["memory_bytes_per_gpu_at_prompt"] / 1e9 == pytest.approx(240.8, rel=3e-3)
+    assert row["memory_bytes_per_gpu"] == W13 + 256 * 1280 * KV13_PER_TOKEN + act13(8192, 256)
+    # the datasheet ceiling keeps the full capacity: no reserve
+    assert data["memory"]["usable_bytes"] == data["memory"]["capacity_bytes"] == H100_BYTES
+    # largest batch at 1280 tokens: (85,520,809,984 − 26,031,728,640 − 620.8 MB chunk)
+    # / (1280 · 819,200 B + 128,000 B of logits) = 56.2 → 56
+    per_seq = 1280 * KV13_PER_TOKEN + V13 * 4
+    assert data["max_batch"] == (H100_BYTES - W13 - act13(8192, 0)) // per_seq == 56
+    assert data["memory"]["binding"] == "KV"
+    short = data["does_not_fit"]
+    assert short["batch"] == 256 and short["needs_bytes"] == row["memory_bytes_per_gpu"]
+    # 295.1 GB over TP 4: a quarter of the 40 kv heads and of the matrices per GPU, ~80 GB
+    assert short["smallest_fit"] == {"tp": 4, "pp": 1, "ep": 1}
+
+
+def test_a_sweep_shows_every_row_and_exits_zero(capsys):
+    batches = [2**i for i in range(11)]  # 1, 2, 4, …, 1024
+    code, out, err = run_cli(capsys, "estimate", "llama-2-13b", "--batch",
+                             ",".join(map(str, batches)))
+    assert code == 0 and err == ""
+    for b in batches:
+        assert f"\n│ {b:>5} │" in out
+    # achievable ceiling: usable = 0.9 · 85,520,809,984 B = 76,968,728,985.6 B;
+    # (76.97e9 − 26.03e9 − 620.8 MB) / (1280 · 819,200 + 128,000 B) = 47.98 → 47
+    usable = 0.9 * H100_BYTES
+    expected = int((usable - W13 - act13(8192, 0)) // (1280 * KV13_PER_TOKEN + V13 * 4))
+    assert expected == 47
+    assert f"largest batch that fits at 1,280 tokens: {expected} (binding: KV)" in out
+    assert "does not fit: batch 1024 needs" in out and "--tp" in out
+    code, _, err = run_cli(capsys, "estimate", "llama-2-13b", "--batch", "1,1024",
+                           "--require-fit")
+    assert code == 1 and "batch 1024 needs" in err and err.count("\n") == 1
+
+
+def test_weights_that_do_not_fit_are_said_and_name_the_tp(capsys):
+    """Llama-3.1-70B: 70,553,706,496 params · 2 B = 141.1 GB of weights > one H100."""
+    code, out, _ = run_cli(capsys, "estimate", "llama-3.1-70b", "--batch", "1", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["max_batch"] == 0 and data["memory"]["binding"] == "weights"
+    assert data["does_not_fit"]["weights_do_not_fit"] is True
+    assert data["does_not_fit"]["smallest_fit"]["tp"] == 2
+    assert data["cases"][0]["fits"] is False
+    assert data["cases"][0]["weights_bytes"] == 70_553_706_496 * 2
+    code, out, _ = run_cli(capsys, "estimate", "llama-3.1-70b", "--batch", "1")
+    assert code == 0 and "so no batch fits" in out and "--tp 2" in out
+
+
+def test_memory_fraction_and_budget_move_the_edge_as_derived():
+    m, hw = load_model("llama-2-13b"), load_hardware("h100-sxm")
+    # --memory-fraction 0.92 (the seeds' author on H100): (0.92 · 85.52e9 − 26.03e9 − 620.8 MB)
+    # / 1,048,704,000 B = 49.6 → 49
+    e = estimate(m, hw, [1], 1024, 256, memory_fraction=0.92)
+    assert e.max_batch == int((0.92 * H100_BYTES - W13 - act13(8192, 0))
+                              // (1280 * KV13_PER_TOKEN + V13 * 4)) == 49
+    assert e.fit.budget.reserve_bytes == pytest.approx(0.08 * H100_BYTES)
+    # No budget: the whole batch's B · 1024 prompt tokens at once, 1024 · 75,776 B more per
+    # sequence: (76.97e9 − 26.03e9) / (1,048,704,000 + 1024 · 75,776) = 45.3 → 45
+    whole = estimate(m, hw, [1], 1024, 256, prefill_token_budget=None)
+    per_seq = 1280 * KV13_PER_TOKEN + V13 * 4 + 1024 * (2 * D13 + 2 * F13) * 2
+    assert whole.max_batch == int((0.9 * H100_BYTES - W13) // per_seq) == 45
+
+
+def test_past_the_trained_context_is_a_warning(capsys):
+    code, out, err = run_cli(capsys, "estimate", "llama-2-7b", "--prompt", "5000", "--json")
+    assert code == 0 and json.loads(out)["cases"][0]["prompt_tokens"] == 5000
+    assert err.startswith("warning: 5,256 tokens exceed llama-2-7b's trained context of 4,096")

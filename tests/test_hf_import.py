@@ -3,6 +3,7 @@ published configs) → specs whose parameter counts match the catalog and publis
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,16 @@ def _import(capsys, folder: str, *extra: str) -> str:
     ("mamba-2.8b-hf", "mamba-2.8b"),
     ("mamba2-2.7b", "mamba2-2.7b"),
     ("Jamba-v0.1", "jamba-v0.1"),
+    # issue 14
+    ("Meta-Llama-3-8B", "llama-3-8b"),
+    ("gpt-j-6b", "gpt-j-6b"),
+    ("dbrx-base", "dbrx"),
+    ("gpt-oss-20b", "gpt-oss-20b"),
+    ("Qwen3-8B", "qwen3-8b"),
+    ("Qwen3-235B-A22B", "qwen3-235b-a22b"),
+    ("phi-4", "phi-4"),
+    ("gemma-3-4b-pt", "gemma-3-4b"),
+    ("Mistral-Small-24B-Base-2501", "mistral-small-24b"),
 ])
 def test_import_matches_catalog(tmp_path: Path, capsys, folder: str, catalog_name: str) -> None:
     out = tmp_path / "spec.yaml"
@@ -44,6 +55,8 @@ def test_import_matches_catalog(tmp_path: Path, capsys, folder: str, catalog_nam
     assert imported.state_elems_per_sequence == catalog.state_elems_per_sequence
     assert [(g.kind, g.count) for g in imported.layer_groups] == \
         [(g.kind, g.count) for g in catalog.layer_groups]
+    assert imported.checkpoint_weights == catalog.checkpoint_weights
+    assert imported.active_params == catalog.active_params
 
 
 @pytest.mark.parametrize(("folder", "published", "source"), [
@@ -83,3 +96,66 @@ def test_missing_file_is_one_line(capsys, tmp_path: Path) -> None:
         main(["models", "import", str(tmp_path / "config.json")])
     assert exc.value.code == 1
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_awq_checkpoint_gets_its_formats(tmp_path: Path, capsys) -> None:
+    """Qwen2.5-7B-Instruct-AWQ: quantization_config awq, 4 bits, groups of 128, zero points ->
+    int4-g128 (4 + (16 + 4)/128 bits) on the block matrices; embedding, LM head and norms stay
+    fp16: 2*152064*3584 + 57*3584 = 1,090,199,040 weights at 2 B."""
+    from roofline import memory
+    from roofline.precision import Precision
+
+    out = tmp_path / "awq.yaml"
+    main(["models", "import", str(FIXTURES / "Qwen2.5-7B-Instruct-AWQ" / "config.json"),
+          "-o", str(out)])
+    capsys.readouterr()
+    spec = load_model(str(out))
+    assert spec.checkpoint_weights == "int4-g128"
+    ends = 2 * 152_064 * 3_584 + 57 * 3_584
+    assert ends == 1_090_199_040
+    expected = ends * 2 + (7_615_616_512 - ends) * (4 + 20 / 128) / 8
+    p = Precision(spec.checkpoint_weights, "fp16", "fp16")
+    assert memory.weights_bytes(spec, p) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(("q", "weights"), [
+    ({"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True}, "int4-g128-sym"),
+    ({"quant_method": "gptq", "bits": 4, "group_size": 32, "sym": False}, "int4-g32"),
+    ({"quant_method": "gptq", "bits": 8, "group_size": -1, "sym": True}, "int8"),
+    ({"quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": False}, "int4-g64-sym"),
+    ({"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]},
+     "fp8,embedding=bf16,lm_head=bf16,norms=bf16"),
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
+      "bnb_4bit_use_double_quant": True}, "nf4-dq"),
+    # NVIDIA ModelOpt (e.g. nvidia/*-FP4 checkpoints): NVFP4 blocks of 16, head kept bf16
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16,
+      "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head"]},
+     "nvfp4,embedding=bf16,lm_head=bf16,norms=bf16"),
+    ({"quant_method": "modelopt", "quant_algo": "FP8"},
+     "fp8,embedding=bf16,lm_head=bf16,norms=bf16"),
+])
+def test_quantization_config_formats(q: dict, weights: str) -> None:
+    from roofline.hf_import import checkpoint_weights
+    from roofline.precision import Precision
+
+    got = checkpoint_weights({"quantization_config": q}, {})
+    assert got == weights
+    Precision(got)  # a valid --weights string
+
+
+def test_unknown_quantization_is_refused() -> None:
+    from roofline.errors import SpecError
+    from roofline.hf_import import spec_from_hf_config
+
+    cfg = json.loads((FIXTURES / "Meta-Llama-3-8B" / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "hqq"}
+    with pytest.raises(SpecError, match="quant_method 'hqq' is not modelled"):
+        spec_from_hf_config(cfg, "x", "config.json")
+
+
+def test_modelopt_hf_quant_config() -> None:
+    """hf_quant_config.json's `quantization` block reads the same way (W4A16 AWQ, group 128)."""
+    from roofline.hf_import import modelopt_weights
+
+    block = {"quant_algo": "W4A16_AWQ", "group_size": 128, "exclude_modules": ["lm_head"]}
+    assert modelopt_weights(block, "fp16") == "int4-g128,embedding=fp16,lm_head=fp16,norms=fp16"

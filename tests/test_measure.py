@@ -11,12 +11,12 @@ torch = pytest.importorskip("torch")
 
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from kernels.llama import LlamaStack  # noqa: E402
-from kernels.micro import attention_case, gemm_case, stream_case  # noqa: E402
-from kernels.suite import cpu_plan, run  # noqa: E402
-from kernels.timing import Budget, time_cpu  # noqa: E402
 from roofline.catalog import load_model  # noqa: E402
 from roofline.cli import main  # noqa: E402
+from roofline.kernels.llama import LlamaStack  # noqa: E402
+from roofline.kernels.micro import attention_case, gemm_case, stream_case  # noqa: E402
+from roofline.kernels.suite import cpu_plan, run  # noqa: E402
+from roofline.kernels.timing import Budget, time_cpu  # noqa: E402
 from roofline.measure.calibrate import calibrated_spec  # noqa: E402
 from roofline.measure.device import cpu_flops_per_cycle, detect_cpu, match_catalog  # noqa: E402
 from roofline.measure.kernel_ops import op_flops_bytes  # noqa: E402
@@ -105,7 +105,7 @@ def test_timing_reports_median_and_spread():
 def tiny_results(tmp_path_factory):
     """A real but tiny measurement: the ci plan's families with small shapes."""
     info = detect_cpu()
-    import kernels.suite as suite
+    import roofline.kernels.suite as suite
 
     plan = cpu_plan("ci", info, ("fp32",))
     small = []

@@ -66,6 +66,29 @@ PUBLISHED = [
     ("jamba-v0.1", 51_600_000_000, "ai21labs/Jamba-v0.1 Hub page: 51.6B params", 0),
     ("minimax-text-01", 456_000_000_000, "MiniMax-01 report, arXiv:2501.08313: 456B total", 0),
     ("llada-8b", 8_020_000_000, "Nie et al. 2025, arXiv:2502.09992, Table 5: 8.02B", 0),
+    # Issue 14: the models people run today.
+    ("llama-3-8b", 8_030_261_248, "HF safetensors metadata, meta-llama/Meta-Llama-3-8B", 0),
+    ("llama-3-70b", 70_553_706_496, "HF safetensors metadata, meta-llama/Meta-Llama-3-70B", 0),
+    ("llama-3.3-70b", 70_553_706_496,
+     "HF safetensors metadata, meta-llama/Llama-3.3-70B-Instruct", 0),
+    ("gpt-j-6b", 6_053_381_344, "EleutherAI/gpt-j-6b model card: n_parameters 6,053,381,344", 0),
+    ("llama-3.2-3b", 3_210_000_000, "meta-llama/Llama-3.2-3B model card: 3.21B", 0),
+    ("qwen3-8b", 8_200_000_000, "Qwen/Qwen3-8B model card: 8.2B (6.95B non-embedding)", 0),
+    ("qwen3-32b", 32_800_000_000, "Qwen/Qwen3-32B model card: 32.8B (31.2B non-embedding)", 0),
+    ("qwen3-235b-a22b", 235_000_000_000, "Qwen/Qwen3-235B-A22B model card: 235B total", 0),
+    ("qwen2.5-32b", 32_800_000_000, "HF safetensors metadata, Qwen/Qwen2.5-32B: 32.8B", 0),
+    ("phi-4", 14_700_000_000, "HF safetensors metadata, microsoft/phi-4: 14.7B", 0),
+    ("mistral-small-24b", 23_600_000_000,
+     "HF safetensors metadata, mistralai/Mistral-Small-24B-Base-2501: 23.6B", 0),
+    ("mistral-nemo-12b", 12_200_000_000,
+     "HF safetensors metadata, mistralai/Mistral-Nemo-Base-2407: 12.2B", 0),
+    ("dbrx", 132_000_000_000, "Databricks DBRX announcement and model card: 132B total", 0),
+    ("gemma-3-4b", 675_000_000 + 3_209_000_000,
+     "Gemma 3 report, arXiv:2503.19786, Table 1: 675M embedding + 3,209M non-embedding", 0),
+    ("gemma-3-12b", 1_012_000_000 + 10_759_000_000,
+     "Gemma 3 report, arXiv:2503.19786, Table 1: 1,012M embedding + 10,759M non-embedding", 0),
+    ("gpt-oss-20b", 20_910_000_000, "OpenAI gpt-oss model card, Table 1: 20.91B total", 0),
+    ("gpt-oss-120b", 116_830_000_000, "OpenAI gpt-oss model card, Table 1: 116.83B total", 0),
 ]
 
 
@@ -156,3 +179,115 @@ def test_hf_repo_id_is_indexed_as_alias() -> None:
 
 def test_load_model_resolves_hf_repo_id() -> None:
     assert load_model("meta-llama/Llama-2-13b-hf").name == "llama-2-13b"
+
+
+def test_gpt_j_6b_hand_derivation() -> None:
+    """GPT-J-6B from its config.json (n_layer 28, n_embd 4096, n_head 16, n_inner null -> 4D,
+    vocab 50400), with the biases GPT-J's modules carry: none on q/k/v/out, fc_in (F) and fc_out
+    (D) on the MLP, and a V-wide bias on the untied LM head. One LayerNorm (scale + bias) per
+    layer feeds attention and MLP in parallel, plus ln_f."""
+    D, F, V, L = 4_096, 4 * 4_096, 50_400, 28
+    attention = 4 * D * D                       # q, k, v, out: 67,108,864
+    mlp = 2 * D * F + F + D                     # fc_in, fc_out + biases: 134,238,208
+    layer_norm = 2 * D                          # ln_1 scale + bias
+    total = V * D + L * (attention + mlp + layer_norm) + 2 * D + (D * V + V)
+    assert total == 6_050_882_784
+    spec = load_model("EleutherAI/gpt-j-6b")
+    assert spec.parallel_block and spec.norms_per_layer == 1
+    p = spec.params
+    assert p.attention == L * attention
+    assert p.mlp == L * mlp
+    assert p.lm_head == D * V + V
+    assert p.norms == (L + 1) * layer_norm
+    assert spec.total_params == total
+    # the published 6,053,381,344 is 2,498,560 (0.04 %) above the shapes' count
+    assert 6_053_381_344 - total == 2_498_560
+
+
+@pytest.mark.parametrize(("alias", "name"), [
+    ("meta-llama/Meta-Llama-3-8B", "llama-3-8b"), ("Llama-3-8B", "llama-3-8b"),
+    ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.3-70b"), ("EleutherAI/gpt-j-6b", "gpt-j-6b"),
+    ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),
+])
+def test_issue_14_aliases(alias: str, name: str) -> None:
+    assert load_model(alias).name == name
+
+
+def test_llama_3_and_3_1_differ_only_in_context() -> None:
+    """Llama 3 (8K) and 3.1 (128K via rope scaling) share every shape."""
+    a, b = load_model("llama-3-8b"), load_model("llama-3.1-8b")
+    assert a.total_params == b.total_params == 8_030_261_248
+    assert (a.max_context, b.max_context) == (8_192, 131_072)
+
+
+def test_gpt_oss_20b_hand_derivation() -> None:
+    """gpt-oss-20b from its config.json: L=24, D=2880, 64 query heads and 8 kv heads of 64,
+    32 experts of F=2880 (top-4), V=201088. Biases on q, k, v, o, on each expert's gate_up
+    (2F) and down (D) and on the router (E); one sink logit per query head; untied."""
+    D, N, K, H, E, F, V, L = 2_880, 64, 8, 64, 32, 2_880, 201_088, 24
+    attention = D * (N * H + 2 * K * H) + N * H * D + (N * H + 2 * K * H + D) + N
+    assert attention == 26_550_144
+    experts = E * (3 * D * F + 2 * F + D)
+    router = D * E + E
+    norms = 2 * D
+    total = 2 * V * D + L * (attention + experts + router + norms) + D
+    spec = load_model("openai/gpt-oss-20b")
+    assert spec.total_params == total == 20_914_757_184
+    # OpenAI's "3.61B active" counts the 4 of 32 experts a token uses and leaves out the
+    # embedding table (V·D = 579,133,440)
+    active = total - L * (E - 4) * (3 * D * F + 2 * F + D) - V * D
+    assert spec.active_params - V * D == active
+    assert active == pytest.approx(3.61e9, rel=0.005)
+
+
+def test_gpt_oss_checkpoint_formats() -> None:
+    """The released gpt-oss-20b: routed experts MXFP4 (4 + 8/32 = 4.25 bits), the rest bf16,
+    about 13.8 GB, within the card's "runs within 16 GB of memory"."""
+    from roofline import memory
+    from roofline.precision import Precision
+
+    spec = load_model("gpt-oss-20b")
+    assert spec.checkpoint_weights == "bf16,experts=mxfp4"
+    routed = 24 * 32 * (3 * 2_880 * 2_880 + 2 * 2_880 + 2_880)  # with their biases
+    got = memory.weights_bytes(spec, Precision(spec.checkpoint_weights))
+    assert got == pytest.approx(routed * 4.25 / 8 + (spec.total_params - routed) * 2, rel=1e-12)
+    assert 13.5e9 < got < 16e9
+
+
+@pytest.mark.parametrize("name", [s.name for s in model_catalog().load_all()
+                                  if s.checkpoint_weights])
+def test_checkpoint_weights_parse(name: str) -> None:
+    from roofline.precision import Precision
+
+    Precision(load_model(name).checkpoint_weights)  # raises on a bad format or group
+
+
+def test_qwen3_235b_active_is_22b() -> None:
+    """128 experts, top-8: the model card's 22B activated (embedding and head included)."""
+    assert load_model("qwen3-235b-a22b").active_params == pytest.approx(22e9, rel=0.01)
+
+
+ISSUE_14 = ["llama-3-8b", "llama-3-70b", "llama-3.3-70b", "gpt-j-6b", "llama-3.2-3b", "qwen3-8b",
+            "qwen3-32b", "qwen3-235b-a22b", "qwen2.5-32b", "phi-4", "mistral-small-24b",
+            "mistral-nemo-12b", "dbrx", "gemma-3-4b", "gemma-3-12b", "deepseek-r1",
+            "gpt-oss-20b", "gpt-oss-120b"]
+_TP8 = {"llama-3-70b", "llama-3.3-70b", "qwen3-235b-a22b", "dbrx", "gpt-oss-120b"}
+
+
+@pytest.mark.parametrize("weights", ["bf16", "q4_k_m", "int4-g128,lm_head=int4-g128"])
+@pytest.mark.parametrize("name", ISSUE_14)
+def test_estimate_runs_on_issue_14_models(name: str, weights: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from conftest import run_cli
+
+    tp = ["--tp", "8"] if name in _TP8 else []
+    if name == "deepseek-r1":  # 671B in bf16: 170 GB per GPU at TP 8
+        tp = ["--tp", "8", "--pp", "2"]
+    code, out, err = run_cli(capsys, "estimate", name, "--hardware", "h200", "--batch", "1",
+                             "--prompt", "512", "--gen", "16", "--weights", weights, *tp,
+                             "--json")
+    assert code == 0, err
+    case = json.loads(out)["cases"][0]
+    assert case["weights_bytes"] > 0 and case["tpot_s"] > 0

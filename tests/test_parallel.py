@@ -15,6 +15,7 @@ from roofline.errors import InvalidInputError
 from roofline.hardware import Interconnect
 from roofline.operators import Step
 from roofline.parallel import (
+    Link,
     Parallel,
     all_reduce_s,
     all_to_all_s,
@@ -27,15 +28,39 @@ from roofline.parallel import (
 from roofline.phases import estimate
 from roofline.precision import Precision
 
-NVLINK = Interconnect(kind="nvlink", bandwidth_gb_per_s_per_direction=450, latency_us=1.0)
+NVLINK = Interconnect(kind="nvlink", bandwidth_gb_per_s_per_direction=450, latency_us=1.0,
+                      bus_bandwidth_fraction=0.8)
 
 
 def test_collective_formulas() -> None:
+    """Achievable link: β = 450 GB/s · 0.8 bus fraction, λ = 1 µs per hop, no engine."""
     M = 1e6  # bytes per GPU
-    assert all_reduce_s(M, 4, NVLINK) == pytest.approx(2 * 3 / 4 * 1e6 / 450e9 + 2 * 3 * 1e-6)
-    assert all_to_all_s(M, 8, NVLINK) == pytest.approx(7 / 8 * 1e6 / 450e9 + 7 * 1e-6)
-    assert send_recv_s(M, NVLINK) == pytest.approx(1e6 / 450e9 + 1e-6)
-    assert all_reduce_s(M, 1, NVLINK) == 0
+    link = Link.of(NVLINK, 8, "achievable")
+    beta = 0.8 * 450e9
+    assert all_reduce_s(M, 4, link) == pytest.approx(2 * 3 / 4 * M / beta + 2 * 3 * 1e-6)
+    assert all_to_all_s(M, 8, link) == pytest.approx(7 / 8 * M / beta + 7 * 1e-6)
+    assert send_recv_s(M, link) == pytest.approx(M / beta + 1e-6)
+    assert all_reduce_s(M, 1, link) == 0
+    # the datasheet link is the speed of light: full bandwidth, no latency
+    assert all_reduce_s(M, 4, Link.of(NVLINK, 4)) == pytest.approx(2 * 3 / 4 * M / 450e9)
+
+
+@pytest.mark.parametrize("algorithm, expected", [
+    # 8 GPUs, M = 64 KiB, β = 360 GB/s, λ = 1 µs, call = 5 µs
+    ("ring", 2 * 7 / 8 * 65536 / 360e9 + 2 * 7 * 1e-6 + 5e-6),
+    ("two-shot", 2 * 7 / 8 * 65536 / 360e9 + 2 * 1e-6 + 5e-6),
+    ("one-shot", 7 * 65536 / 360e9 + 1e-6 + 5e-6),
+])
+def test_all_reduce_algorithms(algorithm: str, expected: float) -> None:
+    link = Link(360e9, hop_s=1e-6, call_s=5e-6, algorithm=algorithm)  # type: ignore[arg-type]
+    assert all_reduce_s(65536, 8, link) == pytest.approx(expected)
+
+
+def test_one_shot_falls_back_to_the_ring_for_large_messages() -> None:
+    """32 MiB over 8 GPUs: one-shot would move 7·M = 235 MB per GPU, the ring 2·7/8·M."""
+    M, link = 32 * 2**20, Link(360e9, hop_s=1e-6, call_s=5e-6, algorithm="one-shot")
+    ring = 2 * 7 / 8 * M / 360e9 + 14 * 1e-6 + 5e-6
+    assert all_reduce_s(M, 8, link) == pytest.approx(ring)
 
 
 def test_tp4_shard_of_llama_70b() -> None:
@@ -49,7 +74,12 @@ def test_tp4_shard_of_llama_70b() -> None:
         + (80 * 2 + 1) * D
     assert r.total_params == per_rank
     mem = memory_per_gpu(m, Precision(weights="fp8"), Parallel(tp=4), 1, 1024, 1280)
-    assert mem.weights_bytes == per_rank * 1  # fp8: 1 byte per weight
+    # fp8 weights with bf16 activations are weight-only: the embedding and LM head shards
+    # (2·32064·D) and the norms (161·D) stay bf16, the rest is 1 byte per weight
+    ends = 2 * 32064 * D + (80 * 2 + 1) * D
+    assert mem.weights_bytes == (per_rank - ends) * 1 + ends * 2
+    w8a8 = memory_per_gpu(m, Precision("fp8", "fp8"), Parallel(tp=4), 1, 1024, 1280)
+    assert w8a8.weights_bytes == per_rank * 1  # fp8 everywhere: 1 byte per weight
     # KV per GPU: 2·L·(K/4)·H per token at 2 bytes
     assert mem.kv_cache_bytes == 1280 * 2 * 80 * 2 * 128 * 2
 
@@ -65,7 +95,8 @@ def test_tp_step_adds_two_all_reduces_per_layer() -> None:
     c = parallel_step_cost(m, hw, step, p, Parallel(tp=8))
     rank = step_cost(tp_shard(m, 8), hw, step, p)
     M = 8 * 1 * 8192 * 2  # B·T·D bf16 bytes
-    each = 2 * 7 / 8 * M / 450e9 + 2 * 7 * 1e-6  # h100-sxm: 450 GB/s, default λ = 1 µs
+    # h100-sxm: 450 GB/s per direction at its 0.82 bus fraction, λ = 1 µs per ring hop
+    each = 2 * 7 / 8 * M / (0.82 * 450e9) + 2 * 7 * 1e-6
     assert c.time_s == pytest.approx(rank.time_s + 2 * 80 * each, rel=1e-12)
 
 
@@ -74,7 +105,7 @@ def test_pp_buys_memory_not_latency() -> None:
     step = Step(1, 1, 1024)
     one = parallel_step_cost(m, hw, step, p, Parallel(tp=4))
     two = parallel_step_cost(m, hw, step, p, Parallel(tp=4, pp=2))
-    handoff = 8192 * 2 / 450e9 + 1e-6  # B·T·D bf16 bytes over one link + λ
+    handoff = 8192 * 2 / (0.82 * 450e9) + 1e-6  # B·T·D bf16 bytes over one link + λ
     assert two.time_s == pytest.approx(one.time_s + handoff, rel=1e-12)
     m1 = memory_per_gpu(m, p, Parallel(tp=4), 1, 1024, 1280)
     m2 = memory_per_gpu(m, p, Parallel(tp=4, pp=2), 1, 1024, 1280)

@@ -63,3 +63,25 @@ def test_achievable_is_never_faster_than_the_datasheet(m, hw):
     fast = step_cost(model, dev, step, P, "datasheet").time_s
     slow = step_cost(model, dev, step, P, "achievable").time_s
     assert np.all(slow >= fast)
+
+
+@settings(max_examples=40, deadline=None)
+@given(models, devices, st.integers(1, 32768), st.floats(0.5, 1.0), st.floats(0.5, 1.0))
+def test_largest_batch_is_the_edge_and_grows_with_the_memory_fraction(m, hw, context, f1, f2):
+    """`batch_fit`'s B fits and B + 1 does not (or nothing fits: the weights or the first
+    sequence bind); a larger share of memory never fits fewer sequences."""
+    from roofline.parallel import Parallel, memory_per_gpu
+
+    model, dev = load_model(m), load_hardware(hw)
+    (f1, f2) = sorted((f1, f2))
+    fit = memory.batch_fit(model, dev, P, context, memory_fraction=f1)
+
+    def total(b: int) -> float:
+        return float(memory_per_gpu(model, P, Parallel(), b, context, context).total_bytes)
+
+    usable = f1 * dev.memory_bytes
+    if fit.max_batch:
+        assert total(fit.max_batch) <= usable
+    assert total(fit.max_batch + 1) > usable
+    assert (fit.binding == "weights") == (float(fit.weights_bytes) > usable)
+    assert memory.max_batch(model, dev, P, context, memory_fraction=f2) >= fit.max_batch

@@ -126,8 +126,23 @@ def test_claim5_large_batches(B, seed_gb, seed_ms, seed_tok_s, llama13, h100):
     assert t == pytest.approx(decode_bytes_llama13(B, S) / H100_BW, rel=1e-9)  # memory-bound
     assert t * 1e3 == pytest.approx(seed_ms, rel=0.015)
     assert B / t == pytest.approx(seed_tok_s, rel=0.015)
-    # 80 GB fits floor((80e9 - 26.03e9) / (838.9 MB + decode activations)) = 64 sequences
-    assert int(memory.max_batch(llama13, h100, BF16, S)) == 64
+    # One H100 holds 81,559 MiB = 85,520,809,984 B (nvidia-smi), not the 80e9 B a decimal
+    # reading of "80 GB" gave (that gave 64 sequences). On the full capacity (datasheet layer,
+    # no reserve), a prompt of S = 1024 tokens prefilled in one 8,192-token chunk
+    # (8192 · (2·5120 + 2·13824) · 2 B = 620.8 MB) and 32000 · 4 B of fp32 logits a sequence:
+    # floor((85,520,809,984 − 26,031,728,640 − 620,756,992) / (838,860,800 + 128,000)) = 70.
+    # The verdict is unchanged: 256 sequences (240.78 GB) are far beyond one H100.
+    capacity = 81_559 * 2**20
+    chunk = 8192 * (2 * 5120 + 2 * 13824) * 2
+    assert chunk == 620_756_992
+    per_seq = kv_per_seq + 32000 * 4
+    assert (capacity - weights - chunk) // per_seq == 70
+    assert memory.max_batch(llama13, h100, BF16, S, memory_fraction=1.0) == 70
+    assert weights + 256 * kv_per_seq > capacity
+    # with vLLM's default 0.9 of it usable: floor((76,968,728,985.6 − 26.03e9 − 620.8 MB)
+    # / 838,988,800) = 59
+    assert memory.max_batch(llama13, h100, BF16, S) == int(
+        (0.9 * capacity - weights - chunk) // per_seq) == 59
 
 
 # ---- claim 6: GQA 1:5 (K = 8) on Llama 2 13B ---------------------------------------------
@@ -148,8 +163,9 @@ def test_claim6_gqa(B, seed_gb, seed_ms, seed_tok_s, llama13, h100):
     t = float(step_cost(gqa, h100, Step(B, 1, S), BF16, "datasheet").time_s)
     assert t == pytest.approx(decode_bytes_llama13(B, S, kv_heads=8) / H100_BW, rel=1e-9)
     assert t < seed_ms * 1e-3 and B / t > seed_tok_s
-    # and B = 256 fits on one 80 GB H100, where MHA stopped at 64
-    assert int(memory.max_batch(gqa, h100, BF16, S)) >= 256
+    # and B = 256 fits on one H100 (usable 0.9 · 85.52 GB = 76.97 GB > 68.98 GB + 0.6 GB of
+    # activations), where MHA stopped at 59
+    assert memory.max_batch(gqa, h100, BF16, S) >= 256
 
 
 # ---- claim 11 (fp16 part): 7B fp16 = 13.48 GB, 6.74 ms floor on 2 TB/s -----------------------

@@ -18,7 +18,7 @@ from roofline.operators import Step
 from roofline.serve.metrics import Summary
 from roofline.serve.policy import POLICIES
 from roofline.serve.simulate import Deployment, Pool, build_deployment, simulate
-from roofline.serve.stepcost import mixed_step_cost
+from roofline.serve.stepcost import affine_spec, mixed_step_cost
 from roofline.serve.workload import NO_PREFIX, Lengths, Workload, synthetic
 
 
@@ -61,7 +61,7 @@ def unified(timer, tokens=1000) -> Deployment:
 def test_mixed_step_cost_equals_step_cost_for_uniform_batches(model, hardware, B, T, S):
     m, hw = load_model(model), load_hardware(hardware)
     mixed = mixed_step_cost(m, hw).step_s(np.full(B, T, float), np.full(B, S, float))
-    assert mixed == pytest.approx(float(step_cost(m, hw, Step(B, T, S)).time_s), rel=1e-9)
+    assert mixed == pytest.approx(float(step_cost(m, affine_spec(hw), Step(B, T, S)).time_s), rel=1e-9)
 
 
 # MoE (experts touched by the step's tokens), sliding windows (W = 1024 or 4096: contexts
@@ -76,7 +76,7 @@ def test_mixed_step_cost_equals_step_cost_for_uniform_batches(model, hardware, B
 def test_mixed_step_cost_is_exact_for_every_family(model, B, T, S):
     m, hw = load_model(model), load_hardware("h200")
     mixed = mixed_step_cost(m, hw).step_s(np.full(B, T, float), np.full(B, S, float))
-    assert mixed == pytest.approx(float(step_cost(m, hw, Step(B, T, S)).time_s), rel=1e-9)
+    assert mixed == pytest.approx(float(step_cost(m, affine_spec(hw), Step(B, T, S)).time_s), rel=1e-9)
 
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "mixtral-8x7b", "gemma-2-9b", "jamba-v0.1"])
@@ -106,7 +106,7 @@ def test_moe_step_cost_follows_experts_touched():
     c = mixed_step_cost(m, hw)
     for B in (1, 2, 3, 64):
         assert c.step_s(np.ones(B), np.full(B, 500.0)) == pytest.approx(
-            float(step_cost(m, hw, Step(B, 1, 500)).time_s), rel=1e-9)
+            float(step_cost(m, affine_spec(hw), Step(B, 1, 500)).time_s), rel=1e-9)
 
 
 def test_mixed_batch_is_weights_once_plus_per_sequence_work():
@@ -344,6 +344,9 @@ REFUSED = {"deepseek-v3": "leave no KV memory", "gpt-3-175b": "leave no KV memor
            "llama-2-70b": "leave no KV memory", "llama-3.1-405b": "leave no KV memory",
            "llama-3.1-70b": "leave no KV memory", "minimax-text-01": "leave no KV memory",
            "mixtral-8x22b": "leave no KV memory", "qwen2.5-72b": "leave no KV memory",
+           "llama-3-70b": "leave no KV memory", "llama-3.3-70b": "leave no KV memory",
+           "qwen3-235b-a22b": "leave no KV memory", "dbrx": "leave no KV memory",
+           "gpt-oss-120b": "leave no KV memory",
            "llada-8b": "diffusion LM"}
 
 
@@ -372,7 +375,29 @@ def test_every_catalog_model_simulates_or_is_refused(name, capsys):
     # the step after the first prefill costs what step_cost says for that uniform shape
     first = np.argmin(w.arrival_s)
     assert tl.end_s[0] - tl.start_s[0] == pytest.approx(float(step_cost(
-        m, hw, Step(1, int(w.input_tokens[first]), 0)).time_s), rel=1e-9)
+        m, affine_spec(hw), Step(1, int(w.input_tokens[first]), 0)).time_s), rel=1e-9)
     main(args)
     out = json.loads(capsys.readouterr().out)
     assert out["requests_completed"] == 20
+
+
+def test_mla_mixed_step_decompresses_the_chunk_and_absorbs_the_decode():
+    """DeepSeek-V2-Lite: a step with one decode (S = 1000) and one 512-token prefill chunk
+    costs the shared operators once, the absorbed attention for the decode and the naive
+    (decompressed) attention for the chunk: more than either alone, less than both steps
+    run apart (weights read once)."""
+    from roofline.serve.stepcost import MlaPathsStepCost, affine_spec
+
+    m, hw = load_model("deepseek-v2-lite"), load_hardware("h200")
+    timer = mixed_step_cost(m, hw, engine=None)
+    assert isinstance(timer, MlaPathsStepCost)
+    T, S = np.array([1.0, 512.0]), np.array([1000.0, 0.0])
+    mixed = timer.step_s(T, S)
+    device = affine_spec(hw)  # the simulator's device: its non-affine GEMM terms off
+    decode = float(step_cost(m, device, Step(1, 1, 1000)).time_s)
+    chunk = float(step_cost(m, device, Step(1, 512, 0)).time_s)
+    assert max(decode, chunk) < mixed < decode + chunk
+    # and it is not the all-absorbed fit's cost of the same step
+    assert mixed != pytest.approx(timer.absorbed.step_s(T, S), rel=1e-6)
+    # uniform shapes take one path and match step_cost exactly
+    assert timer.step_s(np.array([512.0]), np.array([0.0])) == pytest.approx(chunk, rel=1e-9)

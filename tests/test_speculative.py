@@ -146,3 +146,34 @@ def test_cli_refuses(argv: list[str], needle: str, capsys: pytest.CaptureFixture
     assert e.value.code == 1
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1
+
+
+def test_target_and_draft_must_fit_together(capsys) -> None:
+    """Llama-3.1-70B (70,553,706,496 params) drafted by Llama-3.1-8B (8,030,261,248) in bf16:
+    141.1 + 16.06 GB of weights alone exceed one H100's 0.9 · 81,559 MiB = 76.97 GB usable.
+    Over TP 4 with fp8 weights each GPU holds about (70.55e9 + 8.03e9) / 4 · 1 B ≈ 19.6 GB."""
+    from conftest import run_cli
+
+    code, out, _ = run_cli(capsys, "speculate", "llama-3.1-70b", "--draft", "llama-3.1-8b",
+                           "--k", "4", "--acceptance", "0.8", "--json")
+    assert code == 0
+    (mem,) = json.loads(out)["memory"]
+    weights = (70_553_706_496 + 8_030_261_248) * 2
+    # KV at S + K + 1 = 1029 tokens: 2 · (80 + 32) layers · 8 kv heads · 128 · 2 B per token
+    kv = 1029 * 2 * (80 + 32) * 8 * 128 * 2
+    assert mem["fits"] is False
+    assert mem["target_bytes"] + mem["draft_bytes"] - kv == pytest.approx(weights, rel=1e-3)
+    assert mem["usable_bytes"] == pytest.approx(0.9 * 81_559 * 2**20)
+    code, _, err = run_cli(capsys, "speculate", "llama-3.1-70b", "--draft", "llama-3.1-8b",
+                           "--k", "4", "--require-fit")
+    assert code == 1 and "and its draft need" in err and err.count("\n") == 1
+    code, out, _ = run_cli(capsys, "speculate", "llama-3.1-70b", "--draft", "llama-3.1-8b",
+                           "--k", "4", "--tp", "4", "--weights", "fp8", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["memory"][0]["fits"] is True
+    assert data["parallel"]["tp"] == 4 and data["precision"]["weights"] == "fp8"
+    # the draft's quarter: fp8 body, embedding and LM head (2 · 128,256 · 4096 params) kept in
+    # bf16 by weight-only formats, plus its KV of 2 of 8 kv heads at 1029 tokens
+    ends = 2 * 128_256 * 4096
+    draft = ((8_030_261_248 - ends) * 1 + ends * 2) / 4 + 1029 * 2 * 32 * 2 * 128 * 2
+    assert data["memory"][0]["draft_bytes"] == pytest.approx(draft, rel=0.01)

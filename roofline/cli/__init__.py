@@ -29,8 +29,10 @@ app = typer.Typer(
 )
 hardware_app = typer.Typer(help="List and show accelerator specs.", no_args_is_help=True)
 models_app = typer.Typer(help="List and show model architecture specs.", no_args_is_help=True)
+engines_app = typer.Typer(help="List and show inference-engine profiles.", no_args_is_help=True)
 app.add_typer(hardware_app, name="hardware")
 app.add_typer(models_app, name="models")
+app.add_typer(engines_app, name="engines")
 
 
 def _version(value: bool) -> None:
@@ -60,11 +62,13 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "estimate": ("estimate",),
     "hardware": ("specs",),
     "models": ("specs", "models_import"),
+    "engines": ("specs",),
     "kv": ("kv",),
     "speculate": ("speculate",),
     "diffusion": ("diffusion",),
     "collectives": ("collectives",),
     "serve": ("serve",),
+    "plan": ("plan",),
     "plot": ("plot",),
     "measure": ("measure",),
     "calibrate": ("measure",),

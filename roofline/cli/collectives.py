@@ -65,7 +65,7 @@ def collectives(
     if importlib.util.find_spec("torch") is None:
         raise InvalidInputError("torch is not installed; install the measure extra: "
                                 "pip install 'roofline[measure]'")
-    from kernels.collectives import environment, run_collectives
+    from ..kernels.collectives import environment, run_collectives
 
     results = run_collectives(world_size, message_sizes, ic, backend, reps, warmup)
     if json_out:

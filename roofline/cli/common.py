@@ -6,9 +6,9 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 
@@ -44,6 +44,46 @@ SpecsDir = Annotated[
                  "subfolders (repeatable; also $ROOFLINE_SPECS_PATH)"),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
+MemoryFraction = Annotated[float | None, typer.Option(
+    "--memory-fraction", help="share of device memory the engine may fill (vLLM's "
+    "gpu_memory_utilization); default the engine's (vLLM 0.9), 1 on the datasheet ceiling")]
+PrefillTokenBudget = Annotated[int | None, typer.Option(
+    "--prefill-token-budget", help="tokens one prefill step holds activations for (chunked "
+    "prefill); default the engine's (vLLM: max_num_batched_tokens 8192); 0 = the whole batch "
+    "at once")]
+RequireFit = Annotated[bool, typer.Option(
+    "--require-fit", help="exit 1 when a configuration does not fit in device memory")]
+
+
+def token_budget(value: int | None) -> int | None | Literal["engine"]:
+    """`--prefill-token-budget`: not given, the engine's; 0, no budget (the whole batch's
+    prompts in one step)."""
+    if value is None:
+        return "engine"
+    if value < 0:
+        raise InvalidInputError(f"--prefill-token-budget must be 0 or more, got {value}")
+    return value or None
+
+
+def warn(lines: Sequence[str]) -> None:
+    """Warnings of the core (an input run past what it was trained for) on stderr."""
+    for line in lines:
+        print(f"warning: {line}", file=sys.stderr)
+
+
+EngineOpt = Annotated[str, typer.Option(
+    "--engine", help="inference engine profile (name, alias or YAML path; `roofline engines "
+    "list`), or `none` for the hardware layer alone; ignored by --ceiling datasheet")]
+
+#: The engine a prediction uses when none is named: the most deployed open serving engine.
+DEFAULT_ENGINE = "vllm"
+
+
+def engine(name: str, specs_dir: list[Path] | None) -> Any:
+    """The EngineSpec for `--engine` (None for `none`)."""
+    from ..catalog import load_engine
+
+    return None if name.strip().lower() == "none" else load_engine(name, specs_dir or ())
 
 def _num(v: float) -> str:
     """1000000 -> '1,000,000'; 0.5 -> '0.5'; nan -> 'nan'."""
@@ -171,3 +211,19 @@ def kv_format(kv_format: str | None, kv: str | None) -> str | None:
             raise InvalidInputError("--kv is the old name of --kv-format; give one of them")
         NOTES.append("note: --kv is deprecated; use --kv-format")
     return kv_format or kv
+def cost_line(summary: Any, hw: Any, gpus_per_replica: int) -> str:
+    """One line of cost and energy for a serve run (bundled on-demand prices), or why not."""
+    from ..catalog import load_hardware
+    from ..economics import IDLE_FRACTION_OF_TDP, load_prices, serve_economics
+    from ..errors import RooflineError
+
+    try:
+        devices = {p.hardware: (hw if p.hardware == hw.name else load_hardware(p.hardware))
+                   for p in summary.result.deployment.pools}
+        e = serve_economics(summary, devices, load_prices(), gpus_per_replica)
+    except RooflineError as err:
+        return f"cost: not shown ({err})"
+    return (f"cost: ${e.usd_per_hour:.2f}/h, ${e.cost_per_million_tokens_usd:.3f} per million "
+            f"output tokens at the simulated throughput; energy ≤ "
+            f"{e.joules_per_token_upper:.3f} J/token (busy at TDP, idle at "
+            f"{IDLE_FRACTION_OF_TDP:.1%} of it)")

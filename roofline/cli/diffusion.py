@@ -27,14 +27,15 @@ def diffusion(
     batch: Annotated[int, typer.Option(help="sequences B",
                                        callback=common.in_range(1, common.MAX_BATCH))] = 1,
     dtype: Annotated[str, typer.Option(help="weights, activations and KV format")] = "bf16",
+    engine: common.EngineOpt = common.DEFAULT_ENGINE,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
     """N full forwards over prompt + answer vs TTFT + (L-1)·TPOT of the same model."""
     c = compare_diffusion(load_model(model, specs_dir or ()),
                           load_hardware(hardware, specs_dir or ()), prompt, gen, steps, batch,
-                          Precision.uniform(dtype))
+                          Precision.uniform(dtype), engine=common.engine(engine, specs_dir))
     if json_out:
-        print_json(c.as_dict())
+        print_json(c.as_dict() | {"engine": None if engine == "none" else engine})
     else:
         console.print(diffusion_table(c))

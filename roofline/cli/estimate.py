@@ -9,11 +9,21 @@ import typer
 from ..catalog import load_hardware, load_model
 from ..cost import CEILINGS
 from ..errors import DoesNotFitError, InvalidInputError
-from ..parallel import Parallel, min_gpus_to_fit
+from ..parallel import Parallel
 from ..phases import estimate as run_estimate
-from ..units import seconds, si
 from . import app, common
-from .common import JsonFlag, SpecsDir, int_list, positive, print_json
+from .common import (
+    JsonFlag,
+    MemoryFraction,
+    PrefillTokenBudget,
+    RequireFit,
+    SpecsDir,
+    int_list,
+    positive,
+    print_json,
+    token_budget,
+    warn,
+)
 
 Opt = typer.Option
 
@@ -38,7 +48,11 @@ def estimate(
     replicas: Annotated[int, Opt(help="independent copies (throughput ×m)",
                                  callback=common.in_range(1, common.MAX_GPUS))] = 1,
     ceiling: common.Ceiling = "achievable",
+    engine: common.EngineOpt = common.DEFAULT_ENGINE,
     breakdown: Annotated[bool, Opt(help="per-operator FLOPs, bytes, intensity, bound")] = False,
+    memory_fraction: MemoryFraction = None,
+    prefill_token_budget: PrefillTokenBudget = None,
+    require_fit: RequireFit = False,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -50,14 +64,25 @@ def estimate(
     precision = common.precision(dtype, weights, activations, common.kv_format(kv_format, kv))
     e = run_estimate(m, hw, int_list(batch, "batch size"), positive(prompt, "--prompt"),
                      positive(gen, "--gen"), precision, ceiling,  # type: ignore[arg-type]
-                     Parallel(tp, pp, ep, replicas))
+                     Parallel(tp, pp, ep, replicas), common.engine(engine, specs_dir),
+                     memory_fraction=memory_fraction,
+                     prefill_token_budget=token_budget(prefill_token_budget))
+    warn(e.warnings)
     if json_out:
-        print_json(e.as_dict())
+        out = e.as_dict()
+        if breakdown:
+            out["breakdown"] = {
+                "prefill": e.prefill.as_dict() | {"collectives_s": e.prefill_comm_s},
+                "decode": e.decode.as_dict() | {"collectives_s": e.decode_comm_s}}
+        print_json(out)
     else:
-        from ..report import breakdown_table, estimate_table
+        from ..report import breakdown_table, estimate_table, fit_lines, memory_table
 
         common.console.print(estimate_table(e))
+        for line in fit_lines(e):
+            common.console.print(line)
         if breakdown:
+            common.console.print(memory_table(e.fit, e.hardware.display_name))
             b, P = e.cases[0].batch, e.cases[0].prompt_tokens
             par = e.parallel
             rank = "" if par.tp == 1 else f" (one of {par.tp} TP ranks)"
@@ -65,25 +90,8 @@ def estimate(
                 rank = (f" (one of {par.ep} EP ranks: attention of "
                         f"{int(e.prefill.step.batch)} sequence(s), 1/{par.ep} of the experts)")
             common.console.print(breakdown_table(
-                f"prefill: B={b}, T={P}, S=0{rank}; collectives "
-                f"{seconds(e.prefill_comm_s)} more", e.prefill))
+                f"prefill: B={b}, T={P}, S=0{rank}", e.prefill, e.prefill_comm_s))
             common.console.print(breakdown_table(
-                f"decode (first step): B={b}, T=1, S={P}{rank}; collectives "
-                f"{seconds(e.decode_comm_s)} more", e.decode))
-    too_big = [c for c in e.cases if not c.fits]
-    if too_big:
-        c = too_big[0]
-        if e.max_batch == 0:
-            fit = min_gpus_to_fit(m, hw, precision, c.batch, c.prompt_tokens,
-                                  c.prompt_tokens + c.gen_tokens)
-            hint = (f"--tp {fit.tp}" + (f" --pp {fit.pp}" if fit.pp > 1 else "")
-                    if fit else "a smaller --weights format")
-            raise DoesNotFitError(
-                f"{m.name} needs {si(c.weights_bytes, 'B')} of weights per GPU but {hw.name} "
-                f"has {si(hw.memory_bytes, 'B')}, so no batch fits: spread it over GPUs "
-                f"(smallest that fits batch {c.batch}: {hint}) or use a smaller --weights format")
-        raise DoesNotFitError(
-            f"batch {c.batch} needs {si(c.memory_bytes_per_gpu, 'B')} per GPU but {hw.name} "
-            f"has {si(hw.memory_bytes, 'B')}; the largest batch that fits at "
-            f"{c.prompt_tokens + c.gen_tokens} tokens is {e.max_batch}: lower --batch, "
-            "shorten --prompt/--gen, use a smaller format, or add GPUs (--tp/--pp/--ep)")
+                f"decode (first step): B={b}, T=1, S={P}{rank}", e.decode, e.decode_comm_s))
+    if require_fit and e.shortfall is not None:
+        raise DoesNotFitError(e.shortfall.message(m.name, hw.name))

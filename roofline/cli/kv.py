@@ -7,11 +7,22 @@ from typing import Annotated
 import typer
 
 from ..catalog import load_hardware, load_model
-from ..memory import cache_summary
+from ..memory import cache_summary, memory_terms
+from ..parallel import Parallel
 from ..precision import Precision
 from ..report import kv_table
 from . import app, common
-from .common import JsonFlag, SpecsDir, console, positive, print_json
+from .common import (
+    JsonFlag,
+    MemoryFraction,
+    PrefillTokenBudget,
+    SpecsDir,
+    console,
+    positive,
+    print_json,
+    token_budget,
+    warn,
+)
 
 
 @app.command()
@@ -24,6 +35,12 @@ def kv(
     weights_dtype: Annotated[str, typer.Option("--weights", "--weights-dtype",
                                                help="weights format (for what fits)")] = "bf16",
     kv: common.KvAlias = None,
+    tp: common.Tp = 1,
+    pp: common.Pp = 1,
+    ep: common.Ep = 1,
+    engine: common.EngineOpt = common.DEFAULT_ENGINE,
+    memory_fraction: MemoryFraction = None,
+    prefill_token_budget: PrefillTokenBudget = None,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -32,7 +49,13 @@ def kv(
     hw = load_hardware(hardware, specs_dir or ())
     p = Precision(weights=weights_dtype, activations="bf16",
                   kv=common.kv_format(None, kv) or kv_dtype)
-    rows = [cache_summary(load_model(m, specs_dir or ()), hw, p, context) for m in models]
+    par = Parallel(tp, pp, ep)
+    fraction, budget = memory_terms(common.engine(engine, specs_dir), "achievable",
+                                    memory_fraction, token_budget(prefill_token_budget))
+    rows = [cache_summary(load_model(m, specs_dir or ()), hw, p, context, par,
+                          memory_fraction=fraction, prefill_token_budget=budget)
+            for m in models]
+    warn([w for r in rows for w in r.warnings])
     if json_out:
         print_json([r.as_dict() for r in rows])
     else:

@@ -46,8 +46,7 @@ def _measure(device: str, suite: str, dtype: str | None, threads: int | None = N
     except ImportError:
         raise InvalidInputError("measuring needs torch: pip install 'roofline[measure]' "
                                 "(CPU wheel: pip install torch==2.13.0)") from None
-    from kernels.suite import default_dtypes, run
-
+    from ..kernels.suite import default_dtypes, run
     from ..measure.device import detect
 
     info = detect(device, _threads(suite, threads))
@@ -210,7 +209,16 @@ Tolerance = Annotated[float | None, typer.Option(help="one band for every family
 
 @app.command("validate")
 def validate_cmd(
-    results: Annotated[Path, typer.Argument(help="results JSON from `roofline measure`")],
+    results: Annotated[Path | None, typer.Argument(
+        help="results JSON from `roofline measure`; with --published, a CSV of published "
+        "measurements (default: the bundled set)")] = None,
+    published: Annotated[bool, typer.Option(
+        "--published", help="predict published measurements of real engines instead")] = False,
+    engine: Annotated[str | None, typer.Option(
+        help="with --published: one engine profile for every row (default: each row's)")
+    ] = None,
+    gate: Annotated[bool, typer.Option("--gate/--no-gate", help=(
+        "with --published: exit 1 if any row leaves its band"))] = True,
     hardware: Hardware = None,
     ceiling: Ceiling = None,
     tolerance: Tolerance = None,
@@ -218,7 +226,15 @@ def validate_cmd(
     specs_dir: SpecsDir = None,
 ) -> None:
     """Predicted vs measured per point; exit 1 if any point leaves its band. Without
-    --hardware the ceilings are calibrated from the same results (held-out protocol)."""
+    --hardware the ceilings are calibrated from the same results (held-out protocol).
+    With --published: every row of a published-measurements CSV predicted with its engine."""
+    if published:
+        from .published import run_published
+
+        run_published(results, ceiling or "achievable", engine, json_out, gate, specs_dir)
+        return
+    if results is None:
+        raise InvalidInputError("give the results JSON of `roofline measure`, or --published")
     _validate(results, load_results(results), hardware, ceiling, tolerance, json_out, specs_dir)
 
 

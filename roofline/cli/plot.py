@@ -25,12 +25,13 @@ from ..report import frontier_table
 from ..serve.sweep import sweep_rate
 from ..sweeps import kv_curve
 from . import app, common
-from .common import SpecsDir, console, int_list, positive
+from .common import DEFAULT_ENGINE, EngineOpt, SpecsDir, console, int_list, positive
 from .measure import validation_of
 from .serve import prepare_runs
 
 plot_app = typer.Typer(help="Draw charts (PNG or SVG): roofline, latency-throughput frontier, "
-                            "KV cache / state memory, serving latency and throughput.",
+                            "KV cache / state memory, serving latency and throughput, "
+                            "deployment plan.",
                        no_args_is_help=True)
 app.add_typer(plot_app, name="plot")
 
@@ -224,3 +225,50 @@ def serve_cmd(
                                           [s.throughput_tokens_per_s for _, s in points]))
     name = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "end-to-end latency"}[latency]
     _saved(plots.serve_chart(samples, sweeps, name), output)
+
+
+@plot_app.command("plan")
+def plan_cmd(
+    model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")],
+    output: Output,
+    rate: Annotated[float, typer.Option(help="mean arrivals per second (Poisson)",
+                                callback=common.in_range(0, 1e6, open_low=True))] = 10.0,
+    prompt: Annotated[int, typer.Option(help="prompt tokens P per request",
+                                callback=common.in_range(1, common.MAX_TOKENS))] = 1024,
+    gen: Annotated[int, typer.Option(help="generated tokens G per request",
+                             callback=common.in_range(1, common.MAX_TOKENS))] = 256,
+    slo_ttft: Annotated[float, typer.Option(help="p95 TTFT SLO, seconds",
+                                    callback=common.in_range(0, 1e6, open_low=True))] = 1.0,
+    slo_tpot: Annotated[float, typer.Option(help="p95 TPOT SLO, seconds",
+                                    callback=common.in_range(0, 1e6, open_low=True))] = 0.05,
+    hardware: Annotated[str | None, typer.Option(*common.HARDWARE_FLAGS, help="devices, "
+                                                 "comma-separated")] = None,
+    max_gpus: Annotated[int, typer.Option(help="most GPUs of a deployment")] = 64,
+    formats: Annotated[str, typer.Option(help="formats, comma-separated")
+                       ] = "bf16,fp8,int4-g128",
+    price: Annotated[list[str] | None, typer.Option(help="NAME=USD per GPU-hour or a YAML "
+                                                    "price table (repeatable)")] = None,
+    serving: Annotated[str, typer.Option(help="both, aggregated or disaggregated")] = "both",
+    requests: Annotated[int, typer.Option(help="requests per simulation",
+                                  callback=common.in_range(1, common.MAX_REQUESTS))] = 2000,
+    engine: EngineOpt = DEFAULT_ENGINE,
+    ceiling: Ceiling = "achievable",
+    specs_dir: SpecsDir = None,
+) -> None:
+    """`roofline plan`'s Pareto frontier (cost vs p95 TPOT and TTFT) with the chosen point."""
+    _chart_path(output)
+    from .plan import run_plan
+
+    r = run_plan(model, rate, prompt, gen, None, slo_ttft, slo_tpot, hardware, max_gpus,
+                 formats, price or [], "on-demand", "8,16,32,64,128,256,512", serving, 10,
+                 requests, 0, ceiling, engine, specs_dir)
+
+    def point(c) -> plots.PlanPoint:
+        return plots.PlanPoint(c.label, c.cost_per_million_tokens_usd, c.tpot_p95_s,
+                               c.ttft_p95_s)
+
+    chosen = point(r.chosen) if r.chosen else None
+    title = (f"{r.model}, {rate:g} req/s, P = {prompt}, G = {gen}: "
+             f"{len(r.frontier)} frontier points of {r.configurations:,} screened")
+    _saved(plots.plan_chart([point(c) for c in r.frontier], chosen, slo_tpot, slo_ttft,
+                            title), output)

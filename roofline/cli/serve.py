@@ -13,12 +13,13 @@ from ..catalog import load_hardware, load_model
 from ..cost import CEILINGS
 from ..errors import InvalidInputError
 from ..hardware import HardwareSpec
+from ..memory import memory_terms
 from ..model import ModelSpec
 from ..parallel import Parallel
 from ..serve.metrics import Summary
 from ..serve.policy import POLICIES, Policy, policy
 from ..serve.report import summary_table, sweep_table, timeline_lines
-from ..serve.simulate import DEFAULT_MEMORY_FRACTION, build_deployment, simulate
+from ..serve.simulate import build_deployment, simulate
 from ..serve.sweep import sweep_rate
 from ..serve.workload import Lengths, from_trace, synthetic
 from . import app, common
@@ -33,12 +34,12 @@ def prepare_runs(model: str, hardware: str, names: list[str], requests: int = 20
                  prefix_tokens: int = 0, seed: int = 0, slo_ttft: float = 1.0,
                  slo_tpot: float = 0.1, dtype: str = "bf16", ceiling: str = "achievable",
                  specs_dir: list[Path] | None = None, max_seq_len: int | None = None,
-                 memory_fraction: float = DEFAULT_MEMORY_FRACTION, replicas: int = 1,
+                 memory_fraction: float | None = None, replicas: int = 1,
                  prefill_replicas: int = 1, decode_replicas: int = 1,
                  prefill_hardware: str | None = None, decode_hardware: str | None = None,
                  overrides: dict | None = None, weights: str | None = None,
                  activations: str | None = None, kv_format: str | None = None, tp: int = 1,
-                 pp: int = 1, ep: int = 1
+                 pp: int = 1, ep: int = 1, engine: str = common.DEFAULT_ENGINE
                  ) -> tuple[ModelSpec, HardwareSpec, list[Policy], Callable[[int, float], Summary]]:
     """Load the specs, policies and deployments once; `run(i, rate)` simulates policy i on the
     workload at `rate` and summarises it (shared by `serve` and `plot serve`)."""
@@ -52,6 +53,9 @@ def prepare_runs(model: str, hardware: str, names: list[str], requests: int = 20
     policies = [policy(n.strip()).with_overrides(**(overrides or {})) for n in names]
     prec = common.precision(dtype, weights, activations, kv_format)
     par = Parallel(tp, pp, ep)
+    eng = common.engine(engine, specs_dir)
+    fraction, _ = memory_terms(eng if ceiling == "achievable" else None, ceiling,
+                               memory_fraction)
     inputs = Lengths(lengths, input_tokens, high=m.max_context, sigma=sigma,  # type: ignore[arg-type]
                      low=1, uniform_high=2 * input_tokens - 1)
     outputs = Lengths(lengths, output_tokens, high=m.max_context, sigma=sigma,  # type: ignore[arg-type]
@@ -64,7 +68,8 @@ def prepare_runs(model: str, hardware: str, names: list[str], requests: int = 20
         return w
 
     deployments = [build_deployment(m, hw, p, prec, ceiling, replicas, pre_hw, dec_hw,  # type: ignore[arg-type]
-                                    prefill_replicas, decode_replicas, memory_fraction, par)
+                                    prefill_replicas, decode_replicas, fraction, par,
+                                    eng)
                    for p in policies]
 
     def run(i: int, r: float) -> Summary:
@@ -123,9 +128,7 @@ def serve(
                                         callback=common.in_range(1, common.MAX_GPUS))] = 1,
     prefill_hardware: Annotated[str | None, Opt(help="disaggregated: prefill device")] = None,
     decode_hardware: Annotated[str | None, Opt(help="disaggregated: decode device")] = None,
-    memory_fraction: Annotated[float, Opt(help="share of device memory the engine uses",
-                                          callback=common.in_range(0, 1, open_low=True))
-                               ] = DEFAULT_MEMORY_FRACTION,
+    memory_fraction: common.MemoryFraction = None,
     max_seq_len: Annotated[int | None, Opt(help="contiguous KV reserved per sequence "
                                            "(default: longest request)",
                                            callback=common.in_range(1, common.MAX_TOKENS))
@@ -143,6 +146,7 @@ def serve(
     ep: Annotated[int, Opt(help="expert-parallel GPUs per replica (MoE models)",
                            callback=common.in_range(1, common.MAX_GPUS))] = 1,
     ceiling: Annotated[str, Opt(help="datasheet or achievable")] = "achievable",
+    engine: common.EngineOpt = common.DEFAULT_ENGINE,
     slo_ttft: common.SloTtft = 1.0,
     slo_tpot: common.SloTpot = 0.1,
     sweep: Annotated[bool, Opt("--sweep-rate", help="highest rate meeting the SLO")] = False,
@@ -159,7 +163,8 @@ def serve(
         dict(max_seqs=max_seqs, token_budget=token_budget, kv=kv or kv_layout_alias,
              block_size=block_size,
              preemption=preemption, prefix_caching=prefix_caching, router=router),
-        weights, activations, kv_format, tp, pp, ep)
+        weights, activations, kv_format, tp, pp, ep, engine)
+    engine_name = engine if ceiling == "achievable" else "none"
     if trace is not None and sweep:
         raise InvalidInputError("--sweep-rate scales synthetic arrivals; it cannot use --trace")
     if sweep:
@@ -168,7 +173,7 @@ def serve(
         result = sweep_rate(lambda r: run(0, r), rate, slo_attainment)
         if json_out:
             best = result.best
-            print_json({"best_rate_per_s": result.best_rate_per_s,
+            print_json({"engine": engine_name, "best_rate_per_s": result.best_rate_per_s,
                         "slo_attainment": slo_attainment,
                         "points": [{"rate_per_s": r, **s.as_dict(timeline=False)}
                                    for r, s in result.points],
@@ -178,7 +183,8 @@ def serve(
         return
     summaries = [run(i, rate) for i in range(len(policies))]
     if json_out:
-        print_json(summaries[0].as_dict() if not compare else [s.as_dict() for s in summaries])
+        print_json({"engine": engine_name, **summaries[0].as_dict()} if not compare else
+                   [{"engine": engine_name, **s.as_dict()} for s in summaries])
         return
     source = f"trace {trace}" if trace else (
         f"{requests} requests, {arrivals} {rate:g}/s, {lengths} P≈{input_tokens} G≈{output_tokens}"
@@ -188,9 +194,10 @@ def serve(
     formats = p.weights if p.weights == p.activations == p.kv else (
         f"weights {p.weights}, activations {p.activations}, KV {p.kv}")
     console.print(summary_table(f"{m.display_name} on {hw.display_name}{group} ({formats}, "
-                                f"{ceiling}) — "
+                                f"{ceiling}, engine {engine_name}) — "
                                 f"{source}; SLO TTFT ≤ {slo_ttft:g} s, TPOT ≤ {slo_tpot:g} s",
                                 summaries))
     if len(summaries) == 1:
         for line in timeline_lines(summaries[0]):
             console.print(line)
+        console.print(common.cost_line(summaries[0], hw, tp * pp * ep))

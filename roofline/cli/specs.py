@@ -1,4 +1,4 @@
-"""`roofline hardware list|show` and `roofline models list|show`."""
+"""`roofline hardware|models|engines list|show`."""
 
 from __future__ import annotations
 
@@ -6,8 +6,15 @@ from typing import Annotated
 
 import typer
 
-from ..catalog import hardware_catalog, load_hardware, load_model, model_catalog
-from . import common, hardware_app, models_app
+from ..catalog import (
+    engine_catalog,
+    hardware_catalog,
+    load_engine,
+    load_hardware,
+    load_model,
+    model_catalog,
+)
+from . import common, engines_app, hardware_app, models_app
 from .common import JsonFlag, SpecsDir, print_json
 
 
@@ -66,3 +73,23 @@ def models_show(name: Annotated[str, typer.Argument(help="model name, alias or Y
                                         "owns_kv": g.kind.owns_kv, "count": g.count}
                                        for g in m.layer_groups]}
     print_json(out)
+
+
+@engines_app.command("list")
+def engines_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> None:
+    """List the known inference-engine profiles (bundled and from your spec folders)."""
+    specs = engine_catalog(specs_dir or ()).load_all()
+    if json_out:
+        print_json([{"name": e.name, "display_name": e.display_name, "aliases": list(e.aliases),
+                     "version": e.version} for e in specs])
+    else:
+        from ..report import engines_table
+
+        common.console.print(engines_table(specs, common.DEFAULT_ENGINE))
+
+
+@engines_app.command("show")
+def engines_show(name: Annotated[str, typer.Argument(help="engine name, alias or YAML path")],
+                 specs_dir: SpecsDir = None) -> None:
+    """Print one engine profile as JSON, every value with its source."""
+    print_json(load_engine(name, specs_dir or ()).model_dump(mode="json"))

@@ -8,19 +8,31 @@ import typer
 from rich.table import Table
 
 from ..catalog import load_hardware, load_model
-from ..cost import CEILINGS
-from ..errors import InvalidInputError
-from ..precision import Precision
+from ..cost import CEILINGS, Ceiling
+from ..errors import DoesNotFitError, InvalidInputError
+from ..memory import memory_terms
+from ..parallel import Parallel
 from ..speculative import (
     Drafter,
     best_k,
     break_even_acceptance,
     check_acceptance,
+    pair_fit,
     speculative_cost,
 )
-from ..units import seconds
+from ..units import seconds, si
 from . import app, common
-from .common import JsonFlag, SpecsDir, console, int_list, print_json
+from .common import (
+    JsonFlag,
+    MemoryFraction,
+    PrefillTokenBudget,
+    RequireFit,
+    SpecsDir,
+    console,
+    int_list,
+    print_json,
+    token_budget,
+)
 
 Opt = typer.Option
 
@@ -77,9 +89,22 @@ def speculate(
     batch: Annotated[str, Opt(help="batch sizes B, comma-separated")] = "1",
     context: Annotated[int, Opt(help="cached tokens S when the cycle runs",
                                 callback=common.in_range(0, common.MAX_TOKENS))] = 1024,
-    dtype: Annotated[str, Opt(help="weights, activations and KV format of both models")
+    dtype: Annotated[str, Opt(help="shorthand for weights, activations and KV format of both "
+                              "models (a weight-only format keeps bf16 activations and KV)")
                      ] = "bf16",
+    weights: Annotated[str | None, Opt(help="weight format of both models")] = None,
+    activations: Annotated[str | None, Opt(help="activation format; sets the compute peak")
+                           ] = None,
+    kv_format: common.KvFormat = None,
+    kv: common.KvAlias = None,
+    tp: Annotated[int, Opt(help="tensor-parallel GPUs (target and draft alike)")] = 1,
+    pp: Annotated[int, Opt(help="pipeline-parallel stages")] = 1,
+    ep: Annotated[int, Opt(help="expert-parallel GPUs (MoE models)")] = 1,
     ceiling: Annotated[str, Opt(help="datasheet (speed of light) or achievable")] = "achievable",
+    engine: common.EngineOpt = common.DEFAULT_ENGINE,
+    memory_fraction: MemoryFraction = None,
+    prefill_token_budget: PrefillTokenBudget = None,
+    require_fit: RequireFit = False,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -93,23 +118,37 @@ def speculate(
                       head_layer_fraction=heads)
     hw = load_hardware(hardware, specs_dir or ())
     ks, alphas, batches = k_values(k), probabilities(acceptance), int_list(batch, "batch size")
-    precision = Precision.uniform(dtype)
-    args = dict(hw=hw, context=context, precision=precision, ceiling=ceiling)
-    grid = {(b, a): [speculative_cost(t, drafter, k=kk, acceptance=a, batch=b, **args)
+    precision = common.precision(dtype, weights, activations, common.kv_format(kv_format, kv))
+    par = Parallel(tp, pp, ep)
+    roof: Ceiling = ceiling  # type: ignore[assignment]  # checked against CEILINGS above
+    eng = common.engine(engine, specs_dir) if ceiling == "achievable" else None
+    fraction, budget = memory_terms(eng, ceiling, memory_fraction,
+                                    token_budget(prefill_token_budget))
+    fits = {b: pair_fit(t, drafter.model, hw, b, context, max(ks), precision, par,
+                        memory_fraction=fraction, prefill_token_budget=budget)
+            for b in batches}
+    grid = {(b, a): [speculative_cost(t, drafter, hw, kk, a, b, context, precision, roof, eng,
+                                      par)
                      for kk in ks] for b in batches for a in alphas}
-    even = {(b, kk): break_even_acceptance(t, drafter, k=kk, batch=b, **args)
+    even = {(b, kk): break_even_acceptance(t, drafter, hw, kk, b, context, precision, roof, eng,
+                                             par)
             for b in batches for kk in ks}
     drafted_by = drafter.model.name if drafter.model else f"heads at {heads} of a layer each"
     if json_out:
         print_json({
             "target": t.name, "draft": drafted_by, "hardware": hw.name, "context": context,
-            "precision": precision.weights, "ceiling": ceiling,
+            "precision": {"weights": precision.weights, "activations": precision.activations,
+                          "kv": precision.kv},
+            "parallel": {"tp": tp, "pp": pp, "ep": ep}, "ceiling": ceiling,
+            "engine": eng.name if eng else None,
+            "memory": [{"batch": b} | f.as_dict() for b, f in fits.items()],
             "cases": [{"batch": b} | c.as_dict() for (b, _), cs in grid.items() for c in cs],
             "best_k": [{"batch": b, "acceptance": a, "best_k": best_k(cs),
                         "speedup": max(c.speedup for c in cs)} for (b, a), cs in grid.items()],
             "break_even_acceptance": [{"batch": b, "k": kk, "acceptance": v}
                                       for (b, kk), v in even.items()],
         })
+        _require(require_fit, fits, t.name, hw.name)
         return
     for b in batches:
         first = grid[(b, alphas[0])][0]
@@ -136,3 +175,19 @@ def speculate(
         console.print("best K: " + ", ".join(
             f"α={a}: K={best_k(grid[(b, a)])} ({max(c.speedup for c in grid[(b, a)]):.2f}×)"
             for a in alphas))
+        f = fits[b]
+        verdict = "fit" if f.fits else "[red]do not fit[/red]"
+        console.print(f"memory per GPU at S + K + 1 = {context + max(ks) + 1:,} tokens: target "
+                      f"{si(f.target_bytes, 'B')} + draft {si(f.draft_bytes, 'B')} = "
+                      f"{si(f.needs_bytes, 'B')} of {si(f.budget.usable_bytes, 'B')} usable: "
+                      f"they {verdict} together.")
+    _require(require_fit, fits, t.name, hw.name)
+
+
+def _require(require_fit: bool, fits: dict, target: str, device: str) -> None:
+    for b, f in fits.items():
+        if require_fit and not f.fits:
+            raise DoesNotFitError(
+                f"{target} and its draft need {f.needs_bytes / 1e9:.1f} GB per GPU at batch {b} "
+                f"but {device} has {f.budget.usable_bytes / 1e9:.1f} GB usable; add GPUs "
+                "(--tp/--pp) or use a smaller --weights format")

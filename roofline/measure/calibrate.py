@@ -16,9 +16,6 @@ steps are left for `validate`.
   shape neither the sweep nor the models use), solving
   t = (FLOPs + 2·M½·weights) / achieved peak + overhead for M½; 0 when that GEMM ran at
   its memory roofline (no evidence of a compute shortfall, the usual case on GPUs).
-  Evidence for the term (this 2-vCPU EPYC, MKL, 1 thread, cold weights): GEMMs of M = 4…16
-  cost 1–2.7 ns per weight element whatever M, 3–20x their roofline time, while M = 1
-  (gemv) streams at ~10 GB/s; M = 64 fits M / (M + M½) within 10% (docs/measurement.md).
 - gemv row cost (`roofline.cost`): from the one `gemv_small` point (M = 1, rows shorter than
   any model's: K = 384 on CPUs, 256 on GPUs), (t - overhead - bytes / bandwidth) / N rows,
   0 when it streamed at the read bandwidth;
@@ -50,15 +47,18 @@ DRAM_LLC_MULTIPLE = 4
 
 @dataclass(frozen=True)
 class Achieved:
-    """What the calibration kernels reached, SI units."""
+    """What the calibration kernels reached: the absolute ceilings (SI units) and every other
+    measured term under its `roofline.hardware.Achievable` field name and unit, so the spec
+    `calibrated_spec` writes is built from them by name (one definition per term)."""
 
     matmul_flops_per_s: dict[str, float]
     bandwidth_bytes_per_s: float
-    kernel_overhead_s: float
-    matmul_half_rows: float = 0.0
-    gemv_row_s: float = 0.0
-    attention_memory_fraction: float = 1.0
-    attention_compute_fraction: float = 1.0
+    terms: dict[str, float]
+
+    def __post_init__(self) -> None:
+        unknown = set(self.terms) - set(Achievable.model_fields)
+        if unknown:
+            raise ValueError(f"calibration terms without an Achievable field: {unknown}")
 
 
 def is_dram_point(p: Point, llc_bytes: int | None) -> bool:
@@ -83,13 +83,15 @@ def achieved(results: Results) -> Achieved:
     bw = max(p.bytes_per_s for p in reads)
     smallest = min(bw_points, key=lambda p: p.bytes)
     overhead = max(smallest.timing.median_s - smallest.bytes / bw, 0.0)
-    return Achieved(peaks, bw, overhead,
-                    half_rows(results.family("gemm_small"), peaks, bw, overhead),
-                    gemv_row_s(results.family("gemv_small"), bw, overhead),
-                    attention_fraction(results.family("attention_small"), "memory", peaks, bw,
-                                       overhead),
-                    attention_fraction(results.family("prefill_attention_small"), "compute",
-                                       peaks, bw, overhead))
+    return Achieved(peaks, bw, terms={
+        "kernel_overhead_us": overhead * 1e6,
+        "matmul_half_rows": half_rows(results.family("gemm_small"), peaks, bw, overhead),
+        "gemv_row_ns": gemv_row_s(results.family("gemv_small"), bw, overhead) * 1e9,
+        "attention_memory_fraction": attention_fraction(
+            results.family("attention_small"), "memory", peaks, bw, overhead),
+        "attention_compute_fraction": attention_fraction(
+            results.family("prefill_attention_small"), "compute", peaks, bw, overhead),
+    })
 
 
 def _median(xs: list[float], default: float) -> float:
@@ -178,18 +180,15 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
         name=f"{name}-calibrated", display_name=f"{display} (calibrated)",
         vendor=display.split()[0].lower() if display else "unknown",
         kind="gpu" if env.device.kind == "cuda" else "cpu",
-        memory_gb=(env.device.memory_bytes or 1e9) / 1e9,
+        memory_bytes=int(env.device.memory_bytes or 2**30),
+        memory_source=(f"measured: total memory the runtime reports on {env.device.name}"
+                       if env.device.memory_bytes else "not measured: 1 GiB placeholder"),
         memory_bandwidth_gb_per_s=bw / 1e9,
         dense_peak_tflops={d: f / 1e12 for d, f in peaks.items()},
         l2_cache_mb=(env.device.last_level_cache_bytes or 0) / 1e6 or None,
         achievable=Achievable(matmul_fraction=fractions,
                               memory_bandwidth_fraction=round(a.bandwidth_bytes_per_s / bw, 4),
-                              kernel_overhead_us=round(a.kernel_overhead_s * 1e6, 3),
-                              matmul_half_rows=round(a.matmul_half_rows, 2),
-                              gemv_row_ns=round(a.gemv_row_s * 1e9, 2),
-                              attention_memory_fraction=round(a.attention_memory_fraction, 4),
-                              attention_compute_fraction=round(a.attention_compute_fraction, 4),
-                              source=src),
+                              **{k: round(v, 4) for k, v in a.terms.items()}, source=src),
         confidence="measured", source=src,
         notes="; ".join(notes + [env.device.datasheet_note or env.device.catalog_note]),
     )

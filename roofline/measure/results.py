@@ -48,11 +48,6 @@ class Timing(_Frozen):
     repeats: int = Field(ge=1, le=10**9)
     method: str = Field(description="perf_counter, cuda_events or cuda_graph")
 
-    @property
-    def spread(self) -> float:
-        """(p80 - p20) / median: the relative noise of this point."""
-        return (self.p80_s - self.p20_s) / self.median_s
-
 
 class Point(_Frozen):
     """One measured shape. FLOPs and bytes are the calculator's counts for this shape."""

@@ -1,4 +1,4 @@
-"""Serving policies: how an engine batches requests and manages its KV cache.
+"""Serving policies: how a replica batches requests and manages its KV cache.
 
 Presets (`POLICIES`) name the schedulers compared in docs/serving.md; options given on the
 command line override a preset's fields (`Policy.with_overrides`).
@@ -27,16 +27,9 @@ _CHOICES = {
 
 @dataclass(frozen=True)
 class Policy:
-    """One scheduler configuration.
-
-    static: a batch of up to `max_seqs` waiting requests is prefilled together and decodes
-    until its longest output is done; finished sequences keep their slot (and keep being
-    computed) until then. continuous: membership changes every iteration, at most `max_seqs`
-    sequences and `token_budget` new tokens (B·T) per step, and a prefill mode:
-    prefill-first (a waiting prompt runs whole in a prefill-only step, pausing decodes),
-    decode-first (prompts are prefilled only when nothing is decoding), chunked (every step
-    decodes all running sequences and fills the rest of the budget with prompt chunks).
-    """
+    """One scheduler configuration: `batching` (static or continuous) and, for continuous
+    batching, the `prefill` mode choose the scheduler class (`roofline.serve.schedulers`
+    describes each); the other fields are its limits and its KV cache's options."""
 
     name: str
     batching: Batching = "continuous"

@@ -1,6 +1,6 @@
-"""The discrete-event loop: route requests to replicas, step engines, hand off between pools.
+"""The discrete-event loop: route requests to replicas, step them, hand off between pools.
 
-Every engine keeps its own clock. Before a request is routed at time t every engine of the
+Every replica keeps its own clock. Before a request is routed at time t every replica of the
 target pool is stepped up to t, so the least-loaded router sees the queues as they are at t.
 In a disaggregated deployment the prefill pool hands each request, after its first token, to
 the decode pool once its KV (P · 2LKH values) has crossed the interconnect.
@@ -16,12 +16,14 @@ import numpy as np
 
 from .. import memory
 from ..cost import Ceiling
+from ..engine import EngineSpec
 from ..errors import DoesNotFitError, InvalidInputError
 from ..hardware import HardwareSpec
+from ..memory import DEFAULT_MEMORY_FRACTION
 from ..model import ModelSpec
 from ..parallel import Parallel, check, memory_per_gpu, pp_stage, tp_shard
 from ..precision import Precision
-from .engine import Counters, Engine, Requests, StepTimer, Timeline
+from .loop import Counters, Requests, ServingLoop, StepTimer, Timeline
 from .policy import Policy
 from .stepcost import mixed_step_cost
 from .workload import Workload
@@ -29,8 +31,6 @@ from .workload import Workload
 #: Host link for KV swapping: PCIe 4.0 x16, 16 GT/s x 16 lanes x 128/130 encoding
 #: = 31.5 GB/s per direction (PCI-SIG PCIe 4.0 base specification).
 PCIE4_X16_BYTES_PER_S = 31.5e9
-#: Share of device memory the engine may use, as vLLM's `gpu_memory_utilization` default (0.9).
-DEFAULT_MEMORY_FRACTION = 0.9
 #: KV token capacity of a model without per-token KV (pure SSM / linear attention): every
 #: token fits, only the per-sequence state (reserved up front) takes memory.
 UNBOUNDED_KV_TOKENS = 1 << 60
@@ -68,13 +68,14 @@ class Deployment:
 def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, precision: Precision, policy: Policy,
                        memory_fraction: float = DEFAULT_MEMORY_FRACTION,
                        par: Parallel = Parallel()) -> int:
-    """KV tokens one replica holds, from its fullest GPU (`parallel.memory_per_gpu`, the rules
-    of `roofline estimate`): (fraction · memory − weights per GPU − the activations of a full
-    step of `token_budget` tokens over `max_seqs` sequences − the constant SSM/linear state of
-    those sequences) / (KV bytes per token per GPU). TP and PP split every token's KV over the
-    group's GPUs; EP splits the sequences, so the replica holds ep times one GPU's tokens. The
-    state counts sequences, not tokens, so it is reserved for every slot up front (as vLLM does
-    for Mamba layers); a model without per-token KV holds any number of tokens
+    """KV tokens one replica holds, from its fullest GPU by the rules of `memory.batch_fit`
+    (`memory.memory_budget`, `parallel.memory_per_gpu`): (usable = fraction · capacity − weights
+    per GPU − the activations of a full step of `token_budget` tokens over `max_seqs` sequences
+    − the constant SSM/linear state of those sequences) / (KV bytes per token per GPU). TP and
+    PP split every token's KV over the group's GPUs; EP splits the sequences, so the replica
+    holds ep times one GPU's tokens. The state counts sequences, not tokens, so it is reserved
+    for every slot up front (as vLLM does for Mamba layers); a model without per-token KV holds
+    any number of tokens
     (`UNBOUNDED_KV_TOKENS`). Local (sliding-window) layers are counted per token over the whole
     context: blocks that fall out of the window are not reclaimed, so capacity is conservative
     for contexts beyond W."""
@@ -84,7 +85,8 @@ def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, precision: Precision,
     weights, act = gpu.weights_bytes, float(gpu.activation_bytes)
     state = (par.sequences_per_gpu(policy.max_seqs) * stage.state_elems_per_sequence
              * precision.kv_bytes)
-    free = hw.memory_bytes * memory_fraction - weights - act - state
+    budget = memory.memory_budget(hw, memory_fraction)
+    free = budget.usable_bytes - weights - act - state
     per_token = memory.kv_bytes_per_token(stage, precision)
     where = "" if par.gpus_per_replica == 1 else " per GPU"
     room = f"{model.name} weights{where} ({weights / 1e9:.1f} GB)" + (
@@ -95,8 +97,8 @@ def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, precision: Precision,
     if tokens < 1:
         raise DoesNotFitError(
             f"{room} leave no KV memory on {hw.name} ({memory_fraction:.0%} of "
-            f"{hw.memory_gb:g} GB); use a larger device, more GPUs (--tp/--pp/--ep), a smaller "
-            "weight format, or a lower --token-budget/--max-seqs")
+            f"{hw.memory_bytes / 1e9:.1f} GB); use a larger device, more GPUs (--tp/--pp/--ep), "
+            "a smaller weight format, or a lower --token-budget/--max-seqs")
     return tokens
 
 
@@ -106,7 +108,7 @@ def build_deployment(model: ModelSpec, hw: HardwareSpec, policy: Policy,
                      decode_hw: HardwareSpec | None = None, prefill_replicas: int = 1,
                      decode_replicas: int = 1,
                      memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-                     par: Parallel = Parallel()) -> Deployment:
+                     par: Parallel = Parallel(), engine: EngineSpec | None = None) -> Deployment:
     """Pools whose step times come from the calculator for `model` on each pool's device, every
     replica a group of `par`'s tp·pp·ep GPUs (`par.replicas` is not used: each pool has its
     own replica count). KV bytes per token are one GPU's (each GPU moves its own share)."""
@@ -124,7 +126,7 @@ def build_deployment(model: ModelSpec, hw: HardwareSpec, policy: Policy,
 
     def pool(name: str, device: HardwareSpec, n: int) -> Pool:
         check(model, device, par)
-        return Pool(name, mixed_step_cost(model, device, precision, ceiling, par),
+        return Pool(name, mixed_step_cost(model, device, precision, ceiling, par, engine),
                     kv_capacity_tokens(model, device, precision, policy, memory_fraction, par),
                     n, device.name)
 
@@ -146,7 +148,7 @@ def build_deployment(model: ModelSpec, hw: HardwareSpec, policy: Policy,
 
 
 @dataclass(frozen=True)
-class EngineUsage:
+class ReplicaUsage:
     """One replica after the run."""
 
     pool: str
@@ -165,17 +167,16 @@ class ServeResult:
     finish_s: np.ndarray
     completions: np.ndarray
     counters: Counters
-    engines: tuple[EngineUsage, ...]
-    block_tokens: tuple[int, ...]  # per pool
+    engines: tuple[ReplicaUsage, ...]
 
 
-def _route(engines: list[Engine], policy: Policy, turn: int) -> Engine:
+def _route(engines: list[ServingLoop], policy: Policy, turn: int) -> ServingLoop:
     if policy.router == "least-loaded":
         return min(engines, key=lambda e: e.load)
     return engines[turn % len(engines)]
 
 
-def _serve(engines: list[Engine], policy: Policy, arrivals: Iterable[tuple[float, int]]
+def _serve(engines: list[ServingLoop], policy: Policy, arrivals: Iterable[tuple[float, int]]
            ) -> None:
     """Route each (time, request) to a replica, stepping every replica up to that time."""
     for turn, (t, rid) in enumerate(arrivals):
@@ -206,19 +207,19 @@ def simulate(w: Workload, policy: Policy, d: Deployment, max_seq_len: int | None
         reqs.ready_s[rid] = ready
         events.append((ready, next(order), rid))
 
-    pools: list[list[Engine]] = []
+    pools: list[list[ServingLoop]] = []
     for i, p in enumerate(d.pools):
         hand = handoff if (d.decode_pool is not None and i == 0) else None
-        engines = [Engine(policy, p.timer, p.kv_capacity_tokens, max_seq_len, reqs,
-                          d.swap_bytes_per_s, d.kv_bytes_per_token, counters, Timeline(), hand,
-                          d.state_bytes_per_sequence)
+        engines = [ServingLoop(policy, p.timer, p.kv_capacity_tokens, max_seq_len, reqs,
+                               d.swap_bytes_per_s, d.kv_bytes_per_token, counters, Timeline(), hand,
+                               d.state_bytes_per_sequence)
                    for _ in range(p.replicas)]
-        blocks = engines[0].total_blocks * engines[0].block_tokens
+        blocks = engines[0].kv.total_blocks * engines[0].kv.block_tokens
         if blocks < longest:
             raise DoesNotFitError(
                 f"the {p.name} pool holds {blocks} KV tokens per replica, fewer than the "
                 f"longest request ({longest} tokens); use a larger device or shorter requests")
-        if engines[0].total_blocks == 0:
+        if engines[0].kv.total_blocks == 0:
             raise DoesNotFitError(f"the {p.name} pool has no room for one KV block")
         pools.append(engines)
     # The decode pool only receives hand-offs, so the prefill pool can run to the end first:
@@ -226,8 +227,8 @@ def simulate(w: Workload, policy: Policy, d: Deployment, max_seq_len: int | None
     _serve(pools[0], policy, zip(w.arrival_s.tolist(), range(w.requests), strict=True))
     if len(pools) > 1:
         _serve(pools[1], policy, ((t, rid) for t, _, rid in sorted(events)))
-    usage = tuple(EngineUsage(p.name, e.busy_s, e.tl)
+    usage = tuple(ReplicaUsage(p.name, e.busy_s, e.tl)
                   for p, engines in zip(d.pools, pools, strict=True) for e in engines)
     return ServeResult(policy, d, w, reqs.first_token_s, reqs.finish_s, reqs.completions,
-                       counters, usage, tuple(engines[0].block_tokens for engines in pools))
+                       counters, usage)
 

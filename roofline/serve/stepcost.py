@@ -14,7 +14,8 @@ time are affine in a few batch totals (features), with n = Σ T_i the step's new
     local_pairs   = Σ attended_pairs(T_i, S_i, W)  pairs capped by the window
     local_context = Σ min(S_i + T_i, W + T_i − 1)  KV a local layer reads
   with a mixture of experts (E experts, top k):
-    experts       = E·(1 − (1 − k/E)^n)            experts the step's tokens touch (weights)
+    experts       = E·(1 − (1 − k/E)^n)            experts the step's tokens touch (weights; with EP
+                                                   the busiest rank's expected maximum)
 
 plus a constant (weights, read once per step). Every feature is a known function of the
 sequences' (T_i, S_i), evaluated per step; the coefficients are found once per
@@ -30,11 +31,18 @@ the tokens (all-reduce and hand-off of B·T·D activations, all-to-all of B·T·
 parallelism over ep GPUs the fullest GPU runs ⌈B/ep⌉ of the B sequences: the per-sequence
 features are those of its share, the step's sums scaled by ⌈B/ep⌉/B (exact for uniform
 batches, the average sequence for mixed ones), while the routed experts see the whole group's
-tokens n (one more feature, `group_tokens`, and experts touched by n).
+tokens n and the busiest rank sets the step: one more feature, its expected maximum of
+token-expert pairs (`operators.busiest_rank_pairs`), and its expected maximum of experts
+touched (`operators.busiest_rank_experts`) in place of the mean.
 
 Exact while n stays below the vocabulary size V (the embedding gathers min(n, V) rows);
-serving token budgets are far below V. A calibrated spec with a small-M GEMM term (M½ > 0)
-is not affine in these features and is refused by the fit check.
+serving token budgets are far below V. Device terms that are step functions of a GEMM's rows
+(tile and wave quantisation, the calibrated CPU terms M½ and gemv row cost) are not affine in
+these features, so the simulator runs the device's spec without them (`affine_spec`) and says
+so; every other achievable and engine term is kept: the fixed per-kernel and per-GEMM times
+(constant per step), the engine's decode attention cost (pure-decode steps), and the host:
+a step takes max(device time, host launch time) + the engine's per-step host time, with no
+host launch cost for pure-decode steps an engine replays from CUDA graphs.
 """
 
 from __future__ import annotations
@@ -44,11 +52,28 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost import Ceiling
+from ..engine import EngineSpec
 from ..errors import InvalidInputError
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
-from ..operators import Step, attended_pairs, expected_experts_touched, kv_tokens_read
-from ..parallel import Parallel, parallel_step_cost
+from ..operators import (
+    ArrayLike,
+    Step,
+    attended_pairs,
+    busiest_rank_experts,
+    busiest_rank_pairs,
+    kv_tokens_read,
+    mla_naive_is_cheaper,
+)
+from ..parallel import (
+    Collective,
+    Link,
+    Parallel,
+    all_reduce_s,
+    all_to_all_s,
+    parallel_step_cost,
+    send_recv_s,
+)
 from ..precision import Precision
 
 #: (B, T, S) probe shapes: their features span every direction, the rest re-check the fit.
@@ -69,17 +94,57 @@ def _window_probes(W: int) -> list[tuple[int, int, int]]:
             (2, 2, 3 * W), (1, 64, W // 2)]
 
 
+#: Device terms that are step functions of a GEMM's rows, off in the serving simulator.
+NON_AFFINE_TERMS = {"gemm_tile": None, "matmul_half_rows": 0.0, "gemv_row_ns": 0.0}
+
+
+def affine_spec(hw: HardwareSpec) -> HardwareSpec:
+    """`hw` without the device terms that are not affine in the batch features."""
+    a = hw.achievable.model_copy(update=NON_AFFINE_TERMS)
+    return hw.model_copy(update={"achievable": a})
+
+
+@dataclass(frozen=True)
+class CollectiveRow:
+    """`count` collectives per step whose message is `bytes_per_token` × the step's tokens on
+    the fullest GPU, costed exactly (a one-shot all-reduce that falls back to the ring is
+    piecewise, not affine, in the message size)."""
+
+    name: str
+    kind: str
+    count: int
+    bytes_per_token: float
+    n: int
+    link: Link
+
+    def time_s(self, tokens: ArrayLike) -> ArrayLike:
+        m = np.asarray(tokens, dtype=float) * self.bytes_per_token
+        if self.kind == "all-reduce":
+            return self.count * all_reduce_s(m, self.n, self.link)
+        if self.kind == "all-to-all":
+            return self.count * all_to_all_s(m, self.n, self.link)
+        return self.count * send_recv_s(m, self.link)
+
+
 @dataclass(frozen=True)
 class MixedStepCost:
     """Per-operator coefficients: time of op k = max(compute[k]·x, memory[k]·x), plus the
-    step's launch overheads, for the feature vector x of the step (module docstring)."""
+    step's fixed device times, for the feature vector x of the step; then the host
+    (module docstring)."""
 
     compute_coef: np.ndarray  # (ops, features) seconds per unit of each feature
     memory_coef: np.ndarray  # (ops, features)
-    overhead_s: float  # kernel launch overheads of the whole step
+    overhead_s: float  # fixed device time of the whole step's kernels
     window: int | None = None  # W of the local layers
     experts: tuple[int, int] | None = None  # (E, k) of the MoE layers
     ep: int = 1  # expert-parallel GPUs the replica's sequences are split over
+    decode_overhead_s: float = 0.0  # extra fixed device time of a pure-decode step
+    host_launch_s: float = 0.0  # host time to launch one step's kernels (no graph)
+    graphs: bool = False  # pure-decode steps replay a CUDA graph: no host launch time
+    host_step_s: float = 0.0  # the engine's per-step host work
+    names: tuple[str, ...] = ()  # one per row: operators, then collectives
+    op_overhead_s: tuple[float, ...] = ()  # fixed device time per operator row
+    collectives: tuple[CollectiveRow, ...] = ()  # costed from the tokens feature (column 1)
 
     def _share(self, B: float) -> float:
         """Share of a replica's B sequences on its fullest GPU: ⌈B/ep⌉/B (1 without EP)."""
@@ -94,19 +159,50 @@ class MixedStepCost:
         cols = [np.ones_like(B), B * T, B, B * attended_pairs(T, S), B * (S + T), T]
         if self.window is not None:
             cols += [B * attended_pairs(T, S, self.window), B * kv_tokens_read(T, S, self.window)]
-        if self.ep > 1:
-            cols.append(n)
-        if self.experts is not None:
-            cols.append(expected_experts_touched(*self.experts, n))
-        return np.stack(cols, axis=-1)
+        return np.stack(cols + self._moe_cols(n), axis=-1)
 
-    def _times(self, x: np.ndarray) -> np.ndarray:
-        """Step times of feature rows x (..., features)."""
-        return np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T).sum(axis=-1) \
-            + self.overhead_s
+    def _moe_cols(self, n: ArrayLike) -> list:
+        """The routed experts' features of n group tokens on the busiest EP rank: pairs (with
+        EP) and experts touched."""
+        if self.experts is None:
+            return []
+        E, k = self.experts
+        pairs = [busiest_rank_pairs(k, n, self.ep)] if self.ep > 1 else []
+        return [*pairs, busiest_rank_experts(E, k, n, self.ep)]
+
+    def _times(self, x: np.ndarray, decode: bool = False) -> np.ndarray:
+        """Step times of feature rows x (..., features); `decode`: every sequence has T=1."""
+        device = np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T).sum(axis=-1) \
+            + self.overhead_s + (self.decode_overhead_s if decode else 0.0)
+        for c in self.collectives:
+            device = device + c.time_s(x[..., 1])
+        return np.maximum(device, self._host_launch_s(decode)) + self.host_step_s
+
+    def _host_launch_s(self, decode: bool) -> float:
+        """Host launch time of a step (graphs replay a pure-decode step without it)."""
+        return 0.0 if decode and self.graphs else self.host_launch_s
+
+    def op_times(self, T: np.ndarray, S: np.ndarray) -> np.ndarray:
+        """Per-row device times (fixed per-kernel times included) of one step over the
+        sequences (T_i, S_i), not a pure decode; all zeros for no sequences."""
+        if T.size == 0:
+            return np.zeros(len(self.names))
+        x = self.step_features(T, S)
+        ops = np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T) \
+            + np.asarray(self.op_overhead_s)
+        return np.concatenate([ops, [float(c.time_s(x[1])) for c in self.collectives]])
 
     def step_s(self, T: np.ndarray, S: np.ndarray) -> float:
         """Time of one step over sequences with new tokens T_i on top of S_i cached."""
+        return float(self._times(self.step_features(T, S), decode=bool(np.all(T == 1))))
+
+    def host_s(self, device_s: float, decode: bool) -> float:
+        """A step's time from its device time: the host launches overlap it (graphs replay a
+        pure-decode step without them), then the per-step host work."""
+        return max(device_s, self._host_launch_s(decode)) + self.host_step_s
+
+    def step_features(self, T: np.ndarray, S: np.ndarray) -> np.ndarray:
+        """The feature vector of one step over sequences with T_i new tokens on S_i cached."""
         n = float(T.sum())
         cols = [1.0, n, float(T.size), float((T * S + T * (T + 1) / 2).sum()),
                 float((S + T).sum()), float(T.max())]
@@ -116,10 +212,9 @@ class MixedStepCost:
         if self.ep > 1:
             share = self._share(T.size)
             cols = [cols[0], *(c * share for c in cols[1:5]), cols[5],
-                    *(c * share for c in cols[6:]), n]
-        if self.experts is not None:
-            cols.append(float(expected_experts_touched(*self.experts, n)))
-        return float(self._times(np.array(cols)))
+                    *(c * share for c in cols[6:])]
+        cols += [float(c) for c in self._moe_cols(n)]
+        return np.array(cols)
 
     def decode_s(self, S: np.ndarray, steps: int) -> np.ndarray:
         """Times of `steps` consecutive decode steps (T=1) of the sequences whose contexts
@@ -141,32 +236,78 @@ class MixedStepCost:
             x[:, col] = x[:, col + 1] = (head + inside * (j + 1)
                                          + (n - inside) * self.window) * share
             col += 2
-        if self.ep > 1:
-            x[:, col] = n
+        for c in self._moe_cols(n):
+            x[:, col] = c
             col += 1
-        if self.experts is not None:
-            x[:, col] = expected_experts_touched(*self.experts, n)
-        return self._times(x)
+        return self._times(x, decode=True)
+
+
+@dataclass(frozen=True)
+class MlaPathsStepCost:
+    """MLA with `mla_decode: auto`: each sequence of a step takes the cheaper path
+    (`operators.mla_naive_is_cheaper`: prefill chunks decompress, decodes absorb, as vLLM's MLA
+    backend splits a mixed batch). Two fits, one per path (each exact for its uniform shapes);
+    a mixed step runs the shared operators over all its sequences and each path's own
+    operators over that path's sequences."""
+
+    model: ModelSpec
+    naive: MixedStepCost
+    absorbed: MixedStepCost
+
+    def _naive(self, T: np.ndarray, S: np.ndarray) -> np.ndarray:
+        W = self.model.attention.sliding_window if self.model.layers_with("local") else None
+        return np.asarray(mla_naive_is_cheaper(self.model, T, S, W), dtype=bool)
+
+    def step_s(self, T: np.ndarray, S: np.ndarray) -> float:
+        naive = self._naive(T, S)
+        if naive.all() or not naive.any():
+            return (self.naive if naive.all() else self.absorbed).step_s(T, S)
+        a, n = self.absorbed, self.naive
+        shared = np.array([name in n.names for name in a.names])
+        own = np.array([name not in a.names for name in n.names])
+        device = float(a.op_times(T, S)[shared].sum() + a.op_times(T[~naive], S[~naive])[
+            ~shared].sum() + n.op_times(T[naive], S[naive])[own].sum())
+        return a.host_s(device, decode=False)  # a prefill chunk is in the step
+
+    def decode_s(self, S: np.ndarray, steps: int) -> np.ndarray:
+        one = np.ones_like(S, dtype=float)
+        # for T = 1 the naive path wins only on an empty cache, so checking the first step
+        # covers the later ones
+        if not self._naive(one, S).any():
+            return self.absorbed.decode_s(S, steps)
+        return np.array([self.step_s(one, S + j) for j in range(steps)])
 
 
 def mixed_step_cost(model: ModelSpec, hw: HardwareSpec, precision: Precision = Precision(),
-                    ceiling: Ceiling = "achievable", par: Parallel = Parallel()) -> MixedStepCost:
+                    ceiling: Ceiling = "achievable", par: Parallel = Parallel(),
+                    engine: EngineSpec | None = None) -> MixedStepCost | MlaPathsStepCost:
     """Fit the per-operator coefficients from `parallel_step_cost` (one GPU: `step_cost`) at
-    the probe shapes and check them; collectives are rows with a memory time only."""
+    the probe shapes and check them; collectives are rows with a memory time only. The
+    device runs without its non-affine terms (`affine_spec`). MLA with the per-step path
+    choice gets one fit per path (`MlaPathsStepCost`)."""
+    if model.attention.kind == "mla" and model.attention.mla_decode == "auto":
+        def forced(path: str) -> MixedStepCost:
+            spec = ModelSpec.model_validate(model.model_dump() | {
+                "attention": model.attention.model_dump() | {"mla_decode": path}})
+            return mixed_step_cost(spec, hw, precision, ceiling, par,  # type: ignore[return-value]
+                                   engine)
+
+        return MlaPathsStepCost(model, forced("naive"), forced("absorbed"))
+    hw = affine_spec(hw)
+    engine = engine if ceiling == "achievable" else None
     W = model.attention.sliding_window if model.layers_with("local") else None
     moe = (model.moe.experts, model.moe.top_k) if model.moe is not None else None
     shape = MixedStepCost(np.zeros((0, 0)), np.zeros((0, 0)), 0.0, W, moe, par.ep)
     B, T, S = np.array(_PROBES + _EP_PROBES * (par.ep > 1) + (_window_probes(W) if W else []),
                        dtype=float).T
-    psc = parallel_step_cost(model, hw, Step(B, T, S), precision, par, ceiling)
+    psc = parallel_step_cost(model, hw, Step(B, T, S), precision, par, ceiling, engine)
     sc = psc.compute
     names = [o.name for o in sc.ops] + [c.name for c in psc.collectives]
-    zero = np.zeros_like(B)
-    compute = np.stack([np.broadcast_to(o.compute_s, B.shape) for o in sc.ops]
-                       + [zero for _ in psc.collectives])  # (ops, probes)
-    memory = np.stack([np.broadcast_to(o.memory_s, B.shape) for o in sc.ops]
-                      + [np.broadcast_to(c.time_s, B.shape) for c in psc.collectives])
+    compute = np.stack([np.broadcast_to(o.compute_s, B.shape) for o in sc.ops])  # (ops, probes)
+    memory = np.stack([np.broadcast_to(o.memory_s, B.shape) for o in sc.ops])
     X = shape.features(B, T, S)  # (probes, features)
+    collectives = tuple(_collective_row(c, X[:, 1], model, hw, par, ceiling, engine)
+                        for c in psc.collectives)
     compute_coef = np.linalg.lstsq(X, compute.T, rcond=None)[0].T  # (ops, features)
     memory_coef = np.linalg.lstsq(X, memory.T, rcond=None)[0].T
     scale = np.maximum(compute, memory).max()  # an op's error is judged against the step's
@@ -179,5 +320,31 @@ def mixed_step_cost(model: ModelSpec, hw: HardwareSpec, precision: Precision = P
                 "affine in the batch features (tokens, sequences, attended pairs, context, "
                 "windowed pairs and context, experts touched); the serving simulator cannot "
                 "cost mixed batches of this model on this hardware spec")
-    overhead = float(sum(o.overhead_s for o in sc.ops))
-    return MixedStepCost(compute_coef, memory_coef, overhead, W, moe, par.ep)
+    per_row = [float(o.overhead_s) for o in sc.ops]
+    overhead = sum(per_row)
+    one = Step(1, 1, 1)  # a pure-decode step: its fixed device and host terms
+    decode = parallel_step_cost(model, hw, one, precision, par, ceiling, engine).compute
+    decode_overhead = float(sum(o.overhead_s for o in decode.ops)) - overhead
+    return MixedStepCost(compute_coef, memory_coef, overhead, W, moe, par.ep,
+                         decode_overhead, sc.host_launch_s,
+                         engine is not None and engine.cuda_graphs, sc.host_step_s,
+                         tuple(names), tuple(per_row), collectives)
+
+
+def _collective_row(c: Collective, tokens: np.ndarray, model: ModelSpec, hw: HardwareSpec,
+                    par: Parallel, ceiling: Ceiling, engine: EngineSpec | None) -> CollectiveRow:
+    """A step's collective as a function of its tokens: its message per token read off the
+    probes (and checked on every one), its group size and link."""
+    message = np.broadcast_to(c.message_bytes, tokens.shape)
+    per_token = float(message[0] / tokens[0])
+    if not np.allclose(message, per_token * tokens, rtol=_RTOL):
+        raise InvalidInputError(f"collective '{c.name}' of {model.name} does not scale with "
+                                "the step's tokens; the serving simulator cannot cost it")
+    n = {"all-reduce": par.tp, "all-to-all": par.ep}.get(c.kind, 2)
+    link = Link.of(hw.interconnect, par.gpus_per_replica, ceiling, engine)
+    row = CollectiveRow(c.name, c.kind, c.count, per_token, n, link)
+    if not np.allclose(row.time_s(tokens), np.broadcast_to(c.time_s, tokens.shape),
+                       rtol=1e-9):
+        raise InvalidInputError(f"collective '{c.name}' of {model.name}: the serving "
+                                "simulator's cost disagrees with the step cost")
+    return row

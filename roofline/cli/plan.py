@@ -1,0 +1,180 @@
+"""`roofline plan`: the cheapest deployment meeting a p95 TTFT/TPOT SLO at an arrival rate,
+the cost/latency Pareto frontier, why the rest fails, and the commands that reproduce it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+
+from ..catalog import load_hardware, load_model
+from ..cost import CEILINGS
+from ..economics import TIERS, parse_price_options
+from ..errors import InvalidInputError
+from ..plan import PlanResult, Requirement, Space, default_hardware, plan
+from ..serve.workload import from_trace
+from . import app, common
+from .common import JsonFlag, SpecsDir, int_list, print_json
+
+Opt = typer.Option
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+def run_plan(model: str, rate: float | None, prompt: int, gen: int, trace: Path | None,
+             slo_ttft: float, slo_tpot: float, hardware: str | None, max_gpus: int,
+             formats: str, prices: list[str], tier: str, max_batches: str,
+             serving: str, confirm_top: int, requests: int, seed: int, ceiling: str,
+             engine: str, specs_dir: list[Path] | None) -> PlanResult:
+    """Parse and load everything `plan` needs, then call the core (shared with `plot plan`)."""
+    if ceiling not in CEILINGS:
+        raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
+    if tier not in TIERS:
+        raise InvalidInputError(f"unknown --price-tier '{tier}'; use one of: {', '.join(TIERS)}")
+    dirs = specs_dir or ()
+    m = load_model(model, dirs)
+    table = parse_price_options(prices)
+    names = _names(hardware) if hardware else default_hardware(table, tier)  # type: ignore[arg-type]
+    devices = [load_hardware(h, dirs) for h in names]
+    workload = None
+    if trace is not None:
+        if rate is not None:
+            raise InvalidInputError("--trace sets the arrivals; drop --rate")
+        workload = from_trace(trace)
+        workload.check(m.max_context, m.name)
+        span = float(workload.arrival_s.max() - workload.arrival_s.min())
+        if workload.requests < 2 or span <= 0:
+            raise InvalidInputError(f"{trace}: a trace needs at least two arrival times")
+        rate = (workload.requests - 1) / span
+        prompt = int(round(float(workload.input_tokens.mean())))
+        gen = max(2, int(round(float(workload.output_tokens.mean()))))
+    if rate is None:
+        raise InvalidInputError("give --rate (requests per second) or --trace")
+    req = Requirement(rate, prompt, gen, slo_ttft, slo_tpot)
+    space = Space(tuple(d.name for d in devices), _names(formats), max_gpus,
+                  tuple(int_list(max_batches, "max batch")),
+                  serving=serving, tier=tier, ceiling=ceiling)  # type: ignore[arg-type]
+    eng = common.engine(engine, specs_dir)
+    return plan(m, devices, req, space, table, workload, confirm_top, requests, seed, eng)
+
+
+def _ms(x: float) -> str:
+    return "—" if not np.isfinite(x) else f"{x * 1e3:.1f} ms"
+
+
+def _s(x: float) -> str:
+    return "—" if not np.isfinite(x) else f"{x:.3f} s"
+
+
+def render(r: PlanResult, frontier_rows: int) -> None:
+    from rich.table import Table
+
+    from .common import console
+
+    q = r.requirement
+    console.print(
+        f"[bold]{r.model}[/]: {q.rate_per_s:g} req/s Poisson, P = {q.prompt_tokens}, G = "
+        f"{q.gen_tokens}; SLO p95 TTFT ≤ {q.slo_ttft_s:g} s, TPOT ≤ {q.slo_tpot_s * 1e3:g} ms; "
+        f"{r.space.ceiling} ceiling, engine {r.engine}, {r.space.tier} prices. Screened "
+        f"{r.configurations:,} configurations analytically in {r.analytic_s:.2f} s; "
+        f"simulated {len(r.confirmed)} in {r.simulated_s:.2f} s.")
+    c = r.chosen
+    if c is None:
+        console.print("[red]none of the cheapest analytically feasible candidates met the SLO "
+                      "in the simulator[/]; see the confirmation table")
+    else:
+        assert c.sim is not None
+        console.print(
+            f"[bold green]chosen[/]: {c.label} — {c.gpus} GPUs, ${c.usd_per_hour:.2f}/h, "
+            f"${c.cost_per_million_tokens_usd:.3f} per million output tokens, "
+            f"{c.joules_per_token:.3f} J/token; p95 TTFT {_s(c.ttft_p95_s)} analytic / "
+            f"{_s(c.sim.ttft_p95_s)} simulated, p95 TPOT {_ms(c.tpot_p95_s)} / "
+            f"{_ms(c.sim.tpot_p95_s)}")
+    t = Table(title="simulator confirmation of the cheapest analytic candidates")
+    for col in ("deployment", "$/M tok", "J/tok", "TTFT p95 analytic", "TTFT p95 sim",
+                "TPOT p95 analytic", "TPOT p95 sim", "meets SLO (sim)"):
+        t.add_column(col, justify="left" if col == "deployment" else "right")
+    for x in r.confirmed:
+        s = x.sim
+        assert s is not None
+        t.add_row(x.label, f"{x.cost_per_million_tokens_usd:.3f}", f"{x.joules_per_token:.3f}",
+                  _s(x.ttft_p95_s), _s(s.ttft_p95_s), _ms(x.tpot_p95_s), _ms(s.tpot_p95_s),
+                  "yes" if s.meets_slo else "no")
+    console.print(t)
+    for label, why in r.unconfirmed:
+        console.print(f"not simulated: {label} — {why}", highlight=False)
+    f = Table(title=f"Pareto frontier: cost vs p95 TPOT and TTFT (analytic; "
+                    f"{min(frontier_rows, len(r.frontier))} of {len(r.frontier)} rows)")
+    for col in ("$/M tok", "TPOT p95", "TTFT p95", "J/tok", "deployment", "SLO"):
+        f.add_column(col, justify="left" if col in ("deployment", "SLO") else "right")
+    for x in r.frontier[:frontier_rows]:
+        f.add_row(f"{x.cost_per_million_tokens_usd:.3f}", _ms(x.tpot_p95_s), _s(x.ttft_p95_s),
+                  f"{x.joules_per_token:.3f}", x.label, x.status)
+    console.print(f)
+    j = Table(title="rejected regions: screened points per device and first failing reason "
+                    "(memory: weights and unsupported count layouts)")
+    for col in ("device", "reason", "points", "closest"):
+        j.add_column(col, justify="right" if col == "points" else "left")
+    for region in r.rejected:
+        j.add_row(region.hardware, region.reason, f"{region.points:,}", region.closest)
+    console.print(j)
+    if r.commands:
+        console.print("reproduce the chosen deployment:")
+        for cmd in r.commands:
+            console.print(f"  {cmd}", soft_wrap=True, highlight=False)
+    for hw, cite in r.prices.items():
+        console.print(f"price {hw}: {cite}", highlight=False)
+
+
+@app.command("plan")
+def plan_cmd(
+    model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")],
+    rate: Annotated[float | None, Opt(help="mean arrivals per second (Poisson)",
+                                       callback=common.in_range(0, 1e6, open_low=True))
+                  ] = None,
+    prompt: Annotated[int, Opt(help="prompt tokens P per request",
+                                callback=common.in_range(1, common.MAX_TOKENS))] = 1024,
+    gen: Annotated[int, Opt(help="generated tokens G per request",
+                             callback=common.in_range(1, common.MAX_TOKENS))] = 256,
+    trace: Annotated[Path | None, Opt(help="CSV/JSONL trace (arrival_s, input_tokens, "
+                                      "output_tokens): its arrivals and mean lengths")] = None,
+    slo_ttft: Annotated[float, Opt(help="p95 TTFT SLO, seconds",
+                                    callback=common.in_range(0, 1e6, open_low=True))] = 1.0,
+    slo_tpot: Annotated[float, Opt(help="p95 TPOT SLO, seconds",
+                                    callback=common.in_range(0, 1e6, open_low=True))] = 0.05,
+    hardware: Annotated[str | None, Opt(*common.HARDWARE_FLAGS, help="devices, comma-separated "
+                                        "(default: every priced device)")] = None,
+    max_gpus: Annotated[int, Opt(help="most GPUs of a deployment, all replicas")] = 64,
+    formats: Annotated[str, Opt(help="formats, comma-separated: W (as --dtype) or W/KV")
+                       ] = "bf16,fp8,int4-g128",
+    price: Annotated[list[str] | None, Opt(help="NAME=USD per GPU-hour, or a YAML price "
+                                           "table (repeatable)")] = None,
+    price_tier: Annotated[str, Opt(help="on-demand or discounted")] = "on-demand",
+    max_batches: Annotated[str, Opt(help="scheduler max sequences B tried, comma-separated")
+                           ] = "8,16,32,64,128,256,512",
+    serving: Annotated[str, Opt(help="both, aggregated (one pool) or disaggregated "
+                                "(prefill and decode pools)")] = "both",
+    confirm_top: Annotated[int, Opt("--confirm", help="candidates the simulator checks")] = 10,
+    requests: Annotated[int, Opt(help="requests per simulation",
+                                  callback=common.in_range(1, common.MAX_REQUESTS))] = 2000,
+    seed: Annotated[int, Opt(help="random seed of the simulated arrivals",
+                              callback=common.in_range(0, common.MAX_SEED))] = 0,
+    ceiling: Annotated[str, Opt(help="datasheet or achievable")] = "achievable",
+    engine: common.EngineOpt = common.DEFAULT_ENGINE,
+    frontier_rows: Annotated[int, Opt(help="frontier rows printed (JSON: all)")] = 15,
+    json_out: JsonFlag = False,
+    specs_dir: SpecsDir = None,
+) -> None:
+    """Search devices × formats × TP/PP/EP × max batch × replicas (and disaggregated pools)
+    for the cheapest deployment meeting the SLO at the rate; confirm it in the simulator."""
+    r = run_plan(model, rate, prompt, gen, trace, slo_ttft, slo_tpot, hardware, max_gpus,
+                 formats, price or [], price_tier, max_batches, serving, confirm_top,
+                 requests, seed, ceiling, engine, specs_dir)
+    if json_out:
+        print_json(r.as_dict())
+    else:
+        render(r, frontier_rows)

@@ -1,0 +1,277 @@
+"""Prediction against published end-to-end measurements of real engines, row by row.
+
+A data set is a CSV with the columns of `roofline/data/published.csv` (id, model, hardware,
+weights, kv, batch, prompt, gen, tp, metric, value, engine, source, note, confidence). Each row
+is predicted with `phases.estimate` on the row's model, device, formats and tensor-parallel
+degree, with the engine profile its `engine` column names (first word: "tensorrt-llm 0.9.0"
+→ `tensorrt-llm`), and compared with the published value: signed error = predicted / published
+− 1 for rates, and the same for times (a positive error is always "too optimistic" for rates
+and "too pessimistic" for times, so the sign is reported per metric).
+
+How a row's metric is read (the conventions of the sources, stated in published-dev.md):
+- decode_tokens_per_s: tokens per second of one sequence. `rate_includes_prefill` = 1 (the
+  gpt-fast and torchao harness time the whole generate() call): G / E2E; otherwise 1 / TPOT.
+- tpot_s, ttft_s, e2e_s: the estimate's TPOT, TTFT (all B prompts prefilled together) and E2E.
+- prefill_tokens_per_s: B·P / TTFT. throughput_tokens_per_s: B·G / E2E per model copy, divided
+  by the tensor-parallel GPUs when `per_gpu` = 1 (TensorRT-LLM 0.7-0.9 report per GPU).
+- memory_bytes: weights + KV cache + activations of the estimate (per GPU × GPUs).
+- A prompt or generation of 0 tokens (llama-bench tg/pp runs) is costed as 1.
+- Formats: `unknown` weights are fp16; weights narrower than 16 bits run against 16-bit
+  activations (weight-only kernels), except fp8 on TensorRT-LLM, which runs W8A8; `unknown` KV
+  is fp8 there (the FP8 build recipe quantises the GEMM inputs and the KV cache:
+  kv_cache_quant_algo FP8 in the v0.9.0 performance docs' build configs) and 16-bit elsewhere;
+  a format is stored the way the row's engine stores it (`EngineSpec.formats`: llama.cpp's
+  Q4_0 file keeps its output layer in Q6_K, gpt-fast quantises the output layer too).
+Rows the tool cannot predict (unknown model, device or format, or a configuration that does not
+fit) are kept with the reason, so coverage is part of the report.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from .catalog import load_engine, load_hardware, load_model
+from .cost import Ceiling
+from .engine import EngineSpec
+from .errors import InvalidInputError, RooflineError
+from .parallel import Parallel
+from .phases import Case, estimate
+from .precision import Precision
+
+METRICS = ("decode_tokens_per_s", "tpot_s", "ttft_s", "prefill_tokens_per_s",
+           "throughput_tokens_per_s", "e2e_s", "memory_bytes")
+REQUIRED = ("id", "model", "hardware", "weights", "kv", "batch", "prompt", "gen", "tp",
+            "metric", "value", "engine")
+#: Engines whose fp8 recipe quantises the GEMM inputs too (W8A8), not only the weights.
+W8A8_FP8_ENGINES = ("tensorrt-llm",)
+
+#: |signed error| a row may show before the CI gate fails, by the row's confidence: the
+#: sources' own uncertainty (rounding to 1 ms, SKU or lengths assumed, inconsistent tables).
+#: A row of a known, explained gap carries its own `band` and `band_note` in the data set, so
+#: the gap is gated against getting worse and listed in docs/accuracy.md.
+BANDS = {"high": 0.30, "medium": 0.40, "low": 0.60}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One published number and the conditions it was measured under."""
+
+    id: str
+    model: str
+    hardware: str
+    weights: str
+    kv: str
+    batch: int
+    prompt: int
+    gen: int
+    tp: int
+    metric: str
+    value: float
+    engine: str
+    source: str = ""
+    confidence: str = "medium"
+    rate_includes_prefill: bool = False
+    per_gpu: bool = False
+    band: float | None = None  # a known gap's own band (see `band_note`)
+    band_note: str = ""
+
+    @property
+    def engine_profile(self) -> str:
+        return self.engine.split()[0] if self.engine.strip() else ""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    row: Row
+    predicted: float | None
+    engine: str | None  # the profile used (None: hardware layer alone)
+    why: str = ""  # why it could not be predicted
+
+    @property
+    def error(self) -> float | None:
+        """Signed relative error, predicted / published − 1."""
+        return None if self.predicted is None else self.predicted / self.row.value - 1
+
+    @property
+    def band(self) -> float:
+        """The row's own band when the data set names a known gap, else its confidence's."""
+        if self.row.band is not None:
+            return self.row.band
+        return BANDS.get(self.row.confidence, BANDS["low"])
+
+    @property
+    def passed(self) -> bool | None:
+        return None if self.error is None else abs(self.error) <= self.band
+
+    def as_dict(self) -> dict:
+        r = self.row
+        return {"id": r.id, "model": r.model, "hardware": r.hardware, "engine": r.engine,
+                "engine_profile": self.engine, "metric": r.metric, "published": r.value,
+                "predicted": self.predicted, "error": self.error, "band": self.band,
+                "passed": self.passed, "why": self.why or None, "confidence": r.confidence,
+                "known_gap": r.band_note or None}
+
+
+def bundled_csv() -> Path:
+    """The data set shipped with the package."""
+    return Path(str(resources.files("roofline") / "data" / "published.csv"))
+
+
+def _int(text: str, what: str, row_id: str) -> int:
+    try:
+        v = float(text)
+    except ValueError:
+        raise InvalidInputError(f"row {row_id}: {what} '{text}' is not a number") from None
+    if not math.isfinite(v) or v < 0 or v != int(v):
+        raise InvalidInputError(f"row {row_id}: {what} must be a whole number ≥ 0, got {text}")
+    return int(v)
+
+
+def _band(text: str, row_id: str) -> float | None:
+    if not text.strip():
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        raise InvalidInputError(f"row {row_id}: band '{text}' is not a number") from None
+    if not math.isfinite(v) or v <= 0:
+        raise InvalidInputError(f"row {row_id}: band must be a positive fraction, got {text}")
+    return v
+
+
+def load_rows(path: str | Path) -> list[Row]:
+    """Rows of a published-measurements CSV; refuses missing columns and bad numbers."""
+    path = Path(path)
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+            if missing:
+                raise InvalidInputError(
+                    f"{path}: missing column(s) {', '.join(missing)}; a published-measurements "
+                    f"CSV needs {', '.join(REQUIRED)}")
+            raw = list(reader)
+    except OSError as e:
+        raise InvalidInputError(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"{path}: not a UTF-8 text CSV") from None
+    rows = []
+    for d in raw:
+        rid = d["id"]
+        try:
+            value = float(d["value"])
+        except ValueError:
+            raise InvalidInputError(f"row {rid}: value '{d['value']}' is not a number") from None
+        if not math.isfinite(value) or value <= 0:
+            raise InvalidInputError(f"row {rid}: value must be a positive number, got {value}")
+        rows.append(Row(
+            id=rid, model=d["model"], hardware=d["hardware"], weights=d["weights"],
+            kv=d["kv"], batch=max(_int(d["batch"], "batch", rid), 1),
+            prompt=_int(d["prompt"], "prompt", rid), gen=_int(d["gen"], "gen", rid),
+            tp=max(_int(d["tp"], "tp", rid), 1), metric=d["metric"], value=value,
+            engine=d["engine"], source=d.get("source", ""),
+            confidence=d.get("confidence", "") or "medium",
+            rate_includes_prefill=d.get("rate_includes_prefill", "").strip() == "1",
+            per_gpu=d.get("per_gpu", "").strip() == "1",
+            band=_band(d.get("band", ""), rid), band_note=d.get("band_note", "") or ""))
+    return rows
+
+
+def precision_of(row: Row, engine: EngineSpec | None) -> Precision:
+    """The row's formats under the conventions of the module docstring."""
+    weights = "fp16" if row.weights in ("unknown", "") else row.weights
+    w8a8 = engine is not None and engine.name in W8A8_FP8_ENGINES and weights.startswith("fp8")
+    kv = row.kv
+    if kv in ("unknown", ""):
+        kv = "fp8" if w8a8 else "fp16"
+    half = kv if kv in ("bf16", "fp16") else "fp16"
+    stored = engine.weights_as_run(weights) if engine is not None else weights
+    return Precision(weights=stored, activations=weights if w8a8 else half, kv=kv)
+
+
+def _metric(row: Row, c: Case, tp: int) -> float:
+    m = row.metric
+    if m == "decode_tokens_per_s":
+        return row.gen / c.e2e_s if row.rate_includes_prefill else 1 / c.tpot_s
+    if m == "tpot_s":
+        return c.tpot_s
+    if m == "ttft_s":
+        return c.ttft_s
+    if m == "e2e_s":
+        return c.e2e_s
+    if m == "prefill_tokens_per_s":
+        return c.batch * c.prompt_tokens / c.ttft_s
+    if m == "throughput_tokens_per_s":
+        return c.throughput_tokens_per_s / (tp if row.per_gpu else 1)
+    if m == "memory_bytes":
+        return c.memory_bytes
+    raise InvalidInputError(f"row {row.id}: unknown metric '{m}'; use one of: "
+                            f"{', '.join(METRICS)}")
+
+
+def predict(row: Row, ceiling: Ceiling = "achievable", engine: str | None = None,
+            specs_dirs: Sequence[str | Path] = ()) -> Prediction:
+    """One row's prediction; `engine` overrides the row's own (`none`: hardware layer)."""
+    name = engine or row.engine_profile
+    try:
+        eng = None if name.lower() == "none" else load_engine(name, specs_dirs)
+        m = load_model(row.model, specs_dirs)
+        hw = load_hardware(row.hardware, specs_dirs)
+        p = precision_of(row, eng)
+        prompt, gen = max(row.prompt, 1), max(row.gen, 1)
+        e = estimate(m, hw, [row.batch], prompt, gen, p, ceiling, Parallel(tp=row.tp), eng)
+        value = _metric(row, e.cases[0], row.tp)
+    except RooflineError as err:
+        return Prediction(row, None, name, str(err).split(";")[0])
+    return Prediction(row, value, e.engine.name if e.engine else None)
+
+
+def predict_all(rows: Iterable[Row], ceiling: Ceiling = "achievable", engine: str | None = None,
+                specs_dirs: Sequence[str | Path] = ()) -> list[Prediction]:
+    return [predict(r, ceiling, engine, specs_dirs) for r in rows]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Accuracy of one group of predictions: |error| median and p90, signed median, coverage."""
+
+    group: str
+    rows: int
+    predicted: int
+    median_abs_error: float | None
+    p90_abs_error: float | None
+    median_signed_error: float | None
+    failed: int
+
+    def as_dict(self) -> dict:
+        return dict(vars(self))
+
+
+def summarise(preds: Sequence[Prediction], group: str) -> Summary:
+    errs = np.array([p.error for p in preds if p.error is not None], dtype=float)
+    have = errs.size > 0
+    return Summary(group, len(preds), int(errs.size),
+                   float(np.median(np.abs(errs))) if have else None,
+                   float(np.quantile(np.abs(errs), 0.9)) if have else None,
+                   float(np.median(errs)) if have else None,
+                   sum(p.passed is False for p in preds))
+
+
+def summaries(preds: Sequence[Prediction]) -> dict[str, list[Summary]]:
+    """Per metric, per engine column (first word) and per source, plus the whole set."""
+    out: dict[str, list[Summary]] = {"all": [summarise(preds, "all rows")]}
+    for key, of in (("metric", lambda p: p.row.metric),
+                    ("engine", lambda p: p.row.engine_profile),
+                    ("source", lambda p: p.row.source.split(" (")[0][:60])):
+        groups: dict[str, list[Prediction]] = {}
+        for p in preds:
+            groups.setdefault(of(p), []).append(p)
+        out[key] = [summarise(v, k) for k, v in sorted(groups.items())]
+    return out

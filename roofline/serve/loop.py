@@ -1,0 +1,156 @@
+"""One serving replica: its clock, its queues and the step loop; its scheduler picks each step.
+
+Request state lives in shared arrays (`Requests`), indexed by request id; a replica holds ids.
+A request's KV holds `computed` tokens; it is decoding once `computed` reaches `target`
+(its prompt, or prompt + generated tokens when re-prefilled after a recompute preemption).
+A decode step feeds the last generated token (T=1 over S=computed) and yields the next one;
+finishing a prefill yields a token too.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from .blocks import BlockAllocator
+from .policy import Policy
+from .schedulers import scheduler_for
+from .workload import Workload
+
+
+class StepTimer(Protocol):
+    """Step times from the sequences' shapes (see `roofline.serve.stepcost`)."""
+
+    def step_s(self, T: np.ndarray, S: np.ndarray) -> float:
+        """One step over sequences with T_i new tokens on S_i cached."""
+
+    def decode_s(self, S: np.ndarray, steps: int) -> np.ndarray:
+        """`steps` consecutive decode steps of sequences starting at contexts S_i."""
+
+
+class Requests:
+    """Mutable per-request state of one simulation, as parallel arrays indexed by request id."""
+
+    def __init__(self, w: Workload) -> None:
+        n = w.requests
+        self.w = w
+        self.ready_s = w.arrival_s.astype(float).copy()  # when the holding replica may start it
+        self.computed = np.zeros(n, np.int64)  # tokens in KV
+        self.target = w.input_tokens.astype(np.int64).copy()  # tokens in KV once prefilled
+        self.generated = np.zeros(n, np.int64)
+        self.held_blocks = np.zeros(n, np.int64)  # own blocks (shared prefix blocks excluded)
+        self.shared_tokens = np.zeros(n, np.int64)  # prefix tokens read from the prefix cache
+        self.swapped = np.zeros(n, bool)  # KV sits in host memory, to be swapped back in
+        self.first_token_s = np.full(n, np.nan)
+        self.finish_s = np.full(n, np.nan)
+        self.completions = np.zeros(n, np.int64)  # times each request finished (must be 1)
+
+    def resumes(self, rid: int) -> bool:
+        """Its KV is complete: a swapped-out or handed-off sequence that decodes again."""
+        return bool(self.computed[rid] > 0 and self.computed[rid] >= self.target[rid])
+
+
+@dataclass
+class Counters:
+    """Totals over a run, for the report and the conservation checks."""
+
+    prefill_tokens: int = 0  # prompt tokens computed (re-prefills included)
+    decode_tokens: int = 0  # tokens fed by decode steps for live sequences
+    padding_tokens: int = 0  # static batching: steps of sequences already finished
+    recomputed_tokens: int = 0  # KV dropped by recompute preemptions (re-prefilled later)
+    prefix_hit_tokens: int = 0  # prompt tokens served from the prefix cache
+    preemptions: int = 0
+    swap_s: float = 0.0
+
+
+@dataclass
+class Timeline:
+    """One row per step: when it ended, its batch, and the KV held after it."""
+
+    start_s: list[float] = field(default_factory=list)
+    end_s: list[float] = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    kv_allocated_tokens: list[int] = field(default_factory=list)
+    kv_stored_tokens: list[int] = field(default_factory=list)
+    kv_shared_saving_tokens: list[int] = field(default_factory=list)
+
+
+class ServingLoop:
+    """One replica. `handoff`, when given, takes each request after its first token (the
+    prefill instance of a disaggregated pair) together with the time it left."""
+
+    def __init__(self, policy: Policy, timer: StepTimer, kv_capacity_tokens: int,
+                 max_seq_len: int, reqs: Requests, swap_bytes_per_s: float,
+                 kv_bytes_per_token: float, counters: Counters, timeline: Timeline,
+                 handoff: Callable[[int, float], None] | None = None,
+                 state_bytes_per_sequence: float = 0.0) -> None:
+        self.timer, self.r, self.c, self.tl, self.handoff = timer, reqs, counters, timeline, handoff
+        block_tokens = policy.block_size if policy.kv == "paged" else max_seq_len
+        self.kv = BlockAllocator(block_tokens, kv_capacity_tokens, reqs, policy.prefix_caching)
+        self.swap_s_per_token = kv_bytes_per_token / swap_bytes_per_s
+        self.swap_s_per_sequence = state_bytes_per_sequence / swap_bytes_per_s  # SSM state
+        self.clock = 0.0
+        self.busy_s = 0.0
+        self.pending: deque[int] = deque()  # routed here, not yet ready
+        self.waiting: deque[int] = deque()  # ready, not admitted (preempted ones in front)
+        self.scheduler = scheduler_for(policy, self)
+
+    def add(self, rid: int) -> None:
+        self.pending.append(rid)
+
+    @property
+    def load(self) -> int:
+        """Requests routed here and not finished (the least-loaded router's measure)."""
+        return len(self.pending) + len(self.waiting) + self.scheduler.sequences
+
+    def run_until(self, t: float) -> None:
+        """Step while there is work and the clock is before `t` (a step may end after t)."""
+        while True:
+            while self.pending and self.r.ready_s[self.pending[0]] <= self.clock:
+                self.waiting.append(self.pending.popleft())
+            if self.waiting or self.scheduler.sequences:
+                if self.clock >= t:
+                    return
+                if not self.scheduler.step(t):
+                    raise RuntimeError("scheduler made no progress with work queued")
+            elif self.pending and self.r.ready_s[self.pending[0]] <= t:
+                self.clock = max(self.clock, float(self.r.ready_s[self.pending[0]]))
+            else:
+                return
+
+    def advance(self, dt: float) -> None:
+        self.clock += dt
+        self.busy_s += dt
+
+    def advance_to(self, t: float) -> None:
+        self.busy_s += t - self.clock
+        self.clock = t
+
+    def stall(self, tokens: int) -> None:
+        """Move `tokens` of KV (and the sequence's state) between device and host; the replica
+        waits for it."""
+        dt = tokens * self.swap_s_per_token + self.swap_s_per_sequence
+        self.c.swap_s += dt
+        self.advance(dt)
+
+    def finish(self, rids: np.ndarray | int, at_s: np.ndarray | float) -> None:
+        """The requests produced their last token at `at_s`."""
+        self.r.finish_s[rids] = at_s
+        self.r.completions[rids] += 1
+
+    def record(self, start_s: float, seqs: int, tokens: int) -> None:
+        """A step (or stretch of steps) from `start_s` to now, and the KV held after it."""
+        self.tl.start_s.append(start_s)
+        self.tl.end_s.append(self.clock)
+        self.tl.seqs.append(seqs)
+        self.tl.tokens.append(tokens)
+        kv, cached = self.kv, self.kv.prefixes.values()
+        self.tl.kv_allocated_tokens.append((kv.total_blocks - kv.free_blocks) * kv.block_tokens)
+        self.tl.kv_stored_tokens.append(self.scheduler.stored_tokens()
+                                        + sum(p.tokens for p in cached))
+        self.tl.kv_shared_saving_tokens.append(sum(p.tokens * (p.readers - 1) for p in cached))

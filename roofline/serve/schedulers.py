@@ -1,0 +1,347 @@
+"""What a replica runs in its next step: one scheduler class per batching and prefill policy.
+A new policy is one subclass of `Scheduler` and one line in `SCHEDULERS`."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .policy import Policy
+
+if TYPE_CHECKING:
+    from .loop import ServingLoop
+
+Chunks = list[tuple[int, int]]  # (request, prompt tokens computed this step)
+
+
+class Scheduler(ABC):
+    """Holds one replica's admitted sequences and runs each step on the replica's `loop`."""
+
+    def __init__(self, policy: Policy, loop: ServingLoop) -> None:
+        self.p, self.loop, self.r, self.kv = policy, loop, loop.r, loop.kv
+
+    @property
+    @abstractmethod
+    def sequences(self) -> int:
+        """Admitted and not finished."""
+
+    @abstractmethod
+    def stored_tokens(self) -> int:
+        """KV tokens the admitted sequences store themselves (cached prefixes excluded)."""
+
+    @abstractmethod
+    def step(self, horizon: float) -> bool:
+        """Run one iteration, or a stretch of iterations that cannot differ from step-by-step
+        ones; False when nothing can run."""
+
+
+class Continuous(Scheduler):
+    """Membership changes every iteration: at most `max_seqs` sequences and `token_budget` new
+    tokens (B·T) per step. A subclass picks each step's decodes and prompt chunks (`batch`)."""
+
+    chunks_prompts = False  # a prompt may be split over steps; else whole, or alone if oversized
+
+    def __init__(self, policy: Policy, loop: ServingLoop) -> None:
+        super().__init__(policy, loop)
+        self.run = np.zeros(0, np.int64)  # decoding, in admission order
+        self.prefilling: list[int] = []  # admitted, prompt partly computed (chunked)
+
+    @property
+    def sequences(self) -> int:
+        return self.run.size + len(self.prefilling)
+
+    def stored_tokens(self) -> int:
+        r = self.r
+        return int(r.computed[self.run].sum() - r.shared_tokens[self.run].sum()) + sum(
+            int(r.computed[i] - r.shared_tokens[i]) for i in self.prefilling)
+
+    def drains(self) -> bool:
+        """Called once per step: the running sequences decode on with prompts waiting."""
+        return False
+
+    @abstractmethod
+    def batch(self) -> tuple[np.ndarray, Chunks]:
+        """This step's decoding sequences (a prefix of `run`) and prompt chunks."""
+
+    def step(self, horizon: float) -> bool:
+        loop = self.loop
+        drains = self.drains()
+        if self.run.size and ((not loop.waiting and not self.prefilling) or drains):
+            if loop.pending:
+                horizon = min(horizon, float(self.r.ready_s[loop.pending[0]]))
+            if self._decode_stretch(horizon):
+                return True
+        decode, chunks = self.batch()
+        if not chunks and not decode.size:
+            if self.run.size:
+                return True  # swapped-out or handed-off sequences resumed: they decode next
+            if not self.prefilling:
+                return False
+            self._preempt_newest()  # partial prompts hold all the blocks: make room
+            return True
+        r = self.r
+        T_c = np.array([c for _, c in chunks], dtype=float)
+        T = np.concatenate((np.ones(decode.size), T_c))
+        S = np.concatenate((r.computed[decode], [r.computed[i] for i, _ in chunks])).astype(float)
+        dt = loop.timer.step_s(T, S)
+        loop.advance(dt)
+        loop.c.decode_tokens += decode.size
+        loop.c.prefill_tokens += int(T_c.sum())
+        self._finish_decodes(decode)
+        self._finish_chunks(chunks)
+        loop.record(loop.clock - dt, int(decode.size + len(chunks)), int(T.sum()))
+        return True
+
+    def _decode_stretch(self, horizon: float) -> bool:
+        """Decode every running sequence for the steps that start before `horizon` and end
+        no later than the first finish, if their KV blocks are free now."""
+        loop, r, run = self.loop, self.r, self.run
+        n = run.size
+        S = r.computed[run]
+        k = int((r.w.output_tokens[run] - r.generated[run]).min())
+        if int(self.kv.needed(run, S + k).sum()) > self.kv.free_blocks:
+            return False
+        if horizon < np.inf:  # steps only lengthen as contexts grow: bound k by the first
+            first = float(loop.timer.decode_s(S, 1)[0])
+            k = min(k, int((horizon - loop.clock) / first) + 1)
+        dt = loop.timer.decode_s(S, k)
+        ends = loop.clock + np.cumsum(dt)
+        steps = max(1, int(np.count_nonzero(ends - dt < horizon)))
+        start = loop.clock
+        loop.advance_to(float(ends[steps - 1]))
+        self.kv.grow(run, S + steps)
+        r.computed[run] += steps - 1  # the last step is counted by _finish_decodes
+        r.generated[run] += steps - 1
+        loop.c.decode_tokens += n * steps
+        self._finish_decodes(run)
+        loop.record(start, n, n * steps)
+        return True
+
+    def _schedule_prefill(self, budget: int) -> Chunks:
+        """Prompt chunks for this step within `budget` tokens: partly prefilled prompts first,
+        then waiting requests in arrival order (no skipping)."""
+        loop, r = self.loop, self.r
+        chunks: Chunks = []
+        for rid in self.prefilling:
+            c = min(int(r.target[rid] - r.computed[rid]), budget)
+            if c < 1 or not self.kv.grow(rid, int(r.computed[rid]) + c):
+                return chunks
+            chunks.append((rid, c))
+            budget -= c
+        while loop.waiting and self.sequences < self.p.max_seqs:
+            rid = loop.waiting[0]
+            if budget < 1 and not r.resumes(rid):
+                break
+            first = self._start(rid, budget, alone=not chunks)
+            if first is None:
+                break
+            loop.waiting.popleft()
+            if first == 0:
+                self.run = np.append(self.run, rid)
+                continue
+            self.prefilling.append(rid)
+            chunks.append((rid, first))
+            budget -= first
+        return chunks
+
+    def _start(self, rid: int, budget: int, alone: bool) -> int | None:
+        """Admit a waiting request if its KV and first chunk fit: the chunk's token count
+        (0 for a sequence that resumes decoding), or None. `alone`: no chunk yet this step."""
+        loop, r = self.loop, self.r
+        hit = self.kv.cached_prefix(rid) if r.computed[rid] == 0 else None
+        start = hit.tokens if hit is not None else int(r.computed[rid])
+        c = max(int(r.target[rid]) - start, 0)  # 0: a decoding sequence resumes
+        if self.chunks_prompts:
+            c = min(c, budget)
+        elif c > budget and not alone:
+            return None  # whole prompts only; an oversized one runs alone
+        if hit is not None:  # read it from now on, so that making room cannot evict it
+            hit.readers += 1
+            r.shared_tokens[rid] = hit.tokens
+        if not self.kv.grow(rid, start + c):
+            if hit is not None:
+                self.kv.release(rid)  # stop reading it (a waiting request holds no blocks)
+            return None
+        if hit is not None:
+            self.kv.prefixes.move_to_end(int(r.w.prefix_id[rid]))
+            r.computed[rid] = hit.tokens
+            loop.c.prefix_hit_tokens += hit.tokens
+        if r.swapped[rid]:
+            loop.stall(int(r.computed[rid]))
+            r.swapped[rid] = False
+        return c
+
+    def _preempt_newest(self) -> None:
+        """Evict the most recently admitted sequence, decoding ones first: swap its KV to the
+        host (shared prefix included) or drop it to be recomputed."""
+        loop, r = self.loop, self.r
+        if self.run.size:
+            rid = int(self.run[-1])
+            self.run = self.run[:-1]
+        else:
+            rid = self.prefilling.pop()
+        loop.c.preemptions += 1
+        if self.p.preemption == "swap":
+            loop.stall(int(r.computed[rid]))
+            r.swapped[rid] = True
+        else:
+            loop.c.recomputed_tokens += int(r.computed[rid])
+            r.computed[rid] = 0
+            r.target[rid] = r.w.input_tokens[rid] + r.generated[rid]
+        self.kv.release(rid)
+        loop.waiting.appendleft(rid)
+
+    def _grow_decodes(self) -> np.ndarray:
+        """Blocks for each running sequence's next token; preempt the newest until they fit."""
+        r = self.r
+        while self.run.size and not self.kv.grow(self.run, r.computed[self.run] + 1):
+            self._preempt_newest()
+        return self.run
+
+    def _finish_decodes(self, decode: np.ndarray) -> None:
+        """`decode` is a prefix of the running set: sequences resumed during scheduling were
+        appended after it and decode from the next step."""
+        if not decode.size:
+            return
+        r = self.r
+        r.computed[decode] += 1
+        r.generated[decode] += 1
+        done = r.generated[decode] >= r.w.output_tokens[decode]
+        if done.any():
+            for rid in decode[done]:
+                self._complete(int(rid))
+            self.run = np.concatenate((decode[~done], self.run[decode.size:]))
+
+    def _finish_chunks(self, chunks: Chunks) -> None:
+        loop, r = self.loop, self.r
+        for rid, c in chunks:
+            r.computed[rid] += c
+            self.kv.cache_prefix(rid)
+            if r.computed[rid] < r.target[rid]:
+                continue
+            self.prefilling.remove(rid)
+            r.generated[rid] += 1
+            if np.isnan(r.first_token_s[rid]):
+                r.first_token_s[rid] = loop.clock
+            if r.generated[rid] >= r.w.output_tokens[rid]:
+                self._complete(rid)
+            elif loop.handoff is not None:
+                self.kv.release(rid)
+                loop.handoff(rid, loop.clock)
+            else:
+                self.run = np.append(self.run, rid)
+
+    def _complete(self, rid: int) -> None:
+        self.loop.finish(rid, self.loop.clock)
+        self.kv.release(rid)
+
+
+class PrefillFirst(Continuous):
+    """A waiting prompt runs whole in a prefill-only step, pausing decodes."""
+
+    def batch(self) -> tuple[np.ndarray, Chunks]:
+        chunks = self._schedule_prefill(self.p.token_budget)
+        return (self.run[:0] if chunks else self._grow_decodes()), chunks
+
+
+class DecodeFirst(Continuous):
+    """Prompts are prefilled only when nothing is decoding: once the batch is full (or no prompt
+    waits) it decodes out before the next prompt is admitted."""
+
+    draining = False
+
+    def drains(self) -> bool:
+        if not self.run.size:
+            self.draining = False
+        elif not self.loop.waiting and not self.prefilling:
+            self.draining = True  # nothing left to prefill: decode this batch out
+        return self.draining and not (self.loop.waiting and self.r.resumes(self.loop.waiting[0]))
+
+    def batch(self) -> tuple[np.ndarray, Chunks]:
+        # draining: a budget of 0 only resumes swapped-out or handed-off sequences
+        chunks = self._schedule_prefill(0 if self.draining else self.p.token_budget)
+        if not chunks:
+            self.draining = True  # the batch is full: decode it out
+        return (self.run[:0] if chunks else self._grow_decodes()), chunks
+
+
+class Chunked(Continuous):
+    """Every step decodes all running sequences and fills the rest of the budget with prompt
+    chunks."""
+
+    chunks_prompts = True
+
+    def batch(self) -> tuple[np.ndarray, Chunks]:
+        decode = self._grow_decodes()
+        return decode, self._schedule_prefill(self.p.token_budget - decode.size)
+
+
+class Static(Scheduler):
+    """A batch of up to `max_seqs` waiting requests is prefilled together and decodes until its
+    longest output is done; finished sequences keep their slot (and keep being computed)."""
+
+    def __init__(self, policy: Policy, loop: ServingLoop) -> None:
+        super().__init__(policy, loop)
+        self.batch = np.zeros(0, np.int64)
+        self.ctx = np.zeros(0)  # KV tokens of each slot, padding included
+
+    @property
+    def sequences(self) -> int:
+        return self.batch.size
+
+    def stored_tokens(self) -> int:
+        return int(self.ctx.sum())
+
+    def step(self, horizon: float) -> bool:
+        loop, r, batch = self.loop, self.r, self.batch
+        if not batch.size:  # prefill a new batch together
+            n = min(self.p.max_seqs, self.kv.free_blocks, len(loop.waiting))
+            if n == 0:
+                return False
+            batch = np.array([loop.waiting.popleft() for _ in range(n)], np.int64)
+            self.kv.grow(batch, r.w.input_tokens[batch])  # one block of max_seq_len each
+            T = r.w.input_tokens[batch].astype(float)
+            dt = loop.timer.step_s(T, np.zeros(n))
+            loop.advance(dt)
+            loop.c.prefill_tokens += int(T.sum())
+            r.computed[batch] = r.w.input_tokens[batch]
+            r.generated[batch] = 1
+            r.first_token_s[batch] = loop.clock
+            self.batch, self.ctx = batch, r.computed[batch].astype(float)
+            loop.finish(batch[r.w.output_tokens[batch] <= 1], loop.clock)
+            loop.record(loop.clock - dt, n, int(T.sum()))
+            return True
+        # the whole decode phase: B sequences (finished ones padded) until the longest
+        out = r.w.output_tokens[batch]
+        n, k = batch.size, int(out.max()) - 1  # steps after the prefill's token
+        if k > 0:
+            ends = loop.clock + np.cumsum(loop.timer.decode_s(self.ctx, k))
+            live = out > 1
+            loop.finish(batch[live], ends[out[live] - 2])  # token j+1 comes from step j
+            r.computed[batch] += out - 1
+            r.generated[batch] = out
+            loop.c.decode_tokens += int((out - 1).sum())
+            loop.c.padding_tokens += n * k - int((out - 1).sum())
+            start = loop.clock
+            loop.advance_to(float(ends[-1]))
+            self.ctx = self.ctx + k
+            loop.record(start, n, n * k)
+        for rid in batch:  # the whole batch frees together
+            self.kv.release(int(rid))
+        self.batch = np.zeros(0, np.int64)
+        return True
+
+
+SCHEDULERS: dict[str, type[Scheduler]] = {
+    "static": Static,
+    "prefill-first": PrefillFirst,
+    "decode-first": DecodeFirst,
+    "chunked": Chunked,
+}
+
+
+def scheduler_for(policy: Policy, loop: ServingLoop) -> Scheduler:
+    """Static batching has no prefill mode; continuous batching is scheduled by its mode."""
+    return SCHEDULERS["static" if policy.batching == "static" else policy.prefill](policy, loop)

@@ -1,0 +1,148 @@
+"""What fits, one definition (`memory.batch_fit`) behind estimate, kv, serve and the API; the
+numbers derived by hand here from the specs' dimensions and the H100's 81,559 MiB."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from conftest import run_cli
+
+from roofline import memory
+from roofline.catalog import load_hardware, load_model
+from roofline.parallel import Parallel
+from roofline.phases import estimate
+from roofline.precision import Precision
+from roofline.serve.policy import POLICIES
+from roofline.serve.simulate import kv_capacity_tokens
+
+BF16 = Precision()
+H100_BYTES = 81_559 * 2**20  # nvidia-smi memory.total, 'NVIDIA H100 80GB HBM3'
+USABLE = 0.9 * H100_BYTES  # vLLM's gpu_memory_utilization default: 76,968,728,985.6 B
+# Llama-2-13B: 13,015,864,320 params; L 40, D 5120, N = K 40, H 128, F 13824, V 32000
+W13 = 13_015_864_320 * 2
+KV13 = 2 * 40 * 40 * 128 * 2  # 819,200 B per token
+HIDDEN13 = (2 * 5120 + 2 * 13824) * 2  # 75,776 B of live activations per token in a step
+LOGITS13 = 32000 * 4  # fp32 logits, B per sequence
+
+
+def test_one_max_batch_across_estimate_kv_and_serve(capsys):
+    """Llama-2-13B, bf16, one H100, 1024 + 256 tokens, a 2,048-token prefill budget, 0.9 usable:
+    (76,968,728,985.6 − 26,031,728,640 − 2048 · 75,776) / (1280 · 819,200 + 128,000) = 48.4."""
+    chunk = 2048 * HIDDEN13
+    by_hand = int((USABLE - W13 - chunk) // (1280 * KV13 + LOGITS13))
+    assert by_hand == 48
+    m, hw = load_model("llama-2-13b"), load_hardware("h100-sxm")
+    e = estimate(m, hw, [1], 1024, 256, BF16, prefill_token_budget=2048)
+    assert e.max_batch == by_hand and e.fit.binding == "KV"
+    code, out, _ = run_cli(capsys, "kv", "llama-2-13b", "--context", "1280",
+                           "--prefill-token-budget", "2048", "--json")
+    assert code == 0 and json.loads(out)[0]["max_batch"] == by_hand
+    code, out, _ = run_cli(capsys, "estimate", "llama-2-13b", "--prefill-token-budget", "2048",
+                           "--json")
+    assert code == 0 and json.loads(out)["max_batch"] == by_hand
+    # serve: the same usable memory less weights and a 2,048-token step over 48 sequences,
+    # (76,968,728,985.6 − 26,031,728,640 − 155,189,248 − 48 · 128,000) / 819,200 = 61,982
+    # tokens: 48 sequences of 1280
+    policy = dataclasses.replace(POLICIES["continuous"], max_seqs=by_hand, token_budget=2048)
+    tokens = kv_capacity_tokens(m, hw, BF16, policy)
+    assert tokens == int((USABLE - W13 - chunk - by_hand * LOGITS13) // KV13) == 61_982
+    assert tokens // 1280 == by_hand
+
+
+def test_prefill_budget_charges_one_chunk_not_the_batch():
+    """16 prompts of 1024 tokens: 16,384 tokens at once without a budget; 8,192 per chunk under
+    vLLM's default budget; a decode step of 10,000 sequences is 10,000 tokens."""
+    assert memory.prefill_step_tokens(16, 1024, None) == 16_384
+    assert memory.prefill_step_tokens(16, 1024, 8192) == 8192
+    assert memory.prefill_step_tokens(4, 1024, 8192) == 4096
+    assert memory.prefill_step_tokens(10_000, 1024, 8192) == 10_000
+    m = load_model("llama-2-13b")
+    assert memory.peak_activation_bytes(m, BF16, 16, 1024) == 8192 * HIDDEN13 + 16 * LOGITS13
+
+
+def test_binding_limits_are_named():
+    hw = load_hardware("h100-sxm")
+    # 70,553,706,496 params · 2 B = 141.1 GB > 76.97 GB usable: the weights bind
+    f = memory.batch_fit(load_model("llama-3.1-70b"), hw, BF16, 4096)
+    assert f.max_batch == 0 and f.binding == "weights" and f.kv_room_bytes == 0
+    # Llama-2-13B at 4096 tokens: KV of 3.36 GB a sequence fills the room
+    f = memory.batch_fit(load_model("llama-2-13b"), hw, BF16, 4096)
+    assert f.binding == "KV"
+    assert f.max_batch == int((USABLE - W13 - 8192 * HIDDEN13) // (4096 * KV13 + LOGITS13)) == 14
+    # a 1-token context on a 1024-token prompt: each sequence holds 819 kB of KV but its row of
+    # the whole-batch prefill holds 1024 · 75,776 B = 77.6 MB: the activations bind
+    f = memory.batch_fit(load_model("llama-2-13b"), hw, BF16, 1, 1024, prefill_token_budget=None)
+    assert f.binding == "activations"
+
+
+def test_kv_caps_the_context_at_the_model_limit(capsys):
+    """Llama-3.1-8B (8,030,261,248 params, 131,072 B of KV per token, limit 131,072 tokens):
+    one sequence could hold (76.97e9 − 16.06e9 − 8192 · 36,864 · 2 B − 513,024 B) / 131,072 B
+    ≈ 460,000 tokens; the model's trained context binds."""
+    code, out, _ = run_cli(capsys, "kv", "llama-3.1-8b", "--context", "8192", "--json")
+    (row,) = json.loads(out)
+    room = USABLE - 8_030_261_248 * 2 - 8192 * (2 * 4096 + 2 * 14336) * 2 - 128_256 * 4
+    assert room / 131_072 > 450_000
+    assert row["max_context"] == 131_072 and row["max_context_binding"] == "context"
+    # max batch at 8192 tokens: room / (8192 · 131,072 B + 513,024 B) = 56.1 → 56
+    assert row["max_batch"] == int(room // (8192 * 131_072 + 128_256 * 4)) == 56
+    assert row["memory"]["capacity_bytes"] == H100_BYTES
+    assert row["memory"]["reserve_bytes"] == pytest.approx(0.1 * H100_BYTES)
+
+
+def test_kv_says_when_the_weights_fill_the_device_and_takes_tp(capsys):
+    code, out, _ = run_cli(capsys, "kv", "llama-3.1-70b", "--context", "4096", "--json")
+    (row,) = json.loads(out)
+    assert row["max_batch"] == 0 and row["max_batch_binding"] == "weights"
+    assert "exceed the usable" in row["note"]
+    code, out, _ = run_cli(capsys, "kv", "llama-3.1-70b", "--context", "4096")
+    assert "weights fill the" in out
+    # TP 2: each GPU holds 4 of 8 kv heads, 2 · 80 · 4 · 128 · 2 B = 163,840 B per token, and
+    # ⌈128,256 / 2⌉ · 4 B of logits; its 8,192-token chunk has D = 8192 and F/2 = 14,336 wide
+    # rows, 8192 · (2 · 8192 + 2 · 14336) · 2 B. Weights per GPU from the sharded spec.
+    code, out, _ = run_cli(capsys, "kv", "llama-3.1-70b", "--context", "4096", "--tp", "2",
+                           "--json")
+    (row,) = json.loads(out)
+    w = row["memory"]["weights_bytes"]
+    assert w == pytest.approx(70_553_706_496, rel=1e-3)  # half of 141.1 GB, norms replicated
+    chunk = 8192 * (2 * 8192 + 2 * 14336) * 2
+    per_seq = 4096 * 163_840 + 64_128 * 4
+    assert row["max_batch"] == int((USABLE - w - chunk) // per_seq) == 8
+    assert row["max_batch_binding"] == "KV"
+
+
+def test_memory_fraction_is_a_parameter_of_the_core():
+    m, hw = load_model("llama-2-13b"), load_hardware("h100-sxm")
+    full = memory.max_batch(m, hw, BF16, 1280, 1024, memory_fraction=1.0)
+    seeds_h100 = memory.max_batch(m, hw, BF16, 1280, 1024, memory_fraction=0.92)
+    assert full == int((H100_BYTES - W13 - 8192 * HIDDEN13) // (1280 * KV13 + LOGITS13)) == 56
+    assert seeds_h100 == int((0.92 * H100_BYTES - W13 - 8192 * HIDDEN13)
+                             // (1280 * KV13 + LOGITS13)) == 49
+    with pytest.raises(Exception, match="memory-fraction"):
+        memory.max_batch(m, hw, BF16, 1280, memory_fraction=0)
+    assert memory.max_batch(m, hw, BF16, 1280, 1024, Parallel(tp=2)) > 2 * full * 0.9
+
+
+@pytest.mark.parametrize("engine, fraction, budget", [
+    # engine_specs/: SGLang mem_fraction_static 0.88, chunked_prefill_size 8192; llama.cpp
+    # 0.95 of memory and 512-token batches; `none`: the defaults, vLLM's 0.9 and 8192
+    ("sglang", 0.88, 8192), ("llama.cpp", 0.95, 512), ("none", 0.9, 8192)])
+def test_the_engine_profile_supplies_fraction_and_budget(capsys, engine, fraction, budget):
+    """Llama-2-13B, 1024 + 256 tokens: (f · 85,520,809,984 − 26,031,728,640 − N · 75,776)
+    / (1280 · 819,200 + 128,000); SGLang: (75,258,312,785.9 − 26.03e9 − 620.8 MB)
+    / 1,048,988,800 = 46.3 → 46."""
+    code, out, _ = run_cli(capsys, "estimate", "llama-2-13b", "--engine", engine, "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["memory"]["memory_fraction"] == fraction
+    assert data["memory"]["prefill_token_budget"] == budget
+    expected = int((fraction * H100_BYTES - W13 - budget * HIDDEN13)
+                   // (1280 * KV13 + LOGITS13))
+    assert data["max_batch"] == expected
+    if engine == "sglang":
+        assert expected == 46
+    code, out, _ = run_cli(capsys, "kv", "llama-2-13b", "--context", "1280", "--engine", engine,
+                           "--json")
+    assert json.loads(out)[0]["max_batch"] == expected
