@@ -364,6 +364,11 @@ FLAGS = {
     "plot-kv": (["plot", "kv", "llama-3.1-8b", "-o", "BAD/out/k.png"], ["--batch"]),
     "collectives": (["collectives"], ["--world-size", "--reps"]),
     "check": (["check", "--device", "cpu"], ["--repeats", "--threads"]),
+    "plan": (["plan", "llama-3.1-8b", "--rate", "5"],
+             ["--max-gpus", "--confirm", "--frontier-rows", "--requests", "--prompt", "--gen",
+              "--seed"]),
+    "plot-plan": (["plot", "plan", "llama-3.1-8b", "-o", "BAD/out/p.png"],
+                  ["--max-gpus", "--requests", "--prompt", "--gen"]),
 }
 INT_FLAG_CASES = [(name, flag, value)
                   for name, (_, flags) in FLAGS.items() for flag in flags

@@ -148,7 +148,8 @@ def plan_cmd(
                                     callback=common.in_range(0, 1e6, open_low=True))] = 0.05,
     hardware: Annotated[str | None, Opt(*common.HARDWARE_FLAGS, help="devices, comma-separated "
                                         "(default: every priced device)")] = None,
-    max_gpus: Annotated[int, Opt(help="most GPUs of a deployment, all replicas")] = 64,
+    max_gpus: Annotated[int, Opt(help="most GPUs of a deployment, all replicas",
+                                 callback=common.in_range(1, common.MAX_GPUS))] = 64,
     formats: Annotated[str, Opt(help="formats, comma-separated: W (as --dtype) or W/KV")
                        ] = "bf16,fp8,int4-g128",
     price: Annotated[list[str] | None, Opt(help="NAME=USD per GPU-hour, or a YAML price "
@@ -158,14 +159,16 @@ def plan_cmd(
                            ] = "8,16,32,64,128,256,512",
     serving: Annotated[str, Opt(help="both, aggregated (one pool) or disaggregated "
                                 "(prefill and decode pools)")] = "both",
-    confirm_top: Annotated[int, Opt("--confirm", help="candidates the simulator checks")] = 10,
+    confirm_top: Annotated[int, Opt("--confirm", help="candidates the simulator checks",
+                                    callback=common.in_range(0, 1000))] = 10,
     requests: Annotated[int, Opt(help="requests per simulation",
                                   callback=common.in_range(1, common.MAX_REQUESTS))] = 2000,
     seed: Annotated[int, Opt(help="random seed of the simulated arrivals",
                               callback=common.in_range(0, common.MAX_SEED))] = 0,
     ceiling: Annotated[str, Opt(help="datasheet or achievable")] = "achievable",
     engine: common.EngineOpt = common.DEFAULT_ENGINE,
-    frontier_rows: Annotated[int, Opt(help="frontier rows printed (JSON: all)")] = 15,
+    frontier_rows: Annotated[int, Opt(help="frontier rows printed (JSON: all)",
+                                      callback=common.in_range(0, 10**6))] = 15,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:

@@ -243,7 +243,8 @@ def plan_cmd(
                                     callback=common.in_range(0, 1e6, open_low=True))] = 0.05,
     hardware: Annotated[str | None, typer.Option(*common.HARDWARE_FLAGS, help="devices, "
                                                  "comma-separated")] = None,
-    max_gpus: Annotated[int, typer.Option(help="most GPUs of a deployment")] = 64,
+    max_gpus: Annotated[int, typer.Option(help="most GPUs of a deployment",
+                                          callback=common.in_range(1, common.MAX_GPUS))] = 64,
     formats: Annotated[str, typer.Option(help="formats, comma-separated")
                        ] = "bf16,fp8,int4-g128",
     price: Annotated[list[str] | None, typer.Option(help="NAME=USD per GPU-hour or a YAML "
