@@ -806,12 +806,12 @@ def commands(model: str, c: Candidate, req: Requirement, requests: int, seed: in
     lay = "".join(f" --{k} {v}" for k, v in (("tp", par.tp), ("pp", par.pp), ("ep", par.ep))
                   if v > 1)
     n = max(1, round(c.concurrency))
-    est = (f"roofline estimate {model} --hardware {c.hardware}{lay} {fmt} --kv {p.kv} "
+    est = (f"roofline estimate {model} --hardware {c.hardware}{lay} {fmt} --kv-format {p.kv} "
            f"--prompt {req.prompt_tokens} --gen {req.gen_tokens} --batch 1,{n},{c.max_batch} "
            f"--ceiling {ceiling} --engine {engine}")
     serve = (f"roofline serve {model} --hardware {c.hardware}{lay} {fmt} --kv-format {p.kv} "
              f"--rate {req.rate_per_s:g} --requests {requests} --arrivals poisson "
-             f"--lengths fixed --input-tokens {req.prompt_tokens} --output-tokens "
+             f"--lengths fixed --prompt {req.prompt_tokens} --gen "
              f"{req.gen_tokens} --seed {seed} --max-seqs {c.max_batch} --token-budget "
              f"{max(TOKEN_BUDGET, c.max_batch)} --slo-ttft {req.slo_ttft_s:g} --slo-tpot "
              f"{req.slo_tpot_s:g} --ceiling {ceiling} --engine {engine}")

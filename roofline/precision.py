@@ -76,7 +76,7 @@ class Precision:
         if a.compute is None:
             raise InvalidInputError(
                 f"'{a.name}' is a weight/KV storage format with no matmul of its own; "
-                "use it with --weights or --kv and pick --activations bf16, fp16, fp8 or int8")
+                "use it with --weights or --kv-format and pick --activations bf16, fp16, fp8 or int8")
         if w.element_bits > a.element_bits:
             raise InvalidInputError(
                 f"weights {w.name} are wider than activations {a.name}: no kernel multiplies "

@@ -57,9 +57,9 @@ class Policy:
                 "a decode step of every sequence would not fit; raise --token-budget")
         if self.batching == "static" and self.kv != "contiguous":
             raise InvalidInputError("static batching reserves contiguous KV for each sequence; "
-                                    "use --kv contiguous with it")
+                                    "use --kv-layout contiguous with it")
         if self.prefix_caching and self.kv != "paged":
-            raise InvalidInputError("prefix caching shares KV blocks; it needs --kv paged")
+            raise InvalidInputError("prefix caching shares KV blocks; it needs --kv-layout paged")
         if self.disaggregated and self.batching == "static":
             raise InvalidInputError("disaggregated serving needs continuous batching")
 
