@@ -32,7 +32,7 @@ COMMANDS = [
     ["diffusion"],
     ["serve", "--requests", "40"],
     ["serve", "--requests", "40", "--compare", "static,continuous,chunked"],
-    ["hardware", "list"], ["models", "list"],
+    ["hardware", "list"], ["models", "list"], ["engines", "list"],
     ["plot", "batch", "llama-3.1-8b", "mistral-7b-v0.1", "-H", "h100-sxm", "-H", "l4"],
     ["validate", "{results}", "-H", "h100-sxm", "--tolerance", "1e6"],
 ]
