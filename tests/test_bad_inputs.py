@@ -746,16 +746,25 @@ def _interrupting(monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     import roofline.cli.estimate as est
 
     def stop(*args: object, **kwargs: object) -> None:
+        import typer
+
         if how == "raise":
             raise KeyboardInterrupt
+        if how == "exit-130":  # what a typer that catches Ctrl-C itself hands back
+            raise typer.Exit(130)
+        if how == "abort":  # what click's own main makes of a Ctrl-C
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt:
+                raise typer.Abort() from None
         os.kill(os.getpid(), getattr(signal, how))
         time.sleep(5)
 
     monkeypatch.setattr(est, "run_estimate", stop)
 
 
-@pytest.mark.parametrize("how,status", [("raise", 130), ("SIGINT", 130), ("SIGTERM", 143),
-                                        ("SIGHUP", 129)])
+@pytest.mark.parametrize("how,status", [("raise", 130), ("exit-130", 130), ("abort", 130),
+                                        ("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
 def test_interrupt_never_exits_0(how, status, monkeypatch, capsys):
     """Whatever typer does with a KeyboardInterrupt (raise it, or return 130 under
     standalone_mode=False), the CLI exits 128 + the signal, saying so in one line."""
