@@ -420,6 +420,7 @@ def test_float_flag_out_of_range(base, flag, value, bad, capsys):
      "acceptance"),
     (["speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--batch", "1e20"], "batch"),
     (["speculate", "llama-3.1-8b"], "--draft"),
+    (["serve", "llama-2-7b", "--lengths", "fixed", "--prompt", "5000"], "context"),
     (["serve", "--arrivals", "bursty"], "arrivals"), (["serve", "--lengths", "zipf"], "zipf"),
     (["serve", "--policy", "magic"], "magic"), (["serve", "--compare", "static,,"], "policy"),
     (["serve", "--kv-layout", "sideways"], "sideways"),
@@ -853,3 +854,23 @@ def _numeric_options() -> list[tuple[str, str]]:
 def test_every_numeric_option_refuses_nonsense(command, option, value, bad, capsys):
     argv = [*command.split(), *BASE_ARGS.get(command, []), option, value]
     refuse(capsys, bad, argv, option)
+
+
+# ---- dead ends: a generated workload fits the model's context -----------------------------
+def test_generated_requests_are_cut_to_the_context():
+    from roofline.serve.workload import Lengths, synthetic
+
+    inputs, outputs = Lengths("lognormal", 1024, high=4096), Lengths("lognormal", 256, high=4096)
+    free = synthetic(2000, 5.0, inputs, outputs, seed=0)
+    cut = synthetic(2000, 5.0, inputs, outputs, seed=0, max_context=4096)
+    over = free.input_tokens + free.output_tokens > 4096
+    assert cut.truncated == int(over.sum()) > 0
+    assert (cut.input_tokens + cut.output_tokens <= 4096).all()
+    assert (cut.input_tokens[~over] == free.input_tokens[~over]).all()  # the rest untouched
+
+
+def test_serve_on_a_4k_model_runs_and_says_what_it_cut(capsys):
+    main(["serve", "llama-2-7b", "--requests", "200", "--json"])
+    out, err = capsys.readouterr()
+    assert json.loads(out)
+    assert err.count("\n") == 1 and "cut to fit" in err and "4,096" in err

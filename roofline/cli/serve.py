@@ -63,7 +63,13 @@ def prepare_runs(model: str, hardware: str, names: list[str], requests: int = 20
 
     def workload(r: float):
         w = (from_trace(trace, prefix_tokens) if trace is not None else
-             synthetic(requests, r, inputs, outputs, arrivals, seed, prefix_tokens))  # type: ignore[arg-type]
+             synthetic(requests, r, inputs, outputs, arrivals, seed, prefix_tokens,  # type: ignore[arg-type]
+                       m.max_context))
+        if w.truncated:
+            note = (f"note: {w.truncated} of {w.requests} generated requests cut to fit "
+                    f"{m.name}'s {m.max_context:,}-token context")
+            if note not in common.NOTES:
+                common.NOTES.append(note)
         w.check(m.max_context, m.name)
         return w
 

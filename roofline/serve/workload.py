@@ -42,6 +42,7 @@ class Workload:
     output_tokens: np.ndarray  # (R,) int, generated tokens G (the first comes from prefill)
     prefix_id: np.ndarray  # (R,) int
     prefix_tokens: np.ndarray  # (R,) int, leading tokens of the prompt shared under prefix_id
+    truncated: int = 0  # generated requests cut to fit the model's context
 
     @property
     def requests(self) -> int:
@@ -91,10 +92,13 @@ class Lengths:
 
 
 def synthetic(requests: int, rate_per_s: float, inputs: Lengths, outputs: Lengths,
-              arrivals: Arrivals = "poisson", seed: int = 0, prefix_tokens: int = 0) -> Workload:
+              arrivals: Arrivals = "poisson", seed: int = 0, prefix_tokens: int = 0,
+              max_context: int | None = None) -> Workload:
     """`requests` arrivals at `rate_per_s` (Poisson: exponential gaps; fixed: equal gaps).
     With `prefix_tokens` > 0 every prompt starts with the same system prompt (prefix id 0)
-    of that many tokens, added to its drawn length."""
+    of that many tokens, added to its drawn length. With `max_context`, the tail of the
+    length distributions is cut so every request fits (prompt first, then output), and
+    `truncated` counts the requests cut; mean lengths that do not fit are refused."""
     if not 1 <= requests <= MAX_REQUESTS:
         raise InvalidInputError(f"--requests must be at least 1 and at most {MAX_REQUESTS:,}, "
                                 f"got {requests:,}")
@@ -104,6 +108,10 @@ def synthetic(requests: int, rate_per_s: float, inputs: Lengths, outputs: Length
         raise InvalidInputError(f"unknown arrivals '{arrivals}'; use one of: {', '.join(ARRIVALS)}")
     if prefix_tokens < 0:
         raise InvalidInputError(f"--prefix-tokens cannot be negative, got {prefix_tokens}")
+    if max_context is not None and inputs.mean + outputs.mean + prefix_tokens > max_context:
+        raise InvalidInputError(
+            f"mean prompt {inputs.mean + prefix_tokens:g} + generated {outputs.mean:g} tokens is "
+            f"more than the model's {max_context:,}-token context; lower --prompt or --gen")
     rng = np.random.default_rng(seed)
     # unit-rate gaps scaled by the rate: the same seed gives the same requests at every rate
     gaps = rng.exponential(1.0, requests) if arrivals == "poisson" else np.ones(requests)
@@ -111,8 +119,13 @@ def synthetic(requests: int, rate_per_s: float, inputs: Lengths, outputs: Length
     arrival -= arrival[0]
     inp = inputs.draw(rng, requests) + prefix_tokens
     out = outputs.draw(rng, requests)
+    truncated = 0
+    if max_context is not None:
+        truncated = int(np.count_nonzero(inp + out > max_context))
+        inp = np.minimum(inp, max_context - 1)
+        out = np.minimum(out, max_context - inp)
     pid = np.full(requests, 0 if prefix_tokens else NO_PREFIX)
-    return Workload(arrival, inp, out, pid, np.full(requests, prefix_tokens))
+    return Workload(arrival, inp, out, pid, np.full(requests, prefix_tokens), truncated)
 
 
 def _int_field(row: dict, key: str, where: str, minimum: int) -> int:
