@@ -23,9 +23,13 @@ def estimate_table(e: Estimate) -> Table:
         f"replica(s) over {e.hardware.interconnect.kind}")
     t = Table(title=f"{e.model.display_name} on {e.hardware.display_name} — "
                     f"weights {p.weights}, activations {p.activations}, KV {p.kv} "
-                    f"(compute {p.compute}){gpus}; ceiling: {e.ceiling}",
+                    f"(compute {p.compute}){gpus}; ceiling: {e.ceiling}; engine: "
+                    f"{e.engine.name if e.engine else 'none'}",
               caption=f"memory columns are per GPU, at prompt+gen tokens; a row that does not "
-                      f"fit shows what it would need. ceiling source: {e.ceiling_source}",
+                      f"fit shows what it would need. Sources of every term: `roofline "
+                      f"hardware show {e.hardware.name}`"
+                      + (f", `roofline engines show {e.engine.name}`" if e.engine else "")
+                      + " (and ceiling_source in --json)",
               caption_justify="left")
     for col in ("batch", "prompt+gen", "weights", "KV cache", "activations", "memory/GPU",
                 "fits", "TTFT", "TPOT", "E2E", "decode tok/s", "throughput tok/s"):
