@@ -255,8 +255,8 @@ def estimate_economics(est, usd_per_gpu_hour: float, utilisation: float = 1.0
     pm = power_model(hw)
     B = np.array([c.batch for c in est.cases], dtype=float)
     P, G = est.cases[0].prompt_tokens, est.cases[0].gen_tokens
-    pre = parallel_step_cost(m, hw, Step(B, P, 0), prec, par, est.ceiling)
-    dec = parallel_step_cost(m, hw, Step(B, 1, P + G // 2), prec, par, est.ceiling)
+    pre = parallel_step_cost(m, hw, Step(B, P, 0), prec, par, est.ceiling, est.engine)
+    dec = parallel_step_cost(m, hw, Step(B, 1, P + G // 2), prec, par, est.ceiling, est.engine)
     u_pre = np.asarray(roof_utilisation(pre.compute.flops, pre.compute.bytes, pre.time_s, hw,
                                         prec.compute))
     u_dec = np.asarray(roof_utilisation(dec.compute.flops, dec.compute.bytes, dec.time_s, hw,
@@ -316,3 +316,31 @@ def serve_economics(summary, devices: dict[str, HardwareSpec], prices: PriceTabl
 def _engine_pools(result) -> list:
     """The pool of each engine, in `ServeResult.engines` order."""
     return [p for p in result.deployment.pools for _ in range(p.replicas)]
+
+
+@dataclass(frozen=True)
+class EstimateEconomics:
+    """Cost and energy of every case of an estimate, or why they cannot be given."""
+
+    price_usd_per_gpu_hour: float | None
+    price_source: str
+    utilisation: float
+    cases: tuple[CaseEconomics, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {"price_usd_per_gpu_hour": self.price_usd_per_gpu_hour,
+                "price_source": self.price_source, "utilisation": self.utilisation,
+                "cases": [c.as_dict() for c in self.cases]}
+
+
+def priced_estimate(est, prices: PriceTable, tier: Tier = "on-demand", utilisation: float = 1.0
+                    ) -> EstimateEconomics:
+    """`estimate_economics` at the table's price of the estimate's device; a device without a
+    published price gets no figures and says so (pass --price NAME=USD)."""
+    name = est.hardware.name
+    if not prices.has(name, tier):
+        return EstimateEconomics(None, f"no {tier} price for {name} in the price table; pass "
+                                 f"--price {name}=USD", utilisation)
+    usd = prices.usd_per_gpu_hour(name, tier)
+    return EstimateEconomics(usd, prices.citation(name, tier), utilisation,
+                             estimate_economics(est, usd, utilisation))

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from .cost import StepCost
 from .diffusion import DiffusionComparison
+from .economics import EstimateEconomics
 from .engine import EngineSpec
 from .hardware import HardwareSpec
 from .memory import BatchFit, CacheSummary
@@ -16,7 +17,7 @@ from .phases import Estimate
 from .units import seconds, si
 
 
-def estimate_table(e: Estimate) -> Table:
+def estimate_table(e: Estimate, econ: EstimateEconomics | None = None) -> Table:
     p, par = e.precision, e.parallel
     gpus = "" if par.gpus == 1 else (
         f"; {par.gpus} GPUs = TP {par.tp} × PP {par.pp} × EP {par.ep} × {par.replicas} "
@@ -31,16 +32,25 @@ def estimate_table(e: Estimate) -> Table:
                       + (f", `roofline engines show {e.engine.name}`" if e.engine else "")
                       + " (and ceiling_source in --json)",
               caption_justify="left")
+    priced = econ is not None and econ.cases
     for col in ("batch", "prompt+gen", "weights", "KV cache", "activations", "memory/GPU",
-                "fits", "TTFT", "TPOT", "E2E", "decode tok/s", "throughput tok/s"):
+                "fits", "TTFT", "TPOT", "E2E", "decode tok/s", "throughput tok/s",
+                *(("$/M tok", "J/tok") if priced else ())):
         t.add_column(col, justify="right")
-    for c in e.cases:
+    for i, c in enumerate(e.cases):
+        money = ((f"{econ.cases[i].cost_per_million_tokens_usd:.3g}",  # type: ignore[union-attr]
+                  f"{econ.cases[i].joules_per_token:.3g}")  # type: ignore[union-attr]
+                 if priced else ())
         t.add_row(str(c.batch), f"{c.prompt_tokens}+{c.gen_tokens}", si(c.weights_bytes, "B"),
                   si(c.kv_cache_bytes, "B"), si(c.activation_bytes, "B"),
                   si(c.memory_bytes_per_gpu, "B"),
                   "yes" if c.fits else f"[red]no[/red] (> {si(c.usable_bytes, 'B')})",
                   seconds(c.ttft_s), seconds(c.tpot_s), seconds(c.e2e_s),
-                  f"{c.decode_tokens_per_s:,.0f}", f"{c.throughput_tokens_per_s:,.0f}")
+                  f"{c.decode_tokens_per_s:,.0f}", f"{c.throughput_tokens_per_s:,.0f}", *money)
+    if econ is not None:
+        t.caption = (f"{t.caption}. Cost: {econ.price_source}" +
+                     (f", at {econ.utilisation:.0%} utilisation; energy from the roofs' use "
+                      "(docs/planning.md)" if priced else ""))
     return t
 
 

@@ -163,3 +163,32 @@ def test_serve_prints_cost_line(capsys):
     main(["serve", "llama-3.1-8b", "--requests", "50", "--hardware", "h100-sxm"])
     out = capsys.readouterr().out
     assert "cost: $3.49/h" in out and "per million output tokens" in out and "J/token" in out
+
+
+def test_estimate_json_carries_cost_and_energy(capsys) -> None:
+    """`estimate --price h100-sxm=2 --json`: $2/GPU-hour over one GPU's throughput,
+    2 / 3600 / (B·G / E2E) · 1e6 dollars per million output tokens."""
+    import json
+
+    from conftest import run_cli
+
+    code, out, _ = run_cli(capsys, "estimate", "llama-3.1-8b", "--batch", "1,16", "--price",
+                           "h100-sxm=2", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["economics"]["price_usd_per_gpu_hour"] == 2.0
+    for case, econ in zip(d["cases"], d["economics"]["cases"], strict=True):
+        expected = 2.0 / 3600 / case["throughput_tokens_per_s"] * 1e6
+        assert econ["cost_per_million_output_tokens_usd"] == pytest.approx(expected)
+        assert econ["joules_per_output_token"] == pytest.approx(
+            econ["power_w_per_gpu"] / case["throughput_tokens_per_s"])
+
+
+def test_unpriced_device_says_how_to_price_it(capsys) -> None:
+    import json
+
+    from conftest import run_cli
+
+    code, out, _ = run_cli(capsys, "estimate", "llama-3.1-8b", "-H", "gaudi2", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["economics"]["cases"] == []
+    assert "--price gaudi2=USD" in d["economics"]["price_source"]

@@ -211,6 +211,27 @@ def kv_format(kv_format: str | None, kv: str | None) -> str | None:
             raise InvalidInputError("--kv is the old name of --kv-format; give one of them")
         NOTES.append("note: --kv is deprecated; use --kv-format")
     return kv_format or kv
+def price_tier(tier: str) -> Any:
+    """`--price-tier`: on-demand or discounted."""
+    if tier not in ("on-demand", "discounted"):
+        raise InvalidInputError(f"unknown --price-tier '{tier}'; use on-demand or discounted")
+    return tier
+
+
+def serve_economics_dict(summary: Any, hw: Any, gpus_per_replica: int) -> dict | None:
+    """The JSON of a serve run's cost and energy, None when a device has no price."""
+    from ..catalog import load_hardware
+    from ..economics import load_prices, serve_economics
+    from ..errors import RooflineError
+
+    try:
+        devices = {p.hardware: (hw if p.hardware == hw.name else load_hardware(p.hardware))
+                   for p in summary.result.deployment.pools}
+        return serve_economics(summary, devices, load_prices(), gpus_per_replica).as_dict()
+    except RooflineError:
+        return None
+
+
 def cost_line(summary: Any, hw: Any, gpus_per_replica: int) -> str:
     """One line of cost and energy for a serve run (bundled on-demand prices), or why not."""
     from ..catalog import load_hardware

@@ -53,6 +53,13 @@ def estimate(
     memory_fraction: MemoryFraction = None,
     prefill_token_budget: PrefillTokenBudget = None,
     require_fit: RequireFit = False,
+    price: Annotated[list[str] | None, Opt(help="NAME=USD per GPU-hour, or a YAML price table "
+                                           "(repeatable; default: the bundled on-demand "
+                                           "prices)")] = None,
+    price_tier: Annotated[str, Opt(help="on-demand or discounted")] = "on-demand",
+    utilisation: Annotated[float, Opt(help="share of the time the GPUs serve batches back to "
+                                      "back (idle the rest): sets cost and energy per token",
+                                      callback=common.in_range(0, 1, open_low=True))] = 1.0,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -68,8 +75,12 @@ def estimate(
                      memory_fraction=memory_fraction,
                      prefill_token_budget=token_budget(prefill_token_budget))
     warn(e.warnings)
+    from ..economics import parse_price_options, priced_estimate
+
+    econ = priced_estimate(e, parse_price_options(price or []),
+                           common.price_tier(price_tier), utilisation)
     if json_out:
-        out = e.as_dict()
+        out = e.as_dict() | {"economics": econ.as_dict()}
         if breakdown:
             out["breakdown"] = {
                 "prefill": e.prefill.as_dict() | {"collectives_s": e.prefill_comm_s},
@@ -78,7 +89,7 @@ def estimate(
     else:
         from ..report import breakdown_table, estimate_table, fit_lines, memory_table
 
-        common.console.print(estimate_table(e))
+        common.console.print(estimate_table(e, econ))
         for line in fit_lines(e):
             common.console.print(line)
         if breakdown:

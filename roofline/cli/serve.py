@@ -189,8 +189,12 @@ def serve(
         return
     summaries = [run(i, rate) for i in range(len(policies))]
     if json_out:
-        print_json({"engine": engine_name, **summaries[0].as_dict()} if not compare else
-                   [{"engine": engine_name, **s.as_dict()} for s in summaries])
+        def econ(s: Summary) -> dict:
+            return {"economics": common.serve_economics_dict(s, hw, tp * pp * ep)}
+
+        print_json({"engine": engine_name, **summaries[0].as_dict(), **econ(summaries[0])}
+                   if not compare else
+                   [{"engine": engine_name, **s.as_dict(), **econ(s)} for s in summaries])
         return
     source = f"trace {trace}" if trace else (
         f"{requests} requests, {arrivals} {rate:g}/s, {lengths} P≈{input_tokens} G≈{output_tokens}"
