@@ -82,6 +82,7 @@ def roofline_cmd(
                       ] = 1024,
     dtype: Dtype = "bf16",
     ceiling: Ceiling = "achievable",
+    engine: EngineOpt = DEFAULT_ENGINE,
     measured: Annotated[Path | None, typer.Option(
         help="results JSON of `roofline measure`: its kernels drawn beside the prediction "
         "(use the spec of the machine that measured, e.g. its calibrated YAML)")] = None,
@@ -96,8 +97,9 @@ def roofline_cmd(
     if model is not None:
         m = load_model(model, specs_dir or ())
         # gen = 1: the chart needs only the prefill step and the first decode step (S = P)
+        eng = common.engine(engine, specs_dir)
         estimates = [estimate(m, hw, [b], positive(prompt, "--prompt"), 1,
-                              precision, ceiling)  # type: ignore[arg-type]
+                              precision, ceiling, engine=eng)  # type: ignore[arg-type]
                      for b in batches]
     points = load_results(measured).points if measured is not None else ()
     _saved(plots.roofline_chart(hw, estimates, points), output)
@@ -128,6 +130,7 @@ def batch_cmd(
     gen: common.Gen = 256,
     dtype: Dtype = "bf16",
     ceiling: Ceiling = "achievable",
+    engine: EngineOpt = DEFAULT_ENGINE,
     output: TextOutput = None,
     text: TextFlag = False,
     specs_dir: SpecsDir = None,
@@ -138,8 +141,9 @@ def batch_cmd(
     batches = int_list(batch, "batch size")
     specs = [load_model(m, specs_dir or ()) for m in models]
     devices = [load_hardware(h, specs_dir or ()) for h in hardware]
+    eng = common.engine(engine, specs_dir)
     estimates = [estimate(m, hw, batches, positive(prompt, "--prompt"), positive(gen, "--gen"),
-                          Precision.uniform(dtype), ceiling)  # type: ignore[arg-type]
+                          Precision.uniform(dtype), ceiling, engine=eng)  # type: ignore[arg-type]
                  for m in specs for hw in devices]
     if output is not None:
         _saved(plots.frontier_chart(estimates), output)
@@ -204,6 +208,7 @@ def serve_cmd(
     pp: common.Pp = 1,
     ep: common.Ep = 1,
     ceiling: Ceiling = "achievable",
+    engine: EngineOpt = DEFAULT_ENGINE,
     specs_dir: SpecsDir = None,
 ) -> None:
     """Serving simulation: latency CDF per policy at --rate, and with --sweep-rate the
@@ -213,7 +218,8 @@ def serve_cmd(
         model, hardware, compare.split(","), requests, input_tokens=input_tokens,
         output_tokens=output_tokens, seed=seed, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
         dtype=dtype, ceiling=ceiling, specs_dir=specs_dir, weights=weights,
-        activations=activations, kv_format=common.kv_format(kv_format, kv), tp=tp, pp=pp, ep=ep)
+        activations=activations, kv_format=common.kv_format(kv_format, kv), tp=tp, pp=pp, ep=ep,
+        engine=engine)
     summaries = {p.name: run(i, rate) for i, p in enumerate(policies)}
     samples = {name: s.latency_samples_s(latency) for name, s in summaries.items()}
     sweeps = []
