@@ -69,17 +69,21 @@ def _check_depth(text: str, path: Path) -> None:
     """Refuse a document nested deeper than MAX_SPEC_DEPTH, from the parser's event stream
     (iterative: safe at any depth) before anything composes it."""
     depth = 0
+    too_deep = SpecError(f"{path}: nested more than {MAX_SPEC_DEPTH} levels deep; a spec is a "
+                         "page of fields, fix the file")
     try:
         for event in yaml.parse(text, Loader=_Loader):
             if isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
                 depth += 1
                 if depth > MAX_SPEC_DEPTH:
-                    raise SpecError(f"{path}: nested more than {MAX_SPEC_DEPTH} levels deep; "
-                                    "a spec is a page of fields, fix the file")
+                    raise too_deep
             elif isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent):
                 depth -= 1
-    except yaml.YAMLError:
-        pass  # the load that follows reports it, with its line
+    except yaml.YAMLError as e:
+        # libyaml 0.2.6+ (PyYAML 6.0.4 wheels) stops at its own nesting limit in the parser
+        if "nesting depth" in str(getattr(e, "problem", "") or e):
+            raise too_deep from None
+        # anything else: the load that follows reports it, with its line
 
 
 def _read_yaml(path: Path) -> dict:
