@@ -68,6 +68,10 @@ MAX_SPEC_DEPTH = 64
 def _check_depth(text: str, path: Path) -> None:
     """Refuse a document nested deeper than MAX_SPEC_DEPTH, from the parser's event stream
     (iterative: safe at any depth) before anything composes it."""
+    if text.count("[") + text.count("{") <= MAX_SPEC_DEPTH and max(
+            (len(line) - len(line.lstrip(" ")) for line in text.splitlines()), default=0
+    ) <= MAX_SPEC_DEPTH:
+        return  # fewer brackets and indentation than levels: cannot be nested that deep
     depth = 0
     too_deep = SpecError(f"{path}: nested more than {MAX_SPEC_DEPTH} levels deep; a spec is a "
                          "page of fields, fix the file")
@@ -283,9 +287,39 @@ def _is_bundled(folder: Path) -> bool:
         return False
 
 
+_HEADER_KEYS = ("name:", "display_name:", "aliases:")
+
+
+def header_text(text: str) -> str | None:
+    """The top lines of a spec that hold its name and aliases (bundled specs start with them),
+    or None when the aliases come later: indexing then reads only these lines."""
+    lines: list[str] = []
+    aliases_seen = not text.startswith("aliases:") and "\naliases:" not in text
+    for line in text.splitlines():
+        if line and not line[0].isspace() and not line.startswith("#"):
+            if not line.startswith(_HEADER_KEYS):
+                return "\n".join(lines) if aliases_seen else None
+            aliases_seen = aliases_seen or line.startswith("aliases:")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _index_data(path: Path, bundled: bool) -> dict:
+    """Name and aliases of a spec file: a bundled file's header only (the catalog's own files
+    put them first; `tests/test_catalog_index.py` checks every one against the full parse),
+    a user's file read whole with every check."""
+    if bundled:
+        head = header_text(path.read_text(encoding="utf-8"))
+        if head is not None:
+            data = yaml.load(head, Loader=_Loader)
+            if isinstance(data, dict):
+                return data
+    return _read_yaml(path)
+
+
 def _index_entry(path: Path, bundled: bool) -> _Entry:
     """A spec file's name and aliases (the file is validated only when it is loaded)."""
-    data = _read_yaml(path)
+    data = _index_data(path, bundled)
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise SpecError(f"{path}: field 'name': missing or not text; every spec needs a name")

@@ -123,7 +123,7 @@ class PriceTable:
 
 def _parse_price_file(text: str, where: str) -> dict[str, GpuPrice]:
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as e:
         raise SpecError(f"{where}: not valid YAML ({e})") from None
     try:
