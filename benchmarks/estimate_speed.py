@@ -15,8 +15,16 @@ import numpy as np
 
 
 def cold_start_s(runs: int = 7) -> list[float]:
-    cmd = [sys.executable, "-m", "roofline", "estimate", "llama-3.1-8b", "--hardware",
-           "h100-sxm", "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "roofline",
+        "estimate",
+        "llama-3.1-8b",
+        "--hardware",
+        "h100-sxm",
+        "--json",
+    ]
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -26,9 +34,11 @@ def cold_start_s(runs: int = 7) -> list[float]:
 
 
 def torch_imported() -> bool:
-    code = ("import sys; from roofline.cli import main\n"
-            "try:\n    main(['estimate', 'llama-3.1-8b', '--json'])\nexcept SystemExit:\n    pass\n"
-            "print('torch' in sys.modules, file=sys.stderr)")
+    code = (
+        "import sys; from roofline.cli import main\n"
+        "try:\n    main(['estimate', 'llama-3.1-8b', '--json'])\nexcept SystemExit:\n    pass\n"
+        "print('torch' in sys.modules, file=sys.stderr)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return r.stderr.strip().endswith("True")
 
@@ -51,12 +61,16 @@ def grid_s(runs: int = 20) -> list[float]:
 
 def main() -> None:
     cold = cold_start_s()
-    print(f"cold start `roofline estimate` (python -m, 7 runs): median "
-          f"{statistics.median(cold):.3f} s, min {min(cold):.3f} s (target <= 0.3 s)")
+    print(
+        f"cold start `roofline estimate` (python -m, 7 runs): median "
+        f"{statistics.median(cold):.3f} s, min {min(cold):.3f} s (target <= 0.3 s)"
+    )
     print(f"torch imported by estimate: {torch_imported()}")
     g = grid_s()
-    print(f"100x100 batch x context decode grid: median {statistics.median(g) * 1e3:.2f} ms, "
-          f"min {min(g) * 1e3:.2f} ms (target <= 50 ms)")
+    print(
+        f"100x100 batch x context decode grid: median {statistics.median(g) * 1e3:.2f} ms, "
+        f"min {min(g) * 1e3:.2f} ms (target <= 50 ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -53,13 +53,25 @@ def main() -> None:
         devices = [load_hardware(h) for h in names]
         space = Space(tuple(names))
         n, s = analytic(m, devices, space, prices, engine)
-        print(f"analytic: {n:,} configurations over {len(names)} devices in {s:.2f} s "
-              f"(median of {RUNS})")
+        print(
+            f"analytic: {n:,} configurations over {len(names)} devices in {s:.2f} s "
+            f"(median of {RUNS})"
+        )
     names = ("a100-sxm-80gb", "h100-sxm", "h200", "mi300x")
-    r = plan(m, [load_hardware(h) for h in names], REQ, Space(names), prices,
-             confirm_top=10, requests=2000, engine=engine)
-    print(f"simulator: {len(r.confirmed)} candidates × 2000 requests in {r.simulated_s:.2f} s; "
-          f"chosen {r.chosen.label if r.chosen else None}")
+    r = plan(
+        m,
+        [load_hardware(h) for h in names],
+        REQ,
+        Space(names),
+        prices,
+        confirm_top=10,
+        requests=2000,
+        engine=engine,
+    )
+    print(
+        f"simulator: {len(r.confirmed)} candidates × 2000 requests in {r.simulated_s:.2f} s; "
+        f"chosen {r.chosen.label if r.chosen else None}"
+    )
 
 
 if __name__ == "__main__":

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from roofline.published import Prediction, bundled_csv, load_rows, predict_all, summaries
 
-SETTINGS = (("engine per row", "achievable", None), ("hardware layer only (--engine none)",
-            "achievable", "none"), ("datasheet roofline (--ceiling datasheet)", "datasheet",
-                                   None))
+SETTINGS = (
+    ("engine per row", "achievable", None),
+    ("hardware layer only (--engine none)", "achievable", "none"),
+    ("datasheet roofline (--ceiling datasheet)", "datasheet", None),
+)
 
 
 def pct(v: float | None, sign: bool = False) -> str:
@@ -24,8 +26,10 @@ def table(key: str, runs: dict[str, list[Prediction]]) -> str:
     head = f"| {key} | rows | " + " | ".join(f"{n}: median / p90 \\|error\\|" for n in names)
     lines = [head + " |", "|---|---|" + "---|" * len(names)]
     for g, s0 in groups[names[0]].items():
-        cells = [f"{pct(groups[n][g].median_abs_error)} / {pct(groups[n][g].p90_abs_error)}"
-                 for n in names]
+        cells = [
+            f"{pct(groups[n][g].median_abs_error)} / {pct(groups[n][g].p90_abs_error)}"
+            for n in names
+        ]
         lines.append(f"| {g} | {s0.predicted}/{s0.rows} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -40,9 +44,11 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for p in main_run:
         if p.row.band_note or p.passed is not True:
-            print(f"| {p.row.id} | {p.row.model.split('/')[-1]} | {p.row.hardware} | "
-                  f"{p.row.engine} | {p.row.metric} | {pct(p.error, True)} | "
-                  f"±{100 * p.band:.0f}% | {p.row.band_note or p.why} |")
+            print(
+                f"| {p.row.id} | {p.row.model.split('/')[-1]} | {p.row.hardware} | "
+                f"{p.row.engine} | {p.row.metric} | {pct(p.error, True)} | "
+                f"±{100 * p.band:.0f}% | {p.row.band_note or p.why} |"
+            )
 
 
 if __name__ == "__main__":

@@ -16,15 +16,22 @@ from roofline.serve.simulate import build_deployment, simulate
 from roofline.serve.workload import Lengths, synthetic
 
 REQUESTS = 10_000
-RUNS = [("llama-3.1-8b", "h100-sxm", tuple(POLICIES)),
-        ("mixtral-8x7b", "h200", ("continuous", "chunked")),
-        ("gemma-2-9b", "h200", ("continuous", "chunked")),
-        ("mamba-2.8b", "h200", ("continuous", "chunked"))]
+RUNS = [
+    ("llama-3.1-8b", "h100-sxm", tuple(POLICIES)),
+    ("mixtral-8x7b", "h200", ("continuous", "chunked")),
+    ("gemma-2-9b", "h200", ("continuous", "chunked")),
+    ("mamba-2.8b", "h200", ("continuous", "chunked")),
+]
 
 
 def main() -> None:
-    w = synthetic(REQUESTS, 10.0, Lengths("lognormal", 1024, sigma=0.8),
-                  Lengths("lognormal", 256, sigma=0.8), seed=0)
+    w = synthetic(
+        REQUESTS,
+        10.0,
+        Lengths("lognormal", 1024, sigma=0.8),
+        Lengths("lognormal", 256, sigma=0.8),
+        seed=0,
+    )
     for model, hardware, names in RUNS:
         m, hw = load_model(model), load_hardware(hardware)
         for name in names:
@@ -34,8 +41,10 @@ def main() -> None:
             r = simulate(w, p, d)
             elapsed = time.perf_counter() - t0
             steps = sum(len(e.timeline.end_s) for e in r.engines)
-            print(f"{model:13s} {hardware:9s} {name:15s} {REQUESTS} requests in {elapsed:5.2f} s "
-                  f"({steps} timeline rows, {r.counters.preemptions} preemptions)")
+            print(
+                f"{model:13s} {hardware:9s} {name:15s} {REQUESTS} requests in {elapsed:5.2f} s "
+                f"({steps} timeline rows, {r.counters.preemptions} preemptions)"
+            )
 
 
 if __name__ == "__main__":

@@ -89,18 +89,34 @@ def benchmark_rank(sizes_bytes: Sequence[int], reps: int, warmup: int) -> list[d
             for _ in range(warmup):
                 _time_op(op, buf, out, cuda)
             times = [_time_op(op, buf, out, cuda) for _ in range(reps)]
-            rows.append({"op": op, "message_bytes": elems * 4, "median_s": statistics.median(times),
-                         "min_s": min(times), "max_s": max(times)})
+            rows.append(
+                {
+                    "op": op,
+                    "message_bytes": elems * 4,
+                    "median_s": statistics.median(times),
+                    "min_s": min(times),
+                    "max_s": max(times),
+                }
+            )
     return rows if rank == 0 else []
 
 
-def _worker(rank: int, world_size: int, backend: str, port: int, sizes: Sequence[int],
-            reps: int, warmup: int, queue) -> None:
+def _worker(
+    rank: int,
+    world_size: int,
+    backend: str,
+    port: int,
+    sizes: Sequence[int],
+    reps: int,
+    warmup: int,
+    queue,
+) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if backend == "nccl":
         torch.cuda.set_device(rank)
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world_size)
+    dist.init_process_group(
+        backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
+    )
     try:
         rows = benchmark_rank(sizes, reps, warmup)
         if rank == 0:
@@ -116,34 +132,58 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_collectives(world_size: int, sizes_bytes: Sequence[int], interconnect: Interconnect | None,
-                    backend: str | None = None, reps: int = 20, warmup: int = 3
-                    ) -> list[CollectiveResult]:
+def run_collectives(
+    world_size: int,
+    sizes_bytes: Sequence[int],
+    interconnect: Interconnect | None,
+    backend: str | None = None,
+    reps: int = 20,
+    warmup: int = 3,
+) -> list[CollectiveResult]:
     """Spawn `world_size` ranks on this machine, time each collective and size, and pair each
     point with the model's prediction on `interconnect` (None without one or its bandwidth)."""
     backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
     if backend == "nccl" and torch.cuda.device_count() < world_size:
-        raise ValueError(f"{world_size} ranks need {world_size} GPUs, "
-                         f"found {torch.cuda.device_count()}")
+        raise ValueError(
+            f"{world_size} ranks need {world_size} GPUs, found {torch.cuda.device_count()}"
+        )
     # CPU ranks fork (they inherit the imported torch instead of importing it again); CUDA
     # cannot be forked, so GPU ranks are spawned.
     method = "spawn" if backend == "nccl" else "fork"
     queue = mp.get_context(method).SimpleQueue()
-    mp.start_processes(_worker, args=(world_size, backend, _free_port(), list(sizes_bytes), reps,
-                                      warmup, queue), nprocs=world_size, start_method=method)
+    mp.start_processes(
+        _worker,
+        args=(world_size, backend, _free_port(), list(sizes_bytes), reps, warmup, queue),
+        nprocs=world_size,
+        start_method=method,
+    )
     rows = queue.get()
     has_link = interconnect is not None and interconnect.bandwidth_bytes_per_s is not None
-    return [CollectiveResult(r["op"], world_size, backend, r["message_bytes"], r["median_s"],
-                             r["min_s"], r["max_s"], reps,
-                             predicted_s(r["op"], r["message_bytes"], world_size,
-                                         interconnect) if has_link else None)
-            for r in rows]
+    return [
+        CollectiveResult(
+            r["op"],
+            world_size,
+            backend,
+            r["message_bytes"],
+            r["median_s"],
+            r["min_s"],
+            r["max_s"],
+            reps,
+            predicted_s(r["op"], r["message_bytes"], world_size, interconnect)
+            if has_link
+            else None,
+        )
+        for r in rows
+    ]
 
 
 def environment() -> dict:
     """What the numbers were measured on."""
-    env = {"torch": torch.__version__, "threads": torch.get_num_threads(),
-           "cuda": torch.cuda.is_available()}
+    env = {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cuda": torch.cuda.is_available(),
+    }
     if torch.cuda.is_available():
         env["device"] = torch.cuda.get_device_name(0)
         env["gpus"] = torch.cuda.device_count()

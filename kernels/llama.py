@@ -16,21 +16,38 @@ from roofline.model import ModelSpec
 
 
 def _check_supported(m: ModelSpec) -> None:
-    unsupported = [what for what, bad in (
-        ("a plain MLP", m.mlp != "gated"), ("LayerNorm", m.norm != "rmsnorm"),
-        ("non-RoPE positions", m.position != "rope"), ("linear biases", m.linear_bias != "none"),
-        ("parallel blocks", m.parallel_block), ("tied embeddings", m.tied_embeddings),
-        ("norms_per_layer != 2", m.norms_per_layer != 2)) if bad]
+    unsupported = [
+        what
+        for what, bad in (
+            ("a plain MLP", m.mlp != "gated"),
+            ("LayerNorm", m.norm != "rmsnorm"),
+            ("non-RoPE positions", m.position != "rope"),
+            ("linear biases", m.linear_bias != "none"),
+            ("parallel blocks", m.parallel_block),
+            ("tied embeddings", m.tied_embeddings),
+            ("norms_per_layer != 2", m.norms_per_layer != 2),
+        )
+        if bad
+    ]
     if unsupported:
-        raise InvalidInputError(f"the measured Llama block cannot build {m.name}: it has "
-                                f"{', '.join(unsupported)}; use a Llama-style spec")
+        raise InvalidInputError(
+            f"the measured Llama block cannot build {m.name}: it has "
+            f"{', '.join(unsupported)}; use a Llama-style spec"
+        )
 
 
 class LlamaStack:
     """Weights (L layers) and a KV cache for B sequences of up to `max_tokens` positions."""
 
-    def __init__(self, m: ModelSpec, batch: int, max_tokens: int, dtype: torch.dtype,
-                 device: torch.device, seed: int = 0) -> None:
+    def __init__(
+        self,
+        m: ModelSpec,
+        batch: int,
+        max_tokens: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        seed: int = 0,
+    ) -> None:
         _check_supported(m)
         g = torch.Generator(device="cpu").manual_seed(seed)
         D, F_, H = m.d_model, m.d_ff, m.head_dim
@@ -40,14 +57,17 @@ class LlamaStack:
 
         self.m = m
         self.embedding = w(m.vocab_size, D)
-        self.layers = [dict(
-            attn_norm=torch.ones(D, dtype=dtype, device=device),
-            qkv=w(m.q_dim + 2 * m.kv_dim, D),  # (out, in) like nn.Linear
-            out=w(D, m.q_dim),
-            mlp_norm=torch.ones(D, dtype=dtype, device=device),
-            gate_up=w(2 * F_, D),
-            down=w(D, F_),
-        ) for _ in range(m.layers)]
+        self.layers = [
+            dict(
+                attn_norm=torch.ones(D, dtype=dtype, device=device),
+                qkv=w(m.q_dim + 2 * m.kv_dim, D),  # (out, in) like nn.Linear
+                out=w(D, m.q_dim),
+                mlp_norm=torch.ones(D, dtype=dtype, device=device),
+                gate_up=w(2 * F_, D),
+                down=w(D, F_),
+            )
+            for _ in range(m.layers)
+        ]
         self.final_norm = torch.ones(D, dtype=dtype, device=device)
         self.lm_head = w(m.vocab_size, D)
         cache_shape = (m.layers, batch, m.kv_heads, max_tokens, H)  # (L, B, K, S, H)
@@ -64,7 +84,7 @@ class LlamaStack:
 
     def _rope(self, x: torch.Tensor, start: int) -> torch.Tensor:
         T, half = x.shape[2], x.shape[3] // 2
-        cos, sin = self.cos[start:start + T], self.sin[start:start + T]
+        cos, sin = self.cos[start : start + T], self.sin[start : start + T]
         rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         return x * cos + rotated * sin
 
@@ -84,8 +104,12 @@ class LlamaStack:
             self.k_cache[i, :B, :, start:end].copy_(k)
             self.v_cache[i, :B, :, start:end].copy_(v.view(B, T, K, H).transpose(1, 2))
             a = F.scaled_dot_product_attention(
-                q, self.k_cache[i, :B, :, :end], self.v_cache[i, :B, :, :end],
-                is_causal=T > 1, enable_gqa=N != K)
+                q,
+                self.k_cache[i, :B, :, :end],
+                self.v_cache[i, :B, :, :end],
+                is_causal=T > 1,
+                enable_gqa=N != K,
+            )
             x = x + F.linear(a.transpose(1, 2).reshape(B, T, N * H), layer["out"])
             h = F.rms_norm(x, (m.d_model,), layer["mlp_norm"])
             gate, up = F.linear(h, layer["gate_up"]).chunk(2, dim=-1)

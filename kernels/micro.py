@@ -25,8 +25,9 @@ class Case:
     backend: str = ""
 
 
-def gemm_case(M: int, N: int, K: int, dtype: str, device: torch.device,
-              cold_bytes: int = 0) -> Case:
+def gemm_case(
+    M: int, N: int, K: int, dtype: str, device: torch.device, cold_bytes: int = 0
+) -> Case:
     """C (M,N) = A (M,K) · Wᵀ with W stored (N,K) as nn.Linear stores it (NT layout).
     `cold_bytes` > 0: successive calls cycle through enough copies of W that together exceed
     it (pass twice the last-level cache), so each call reads W from DRAM, as a model's
@@ -58,8 +59,7 @@ def stream_case(kernel: str, elems: int, dtype: str, device: torch.device) -> Ca
     return Case(lambda: torch.add(b, c, alpha=0.5, out=a), stream_op(kernel, elems))
 
 
-def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-                 gqa: bool) -> str:
+def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, gqa: bool) -> str:
     """Which SDPA backend torch picks for these inputs (private API: guarded)."""
     try:
         from torch.nn.attention import SDPBackend
@@ -70,8 +70,9 @@ def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
         return "unknown"
 
 
-def attention_case(B: int, T: int, S: int, N: int, K: int, H: int, dtype: str,
-                   device: torch.device) -> Case:
+def attention_case(
+    B: int, T: int, S: int, N: int, K: int, H: int, dtype: str, device: torch.device
+) -> Case:
     """Append T new tokens' K and V to a cache holding S, then SDPA of T queries over the
     S + T keys: decode is T = 1 (no mask), prefill is S = 0 (causal)."""
     t = TORCH_DTYPES[dtype]
@@ -83,7 +84,6 @@ def attention_case(B: int, T: int, S: int, N: int, K: int, H: int, dtype: str,
     def fn() -> torch.Tensor:
         k_cache[:, :, S:].copy_(k_new)
         v_cache[:, :, S:].copy_(v_new)
-        return F.scaled_dot_product_attention(q, k_cache, v_cache, is_causal=causal,
-                                              enable_gqa=gqa)
+        return F.scaled_dot_product_attention(q, k_cache, v_cache, is_causal=causal, enable_gqa=gqa)
 
     return Case(fn, attention_op(B, T, S, N, K, H), sdpa_backend(q, k_cache, v_cache, causal, gqa))

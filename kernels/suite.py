@@ -59,17 +59,30 @@ class Plan:
     models: tuple[str, ...] = field(default=())
 
 
-def _attention(family: str, dtype: str, B: int, T: int, S: int, N: int, K: int, H: int
-               ) -> PointSpec:
+def _attention(
+    family: str, dtype: str, B: int, T: int, S: int, N: int, K: int, H: int
+) -> PointSpec:
     return PointSpec(family, "sdpa", dtype, dict(B=B, T=T, S=S, N=N, K=K, H=H))
 
 
-def _steps(models: tuple[str, ...], dtype: str, batches: tuple[int, ...],
-           contexts: tuple[int, ...], prompts: dict[str, tuple[int, ...]]) -> list[PointSpec]:
-    pts = [PointSpec("decode_step", "model", dtype, dict(B=B, T=1, S=S), m)
-           for m in models for B in batches for S in contexts]
-    pts += [PointSpec("prefill_step", "model", dtype, dict(B=1, T=T, S=0), m)
-            for m in models for T in prompts[m]]
+def _steps(
+    models: tuple[str, ...],
+    dtype: str,
+    batches: tuple[int, ...],
+    contexts: tuple[int, ...],
+    prompts: dict[str, tuple[int, ...]],
+) -> list[PointSpec]:
+    pts = [
+        PointSpec("decode_step", "model", dtype, dict(B=B, T=1, S=S), m)
+        for m in models
+        for B in batches
+        for S in contexts
+    ]
+    pts += [
+        PointSpec("prefill_step", "model", dtype, dict(B=1, T=T, S=0), m)
+        for m in models
+        for T in prompts[m]
+    ]
     return pts
 
 
@@ -77,31 +90,40 @@ def cpu_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
     """CPU: fp32 (bf16 is timed once, small, and flagged when the CPU emulates it)."""
     big = suite != "ci"
     d = dtypes[0]
-    pts = [PointSpec("gemm_peak", "gemm", dt, dict(M=n, N=n, K=n),
-                     native=dt in info.native_dtypes)
-           for dt in dtypes
-           for n in (((1024, 2048) if big else (1024,)) if dt in info.native_dtypes else (256,))]
+    pts = [
+        PointSpec("gemm_peak", "gemm", dt, dict(M=n, N=n, K=n), native=dt in info.native_dtypes)
+        for dt in dtypes
+        for n in (((1024, 2048) if big else (1024,)) if dt in info.native_dtypes else (256,))
+    ]
     # calibration of the small-M efficiency (M½): one skinny GEMM of a shape neither the
     # sweep nor the models use
     pts += [PointSpec("gemm_small", "gemm", d, dict(M=8, N=4096, K=1024))]
     # calibration of the gemv row cost and of the attention fractions: one gemv with short rows
     # (K = 384), one decode attention shape (memory side) and one causal prefill attention
     # shape (compute side), none used by a validated point
-    pts += [PointSpec("gemv_small", "gemm", d, dict(M=1, N=4096, K=384)),
-            _attention("attention_small", d, 8, 1, 2048, 8, 4, 64),
-            _attention("prefill_attention_small", d, 1, 384, 0, 8, 4, 64)]
+    pts += [
+        PointSpec("gemv_small", "gemm", d, dict(M=1, N=4096, K=384)),
+        _attention("attention_small", d, 8, 1, 2048, 8, 4, 64),
+        _attention("prefill_attention_small", d, 1, 384, 0, 8, 4, 64),
+    ]
     # N = K = 4096 fp32: a 64 MiB weight (cycled through copies: read from DRAM every call)
-    pts += [PointSpec("gemm_sweep", "gemm", d, dict(M=M, N=4096, K=4096))
-            for M in ((1, 4, 16, 64, 256, 1024) if big else (1, 4, 16, 128))]
+    pts += [
+        PointSpec("gemm_sweep", "gemm", d, dict(M=M, N=4096, K=4096))
+        for M in ((1, 4, 16, 64, 256, 1024) if big else (1, 4, 16, 128))
+    ]
     dram = 32 * 2**20  # elements: 128 MiB fp32 per buffer, 4x a 32 MiB LLC
     pts += [PointSpec("bandwidth", k, d, dict(elems=dram)) for k in ("copy", "read", "triad")]
     sweep = (2**10, 2**16, 2**22) + ((2**18, 2**24) if big else ())
     pts += [PointSpec("bandwidth", "read", d, dict(elems=n)) for n in sweep]
     attn = ((1, 1024, 8, 4), (4, 4096, 8, 4), (16, 1024, 8, 4), (4, 1024, 8, 8))
-    pts += [_attention("decode_attention", d, B, 1, S, N, K, 64)
-            for B, S, N, K in (attn if big else attn[1:3])]
-    pts += [_attention("prefill_attention", d, 1, T, 0, 8, 4, 64)
-            for T in ((128, 512) if big else (256,))]
+    pts += [
+        _attention("decode_attention", d, B, 1, S, N, K, 64)
+        for B, S, N, K in (attn if big else attn[1:3])
+    ]
+    pts += [
+        _attention("prefill_attention", d, 1, T, 0, 8, 4, 64)
+        for T in ((128, 512) if big else (256,))
+    ]
     models = ("tiny-llama-30m", "tiny-llama-120m")
     prompts = {m: (128, 512) if big else (128,) for m in models}
     pts += _steps(models, d, (1, 4, 16), (128, 1024), prompts)
@@ -113,25 +135,39 @@ def cuda_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
     """GPU: real sizes. Bandwidth buffers 1 GiB (≫ any L2); Llama-3.1-8B whole steps."""
     big = suite == "full"
     d = dtypes[0]
-    pts = [PointSpec("gemm_peak", "gemm", dt, dict(M=n, N=n, K=n))
-           for dt in dtypes for n in (4096, 8192)]
+    pts = [
+        PointSpec("gemm_peak", "gemm", dt, dict(M=n, N=n, K=n))
+        for dt in dtypes
+        for n in (4096, 8192)
+    ]
     pts += [PointSpec("gemm_small", "gemm", d, dict(M=8, N=8192, K=2048))]
-    pts += [PointSpec("gemv_small", "gemm", d, dict(M=1, N=65536, K=256)),
-            _attention("attention_small", d, 8, 1, 8192, 32, 8, 128),
-            _attention("prefill_attention_small", d, 1, 2048, 0, 32, 8, 128)]
-    pts += [PointSpec("gemm_sweep", "gemm", d, dict(M=M, N=8192, K=8192))
-            for M in (1, 4, 16, 64, 256, 1024, 4096, 16384)]
+    pts += [
+        PointSpec("gemv_small", "gemm", d, dict(M=1, N=65536, K=256)),
+        _attention("attention_small", d, 8, 1, 8192, 32, 8, 128),
+        _attention("prefill_attention_small", d, 1, 2048, 0, 32, 8, 128),
+    ]
+    pts += [
+        PointSpec("gemm_sweep", "gemm", d, dict(M=M, N=8192, K=8192))
+        for M in (1, 4, 16, 64, 256, 1024, 4096, 16384)
+    ]
     dram = 2**29 // 2  # elements: 1 GiB of bf16 per buffer
     pts += [PointSpec("bandwidth", k, d, dict(elems=dram)) for k in ("copy", "read", "triad")]
-    pts += [PointSpec("bandwidth", "read", d, dict(elems=n))
-            for n in (2**12, 2**16, 2**20, 2**22, 2**24, 2**26)]
+    pts += [
+        PointSpec("bandwidth", "read", d, dict(elems=n))
+        for n in (2**12, 2**16, 2**20, 2**22, 2**24, 2**26)
+    ]
     contexts = (1024, 4096, 16384, 65536) if big else (1024, 4096, 16384)
-    pts += [_attention("decode_attention", d, B, 1, S, 32, K, 128)
-            for B in (1, 8, 32) for S in contexts for K in (8, 32)]
+    pts += [
+        _attention("decode_attention", d, B, 1, S, 32, K, 128)
+        for B in (1, 8, 32)
+        for S in contexts
+        for K in (8, 32)
+    ]
     pts += [_attention("prefill_attention", d, 1, T, 0, 32, 8, 128) for T in (1024, 4096)]
     models = ("llama-3.1-8b",)
-    pts += _steps(models, d, (1, 4, 16, 64) if big else (1, 4, 16), (128, 1024),
-                  {"llama-3.1-8b": (128, 1024)})
+    pts += _steps(
+        models, d, (1, 4, 16, 64) if big else (1, 4, 16), (128, 1024), {"llama-3.1-8b": (128, 1024)}
+    )
     budget = Budget(0.1, 0.5) if suite != "full" else Budget(0.2, 1.0)
     return Plan(tuple(pts), budget, models)
 
@@ -156,8 +192,9 @@ def default_dtypes(info: DeviceInfo) -> tuple[str, ...]:
 class _Models:
     """One LlamaStack per model, sized for the largest B and S + T of the plan."""
 
-    def __init__(self, specs: dict[str, ModelSpec], points: tuple[PointSpec, ...],
-                 device: torch.device) -> None:
+    def __init__(
+        self, specs: dict[str, ModelSpec], points: tuple[PointSpec, ...], device: torch.device
+    ) -> None:
         self.specs, self.points, self.device = specs, points, device
         self.built: dict[tuple[str, str], LlamaStack] = {}
 
@@ -168,8 +205,9 @@ class _Models:
             mine = [q.shape for q in self.points if (q.model, q.dtype) == key]
             batch = max(s["B"] for s in mine)
             tokens = max(s["S"] + s["T"] for s in mine)
-            self.built[key] = LlamaStack(self.specs[p.model or ""], batch, tokens,
-                                         TORCH_DTYPES[p.dtype], self.device)
+            self.built[key] = LlamaStack(
+                self.specs[p.model or ""], batch, tokens, TORCH_DTYPES[p.dtype], self.device
+            )
         return self.built[key]
 
 
@@ -177,8 +215,7 @@ def _case(p: PointSpec, device: torch.device, models: _Models, llc_bytes: int | 
     s = p.shape
     if p.kernel == "gemm":
         # CPU weights of memory-bound GEMMs are cycled to stay cold; GPUs flush L2 instead
-        cold = (2 * (llc_bytes or 0) if device.type == "cpu" and p.family != "gemm_peak"
-                else 0)
+        cold = 2 * (llc_bytes or 0) if device.type == "cpu" and p.family != "gemm_peak" else 0
         return gemm_case(s["M"], s["N"], s["K"], p.dtype, device, cold)
     if p.kernel in ("copy", "read", "triad"):
         return stream_case(p.kernel, s["elems"], p.dtype, device)
@@ -195,16 +232,21 @@ def _model_op_sum(m: ModelSpec, step: Step):
     from roofline.operators import Op
 
     ops = operators(m, step)
-    return Op("step", "matmul", flops=sum(o.flops for o in ops),
-              weight_elems=sum(o.weight_elems for o in ops),
-              act_elems=sum(o.act_elems for o in ops),
-              kv_read_elems=sum(o.kv_read_elems for o in ops),
-              kv_write_elems=sum(o.kv_write_elems for o in ops))
+    return Op(
+        "step",
+        "matmul",
+        flops=sum(o.flops for o in ops),
+        weight_elems=sum(o.weight_elems for o in ops),
+        act_elems=sum(o.act_elems for o in ops),
+        kv_read_elems=sum(o.kv_read_elems for o in ops),
+        kv_write_elems=sum(o.kv_write_elems for o in ops),
+    )
 
 
 def _is_oom(e: BaseException) -> bool:
     return isinstance(e, torch.OutOfMemoryError) or (
-        isinstance(e, RuntimeError) and "can't allocate memory" in str(e))
+        isinstance(e, RuntimeError) and "can't allocate memory" in str(e)
+    )
 
 
 def _sync(device: torch.device) -> None:
@@ -213,8 +255,12 @@ def _sync(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def run(info: DeviceInfo, suite: str, dtypes: tuple[str, ...],
-        on_point: Callable[[int, int, str], None] = lambda i, n, name: None) -> Results:
+def run(
+    info: DeviceInfo,
+    suite: str,
+    dtypes: tuple[str, ...],
+    on_point: Callable[[int, int, str], None] = lambda i, n, name: None,
+) -> Results:
     """Time every point of the suite; `on_point(i, n, name)` before each. Interrupted runs
     return what was measured with `complete=False`. CPU: torch runs `info.threads_used`
     intra-op threads (the count the datasheet peak was derived for)."""
@@ -235,12 +281,17 @@ def run(info: DeviceInfo, suite: str, dtypes: tuple[str, ...],
             on_point(i, len(p.points), ps.name)
             try:
                 case = _case(ps, device, models, info.last_level_cache_bytes)
-                budget = (replace(p.budget, measure_s=max(p.budget.measure_s,
-                                                          CALIBRATION_MEASURE_S))
-                          if ps.family in CALIBRATION_FAMILIES else p.budget)
+                budget = (
+                    replace(p.budget, measure_s=max(p.budget.measure_s, CALIBRATION_MEASURE_S))
+                    if ps.family in CALIBRATION_FAMILIES
+                    else p.budget
+                )
                 timing = time_fn(case.fn, budget, device)
-                graph = (time_cuda_graph(case.fn, device)
-                         if device.type == "cuda" and timing.median_s < GRAPH_BELOW_S else None)
+                graph = (
+                    time_cuda_graph(case.fn, device)
+                    if device.type == "cuda" and timing.median_s < GRAPH_BELOW_S
+                    else None
+                )
             except Exception as e:  # noqa: BLE001 - OOM is skipped; anything else re-raised
                 if not _is_oom(e):
                     raise
@@ -248,10 +299,22 @@ def run(info: DeviceInfo, suite: str, dtypes: tuple[str, ...],
                 _sync(device)
                 continue
             flops, nbytes = op_flops_bytes(case.op, ps.dtype)
-            points.append(Point(family=ps.family, kernel=ps.kernel, name=ps.name,
-                                dtype=ps.dtype, shape=ps.shape, model=ps.model, flops=flops,
-                                bytes=nbytes, timing=timing, graph_timing=graph,
-                                backend=case.backend, native=ps.native))
+            points.append(
+                Point(
+                    family=ps.family,
+                    kernel=ps.kernel,
+                    name=ps.name,
+                    dtype=ps.dtype,
+                    shape=ps.shape,
+                    model=ps.model,
+                    flops=flops,
+                    bytes=nbytes,
+                    timing=timing,
+                    graph_timing=graph,
+                    backend=case.backend,
+                    native=ps.native,
+                )
+            )
             del case
             _sync(device)
         on_point(len(p.points), len(p.points), "done")
@@ -260,17 +323,26 @@ def run(info: DeviceInfo, suite: str, dtypes: tuple[str, ...],
 
     def finish(complete: bool) -> Results:
         env = Environment(
-            device=info, torch_version=torch.__version__,
+            device=info,
+            torch_version=torch.__version__,
             python_version=f"{platform.python_implementation()} {sys.version.split()[0]}",
             threads=torch.get_num_threads(),
-            flags={"cuda.matmul.allow_tf32": str(torch.backends.cuda.matmul.allow_tf32),
-                   "cpu_capability": str(torch.backends.cpu.get_cpu_capability())},
+            flags={
+                "cuda.matmul.allow_tf32": str(torch.backends.cuda.matmul.allow_tf32),
+                "cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
+            },
             started_at=started,
-            finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+            finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
         used = {pt.model for pt in points if pt.model}
-        return Results(suite=suite, complete=complete, environment=env, points=tuple(points),
-                       skipped=tuple(skipped),
-                       models={k: v for k, v in specs.items() if k in used})
+        return Results(
+            suite=suite,
+            complete=complete,
+            environment=env,
+            points=tuple(points),
+            skipped=tuple(skipped),
+            models={k: v for k, v in specs.items() if k in used},
+        )
 
     try:  # a signal while the points are packed up ends the run there: keep them
         with signals_deferred():

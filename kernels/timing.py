@@ -32,9 +32,14 @@ class Budget:
 
 def _summary(times_s: list[float], method: str) -> Timing:
     t = np.asarray(times_s)
-    return Timing(median_s=float(np.median(t)), p20_s=float(np.quantile(t, 0.2)),
-                  p80_s=float(np.quantile(t, 0.8)), min_s=float(t.min()), repeats=len(t),
-                  method=method)
+    return Timing(
+        median_s=float(np.median(t)),
+        p20_s=float(np.quantile(t, 0.2)),
+        p80_s=float(np.quantile(t, 0.8)),
+        min_s=float(t.min()),
+        repeats=len(t),
+        method=method,
+    )
 
 
 def _repeats(estimate_s: float, seconds: float, b: Budget) -> int:
@@ -88,8 +93,9 @@ def time_cuda(fn: Callable[[], object], b: Budget, device: torch.device) -> Timi
     return _summary(times, "cuda_events")
 
 
-def time_cuda_graph(fn: Callable[[], object], device: torch.device, calls: int = 20,
-                    replays: int = 10) -> Timing:
+def time_cuda_graph(
+    fn: Callable[[], object], device: torch.device, calls: int = 20, replays: int = 10
+) -> Timing:
     """Device time of tiny kernels without launch overhead: `calls` back-to-back calls
     captured in one CUDA graph (on a side stream, as capture requires), replayed `replays`
     times; each sample is replay time / calls. No L2 flush: these are warm-cache figures."""

@@ -23,9 +23,23 @@ from .phases import Estimate, estimate
 from .precision import Precision
 
 __all__ = [
-    "Estimate", "HardwareSpec", "ModelSpec", "Precision", "RooflineError", "Step",
-    "batch_fit", "decode_step_s", "estimate", "hardware_catalog", "kv_cache_bytes",
-    "load_hardware", "load_model", "max_batch", "model_catalog", "prefill_s", "step_cost",
+    "Estimate",
+    "HardwareSpec",
+    "ModelSpec",
+    "Precision",
+    "RooflineError",
+    "Step",
+    "batch_fit",
+    "decode_step_s",
+    "estimate",
+    "hardware_catalog",
+    "kv_cache_bytes",
+    "load_hardware",
+    "load_model",
+    "max_batch",
+    "model_catalog",
+    "prefill_s",
+    "step_cost",
     "weights_bytes",
 ]
 __version__ = "0.1.0"

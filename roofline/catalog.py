@@ -51,8 +51,10 @@ def _check_expansion(data: object, path: Path) -> None:
         node = stack.pop()
         seen += 1
         if seen > MAX_SPEC_NODES:
-            raise SpecError(f"{path}: expands to more than {MAX_SPEC_NODES:,} values (YAML "
-                            "aliases nested too deep?); a spec is a page of fields, fix it")
+            raise SpecError(
+                f"{path}: expands to more than {MAX_SPEC_NODES:,} values (YAML "
+                "aliases nested too deep?); a spec is a page of fields, fix it"
+            )
         if isinstance(node, dict):
             stack.extend(node.keys())
             stack.extend(node.values())
@@ -68,13 +70,17 @@ MAX_SPEC_DEPTH = 64
 def _check_depth(text: str, path: Path) -> None:
     """Refuse a document nested deeper than MAX_SPEC_DEPTH, from the parser's event stream
     (iterative: safe at any depth) before anything composes it."""
-    if text.count("[") + text.count("{") <= MAX_SPEC_DEPTH and max(
-            (len(line) - len(line.lstrip(" ")) for line in text.splitlines()), default=0
-    ) <= MAX_SPEC_DEPTH:
+    if (
+        text.count("[") + text.count("{") <= MAX_SPEC_DEPTH
+        and max((len(line) - len(line.lstrip(" ")) for line in text.splitlines()), default=0)
+        <= MAX_SPEC_DEPTH
+    ):
         return  # fewer brackets and indentation than levels: cannot be nested that deep
     depth = 0
-    too_deep = SpecError(f"{path}: nested more than {MAX_SPEC_DEPTH} levels deep; a spec is a "
-                         "page of fields, fix the file")
+    too_deep = SpecError(
+        f"{path}: nested more than {MAX_SPEC_DEPTH} levels deep; a spec is a "
+        "page of fields, fix the file"
+    )
     try:
         for event in yaml.parse(text, Loader=_Loader):
             if isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
@@ -123,8 +129,13 @@ def _huge_int(data: object, where: str = "") -> str | None:
         return None
     if isinstance(data, int):
         return where if abs(data) > MAX_SPEC_INT else None
-    items = (data.items() if isinstance(data, dict) else
-             enumerate(data) if isinstance(data, list) else ())
+    items = (
+        data.items()
+        if isinstance(data, dict)
+        else enumerate(data)
+        if isinstance(data, list)
+        else ()
+    )
     for key, value in items:
         found = _huge_int(value, f"{where}.{key}" if where else str(key))
         if found is not None:
@@ -135,13 +146,17 @@ def _huge_int(data: object, where: str = "") -> str | None:
 def _validate(cls: type[Spec], data: dict, path: Path | str) -> Spec:
     huge = _huge_int(data)
     if huge is not None:
-        raise SpecError(f"{path}: field '{huge}': more than {MAX_SPEC_INT:,}; no real spec "
-                        "has a count that large, fix the file")
+        raise SpecError(
+            f"{path}: field '{huge}': more than {MAX_SPEC_INT:,}; no real spec "
+            "has a count that large, fix the file"
+        )
     for field, limit in _SIZE_LIMITS.get(cls, {}).items():
         value = data.get(field)
         if isinstance(value, int | float) and value > limit:
-            raise SpecError(f"{path}: field '{field}': {value:,} is more than {limit:,}; "
-                            "no real model has that many, fix the file")
+            raise SpecError(
+                f"{path}: field '{field}': {value:,} is more than {limit:,}; "
+                "no real model has that many, fix the file"
+            )
     try:
         return cls.model_validate(data)
     except ValidationError as e:
@@ -167,8 +182,10 @@ def _user_dirs(extra: Sequence[str | Path]) -> list[Path]:
     for d in dirs:
         if not _is_dir(d):
             shown = str(d) if len(str(d)) <= 120 else f"{str(d)[:60]}…{str(d)[-60:]}"
-            raise SpecError(f"spec folder '{shown}' does not exist (from --specs-dir or "
-                            f"${SPECS_PATH_ENV}); give an existing folder")
+            raise SpecError(
+                f"spec folder '{shown}' does not exist (from --specs-dir or "
+                f"${SPECS_PATH_ENV}); give an existing folder"
+            )
     return dirs
 
 
@@ -205,10 +222,10 @@ class Catalog(Generic[Spec]):
         # `_scan` hands over readable and unreadable files in one tuple: keep them apart, so
         # `entries` holds only files that were indexed
         mixed = self.entries
-        object.__setattr__(self, "entries", tuple(e for e in mixed
-                                                  if not isinstance(e, _Broken)))
-        object.__setattr__(self, "broken", self.broken + tuple(
-            e for e in mixed if isinstance(e, _Broken)))
+        object.__setattr__(self, "entries", tuple(e for e in mixed if not isinstance(e, _Broken)))
+        object.__setattr__(
+            self, "broken", self.broken + tuple(e for e in mixed if isinstance(e, _Broken))
+        )
 
     def _index(self) -> dict[str, _Entry]:
         index: dict[str, _Entry] = {}
@@ -247,12 +264,16 @@ class Catalog(Generic[Spec]):
         """Say once on stderr that a user spec hides a bundled one of the same name."""
         if entry.bundled or (self.kind, entry.name) in _shadow_noted:
             return
-        bundled = [e for e in self.entries if e.bundled and normalise(e.name) == normalise(
-            entry.name)]
+        bundled = [
+            e for e in self.entries if e.bundled and normalise(e.name) == normalise(entry.name)
+        ]
         if bundled:
             _shadow_noted.add((self.kind, entry.name))
-            print(f"note: {self.kind} '{entry.name}' comes from {entry.path}, not the "
-                  "bundled spec of that name", file=sys.stderr)
+            print(
+                f"note: {self.kind} '{entry.name}' comes from {entry.path}, not the "
+                "bundled spec of that name",
+                file=sys.stderr,
+            )
 
     def _unknown(self, name: str) -> str:
         keys = {normalise(k): e.name for e in self.entries for k in (e.name, *e.aliases)}
@@ -260,11 +281,16 @@ class Catalog(Generic[Spec]):
         suggestions = sorted({keys[c] for c in close})
         hint = f"did you mean: {', '.join(suggestions)}? " if suggestions else ""
         shown = name if len(name) <= 80 else f"{name[:40]}…{name[-20:]}"
-        broken = (f" ({len(self.broken)} unreadable spec file(s) skipped, e.g. "
-                  f"{self.broken[0].path})" if self.broken else "")
-        return (f"unknown {self.kind} '{shown}'; {hint}"
-                f"run `roofline {_LIST_COMMAND[self.kind]} list` "
-                f"for the known names, or pass a path to a YAML spec{broken}")
+        broken = (
+            f" ({len(self.broken)} unreadable spec file(s) skipped, e.g. {self.broken[0].path})"
+            if self.broken
+            else ""
+        )
+        return (
+            f"unknown {self.kind} '{shown}'; {hint}"
+            f"run `roofline {_LIST_COMMAND[self.kind]} list` "
+            f"for the known names, or pass a path to a YAML spec{broken}"
+        )
 
 
 _LIST_COMMAND = {"model": "models", "hardware": "hardware", "engine": "engines"}
@@ -325,7 +351,8 @@ def _index_entry(path: Path, bundled: bool) -> _Entry:
         raise SpecError(f"{path}: field 'name': missing or not text; every spec needs a name")
     aliases = data.get("aliases") or ()
     if not isinstance(aliases, list | tuple) or not all(
-            isinstance(a, str | int | float) for a in aliases):
+        isinstance(a, str | int | float) for a in aliases
+    ):
         raise SpecError(f"{path}: field 'aliases': expected a list of names")
     return _Entry(name, tuple(str(a) for a in aliases), path, bundled)
 

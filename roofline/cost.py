@@ -41,8 +41,8 @@ from typing import Literal
 import numpy as np
 
 from . import llamacpp
-from .errors import InvalidInputError
 from .engine import EngineSpec
+from .errors import InvalidInputError
 from .hardware import Achievable, HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, ExpertShard, Op, Step, operators
@@ -69,16 +69,28 @@ class Ceilings:
     engine: EngineSpec | None = None
 
     @classmethod
-    def of(cls, hw: HardwareSpec, compute_dtype: str, ceiling: Ceiling,
-           engine: EngineSpec | None = None) -> Ceilings:
+    def of(
+        cls,
+        hw: HardwareSpec,
+        compute_dtype: str,
+        ceiling: Ceiling,
+        engine: EngineSpec | None = None,
+    ) -> Ceilings:
         peak, bw = hw.peak_flops_per_s(compute_dtype), hw.memory_bandwidth_bytes_per_s
         if ceiling == "datasheet":
             return cls("datasheet", peak, bw, Achievable.identity(hw.source), hw.source)
         if ceiling == "achievable":
             a = hw.achievable
             source = a.source if engine is None else f"{a.source}; engine: {engine.source}"
-            return cls("achievable", peak * a.matmul(compute_dtype),
-                       bw * a.memory_bandwidth_fraction, a, source, hw.compute_units, engine)
+            return cls(
+                "achievable",
+                peak * a.matmul(compute_dtype),
+                bw * a.memory_bandwidth_fraction,
+                a,
+                source,
+                hw.compute_units,
+                engine,
+            )
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
 
     @property
@@ -121,8 +133,9 @@ class OpCost:
     @property
     def intensity_flops_per_byte(self) -> ArrayLike:
         b = np.asarray(self.bytes, dtype=float)
-        return np.divide(self.op.flops, b, out=np.zeros(np.broadcast(self.op.flops, b).shape),
-                         where=b > 0)
+        return np.divide(
+            self.op.flops, b, out=np.zeros(np.broadcast(self.op.flops, b).shape), where=b > 0
+        )
 
     @property
     def time_s(self) -> ArrayLike:
@@ -145,12 +158,17 @@ def gemm_rows(op: Op) -> ArrayLike:
     if op.kind != "matmul":
         return 0
     w = np.asarray(op.weight_elems, dtype=float)
-    return np.divide(op.flops, 2 * w, out=np.zeros(np.broadcast(op.flops, w).shape),
-                     where=w > 0)
+    return np.divide(op.flops, 2 * w, out=np.zeros(np.broadcast(op.flops, w).shape), where=w > 0)
 
 
-def gemm_shape_efficiency(M: ArrayLike, N: ArrayLike, tile: tuple[int, int], units: int,
-                          K: ArrayLike | None = None, k0: float = 0.0) -> ArrayLike:
+def gemm_shape_efficiency(
+    M: ArrayLike,
+    N: ArrayLike,
+    tile: tuple[int, int],
+    units: int,
+    K: ArrayLike | None = None,
+    k0: float = 0.0,
+) -> ArrayLike:
     """Useful share of the tensor-core work a GEMM of an M × N output issues on `units`
     compute units with output tiles of (m, n) = (min(max(2^⌈log2 M⌉, 16), tile_M), tile_N),
     and, with an inner dimension K, the share of each tile's time spent in its K loop:
@@ -219,22 +237,35 @@ def shape_efficiencies(ops: list[Op], c: Ceilings) -> list[ArrayLike | None]:
     k0 = c.terms.gemm_tile_k0
     M = [np.asarray(gemm_rows(ops[i]), dtype=float) for i in idx]
     N = [np.asarray(ops[i].weight_rows, dtype=float) / ops[i].instances for i in idx]
-    K = [np.asarray(ops[i].weight_elems, dtype=float) / np.asarray(ops[i].weight_rows)
-         for i in idx]  # inner dimension: weights per output row
-    if len({m.shape for m in M}) > 1 or any(n.ndim or k.ndim for n, k in zip(N, K)):
+    K = [
+        np.asarray(ops[i].weight_elems, dtype=float) / np.asarray(ops[i].weight_rows) for i in idx
+    ]  # inner dimension: weights per output row
+    if len({m.shape for m in M}) > 1 or any(n.ndim or k.ndim for n, k in zip(N, K, strict=True)):
         for i, m, n, k in zip(idx, M, N, K, strict=True):  # ragged: one by one
             out[i] = gemm_shape_efficiency(m, n, tile, units, k, k0)
         return out
     col = (-1,) + (1,) * M[0].ndim
-    eff = gemm_shape_efficiency(np.stack(M), np.array([float(n) for n in N]).reshape(col),
-                                tile, units, np.array([float(k) for k in K]).reshape(col), k0)
+    eff = gemm_shape_efficiency(
+        np.stack(M),
+        np.array([float(n) for n in N]).reshape(col),
+        tile,
+        units,
+        np.array([float(k) for k in K]).reshape(col),
+        k0,
+    )
     for k, i in enumerate(idx):
         out[i] = eff[k]
     return out
 
 
-def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False, decode: bool = False,
-            shape_eff: ArrayLike | None = None) -> OpCost:
+def op_cost(
+    op: Op,
+    p: Precision,
+    c: Ceilings,
+    graphs: bool = False,
+    decode: bool = False,
+    shape_eff: ArrayLike | None = None,
+) -> OpCost:
     """Bytes and times of one operator (module docstring). `graphs`: the step is replayed
     from a CUDA graph, so its kernels cost the host nothing; `decode`: one new token per
     sequence (the engine's decode attention kernel and its fixed cost); `shape_eff`: the
@@ -255,8 +286,11 @@ def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False, decode: boo
             if decode:
                 fixed_s += op.instances * e.attention.decode_fixed_us * 1e-6
     elif op.kind == "matmul":
-        k = e.matmul_kernel(weight_bits(p, op.name), p.activation_format.element_bits) \
-            if e is not None and e.matmul else None
+        k = (
+            e.matmul_kernel(weight_bits(p, op.name), p.activation_format.element_bits)
+            if e is not None and e.matmul
+            else None
+        )
         if k is not None:  # the engine's own kernel: its measured fractions include its tiling
             mem_eff, flop_eff = k.memory_fraction, k.compute_fraction
         elif shape_eff is not None:
@@ -264,16 +298,27 @@ def op_cost(op: Op, p: Precision, c: Ceilings, graphs: bool = False, decode: boo
         elif t.gemm_tile is not None and c.compute_units:
             rows_per_instance = np.asarray(op.weight_rows, dtype=float) / op.instances
             inner = np.asarray(op.weight_elems, dtype=float) / np.asarray(op.weight_rows)
-            flop_eff = gemm_shape_efficiency(gemm_rows(op), rows_per_instance, t.gemm_tile,
-                                             c.compute_units, inner, t.gemm_tile_k0)
+            flop_eff = gemm_shape_efficiency(
+                gemm_rows(op),
+                rows_per_instance,
+                t.gemm_tile,
+                c.compute_units,
+                inner,
+                t.gemm_tile_k0,
+            )
         # one GEMM kernel per instance pays the GEMM overhead, the rest (RoPE...) the floor
         fixed_s += op.instances * max(t.gemm_overhead_us * 1e-6 - c.kernel_overhead_s, 0.0)
     host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
-    return OpCost(op, w, a, kv,
-                  compute_s=effective_flops(op, t.matmul_half_rows) / (c.flops_per_s * flop_eff),
-                  memory_s=(w + a + kv) / (c.bytes_per_s * mem_eff)
-                  + gemv_rows_s(op, t.gemv_row_ns * 1e-9),
-                  overhead_s=fixed_s, host_s=host)
+    return OpCost(
+        op,
+        w,
+        a,
+        kv,
+        compute_s=effective_flops(op, t.matmul_half_rows) / (c.flops_per_s * flop_eff),
+        memory_s=(w + a + kv) / (c.bytes_per_s * mem_eff) + gemv_rows_s(op, t.gemv_row_ns * 1e-9),
+        overhead_s=fixed_s,
+        host_s=host,
+    )
 
 
 @dataclass(frozen=True)
@@ -308,27 +353,47 @@ class StepCost:
     def terms_s(self) -> dict[str, ArrayLike]:
         """The step time split into its named terms; they add up to `time_s`."""
         roofline = sum(np.maximum(o.compute_s, o.memory_s) for o in self.ops)
-        return {"roofline_s": roofline, "fixed_s": sum(o.overhead_s for o in self.ops),
-                "host_exposed_s": np.maximum(self.host_launch_s - self.device_s, 0.0),
-                "host_step_s": self.host_step_s}
+        return {
+            "roofline_s": roofline,
+            "fixed_s": sum(o.overhead_s for o in self.ops),
+            "host_exposed_s": np.maximum(self.host_launch_s - self.device_s, 0.0),
+            "host_step_s": self.host_step_s,
+        }
 
     def as_dict(self) -> dict:
         """Per-operator terms and the step's totals (scalar steps only)."""
+
         def f(v: ArrayLike) -> float:
             return float(np.asarray(v))
 
-        ops = [{"name": o.name, "kind": o.op.kind, "flops": f(o.flops),
-                "weight_bytes": f(o.weight_bytes), "activation_bytes": f(o.act_bytes),
-                "kv_bytes": f(o.kv_bytes), "intensity_flops_per_byte":
-                f(o.intensity_flops_per_byte), "bound": "compute" if bool(o.compute_bound)
-                else "memory", "compute_s": f(o.compute_s), "memory_s": f(o.memory_s),
-                "fixed_s": f(o.overhead_s), "host_launch_s": f(o.host_s), "time_s": f(o.time_s)}
-               for o in self.ops]
-        return {"ceiling": self.ceilings.name,
-                "engine": self.ceilings.engine.name if self.ceilings.engine else None,
-                "operators": ops, "device_s": f(self.device_s),
-                "host_launch_s": self.host_launch_s, "host_bound": bool(self.host_bound),
-                "terms": {k: f(v) for k, v in self.terms_s.items()}, "time_s": f(self.time_s)}
+        ops = [
+            {
+                "name": o.name,
+                "kind": o.op.kind,
+                "flops": f(o.flops),
+                "weight_bytes": f(o.weight_bytes),
+                "activation_bytes": f(o.act_bytes),
+                "kv_bytes": f(o.kv_bytes),
+                "intensity_flops_per_byte": f(o.intensity_flops_per_byte),
+                "bound": "compute" if bool(o.compute_bound) else "memory",
+                "compute_s": f(o.compute_s),
+                "memory_s": f(o.memory_s),
+                "fixed_s": f(o.overhead_s),
+                "host_launch_s": f(o.host_s),
+                "time_s": f(o.time_s),
+            }
+            for o in self.ops
+        ]
+        return {
+            "ceiling": self.ceilings.name,
+            "engine": self.ceilings.engine.name if self.ceilings.engine else None,
+            "operators": ops,
+            "device_s": f(self.device_s),
+            "host_launch_s": self.host_launch_s,
+            "host_bound": bool(self.host_bound),
+            "terms": {k: f(v) for k, v in self.terms_s.items()},
+            "time_s": f(self.time_s),
+        }
 
     @property
     def flops(self) -> ArrayLike:
@@ -357,38 +422,63 @@ def is_decode(step: Step) -> bool:
     return T == 1 if isinstance(T, int) else bool(np.all(np.asarray(T) == 1))
 
 
-def step_cost(model: ModelSpec, hw: HardwareSpec, step: Step,
-              precision: Precision = Precision(), ceiling: Ceiling = "achievable",
-              shard: ExpertShard | None = None, engine: EngineSpec | None = None) -> StepCost:
+def step_cost(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    step: Step,
+    precision: Precision = Precision(),
+    ceiling: Ceiling = "achievable",
+    shard: ExpertShard | None = None,
+    engine: EngineSpec | None = None,
+) -> StepCost:
     """Cost of one forward step: every operator on the ceilings of `hw` and, for the
     achievable ceiling, the terms of `engine` (on one expert-parallel rank when `shard` is
     given, see `operators.ExpertShard`). The datasheet ceiling ignores the engine."""
     eng = engine if ceiling == "achievable" else None
     c = Ceilings.of(hw, precision.compute, ceiling, eng)
-    if precision.model_bits is None and \
-            precision.weights.split(",")[0].strip().lower() in llamacpp.MIXES:
+    if (
+        precision.model_bits is None
+        and precision.weights.split(",")[0].strip().lower() in llamacpp.MIXES
+    ):
         precision = precision.for_model(model)  # a llama.cpp file type places tensors per layer
     decode = is_decode(step)
     graphs = eng is not None and eng.cuda_graphs and decode
     ops = operators(model, step, shard)
     host_step = 0.0 if eng is None else eng.host_step_us * 1e-6
     effs = shape_efficiencies(ops, c)
-    return StepCost(step, tuple(op_cost(op, precision, c, graphs, decode, eff)
-                                for op, eff in zip(ops, effs, strict=True)), c, host_step)
+    return StepCost(
+        step,
+        tuple(
+            op_cost(op, precision, c, graphs, decode, eff)
+            for op, eff in zip(ops, effs, strict=True)
+        ),
+        c,
+        host_step,
+    )
 
 
-def decode_step_s(model: ModelSpec, hw: HardwareSpec, batch: ArrayLike, context: ArrayLike,
-                  precision: Precision = Precision(), ceiling: Ceiling = "achievable",
-                  engine: EngineSpec | None = None) -> ArrayLike:
+def decode_step_s(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    batch: ArrayLike,
+    context: ArrayLike,
+    precision: Precision = Precision(),
+    ceiling: Ceiling = "achievable",
+    engine: EngineSpec | None = None,
+) -> ArrayLike:
     """Time of one decode step (T=1) for B sequences over S cached tokens, seconds.
     B and S broadcast: `decode_step_s(m, hw, B[:, None], S[None, :])` is a whole grid."""
-    return step_cost(model, hw, Step(batch, 1, context), precision, ceiling,
-                     engine=engine).time_s
+    return step_cost(model, hw, Step(batch, 1, context), precision, ceiling, engine=engine).time_s
 
 
-def prefill_s(model: ModelSpec, hw: HardwareSpec, batch: ArrayLike, prompt: ArrayLike,
-              precision: Precision = Precision(), ceiling: Ceiling = "achievable",
-              engine: EngineSpec | None = None) -> ArrayLike:
+def prefill_s(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    batch: ArrayLike,
+    prompt: ArrayLike,
+    precision: Precision = Precision(),
+    ceiling: Ceiling = "achievable",
+    engine: EngineSpec | None = None,
+) -> ArrayLike:
     """Time of prefilling B prompts of T tokens each (S=0), seconds."""
-    return step_cost(model, hw, Step(batch, prompt, 0), precision, ceiling,
-                     engine=engine).time_s
+    return step_cost(model, hw, Step(batch, prompt, 0), precision, ceiling, engine=engine).time_s

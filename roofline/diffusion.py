@@ -58,17 +58,28 @@ class DiffusionComparison:
 
     def as_dict(self) -> dict:
         d = dict(vars(self))
-        for k in ("diffusion_s", "autoregressive_s", "diffusion_tokens_per_s",
-                  "autoregressive_tokens_per_s", "diffusion_speedup"):
+        for k in (
+            "diffusion_s",
+            "autoregressive_s",
+            "diffusion_tokens_per_s",
+            "autoregressive_tokens_per_s",
+            "diffusion_speedup",
+        ):
             d[k] = getattr(self, k)
         return d
 
 
-def compare_diffusion(model: ModelSpec, hw: HardwareSpec, prompt: int, gen: int | None = None,
-                      steps: int | None = None, batch: int = 1,
-                      precision: Precision = Precision(),
-                      ceiling: Ceiling = "achievable",
-                      engine: EngineSpec | None = None) -> DiffusionComparison:
+def compare_diffusion(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    prompt: int,
+    gen: int | None = None,
+    steps: int | None = None,
+    batch: int = 1,
+    precision: Precision = Precision(),
+    ceiling: Ceiling = "achievable",
+    engine: EngineSpec | None = None,
+) -> DiffusionComparison:
     """N diffusion steps over P + L tokens vs autoregressive TTFT + (L − 1)·TPOT, same model.
     `gen` and `steps` default to the spec's `diffusion` block."""
     d = model.diffusion
@@ -79,11 +90,22 @@ def compare_diffusion(model: ModelSpec, hw: HardwareSpec, prompt: int, gen: int 
     if min(prompt, gen, steps, batch) < 1:
         raise InvalidInputError("prompt, gen, steps and batch must each be at least 1")
     if prompt + gen > model.max_context:
-        raise InvalidInputError(f"prompt + gen = {prompt + gen} exceeds {model.name}'s max "
-                                f"context of {model.max_context}; shorten them")
+        raise InvalidInputError(
+            f"prompt + gen = {prompt + gen} exceeds {model.name}'s max "
+            f"context of {model.max_context}; shorten them"
+        )
     full = Step(batch, prompt + gen, 0, logits="all", causal=False)
     step_s = float(step_cost(model, hw, full, precision, ceiling, engine=engine).time_s)
-    ar = estimate(model.model_copy(update={"diffusion": None}), hw, [batch], prompt, gen,
-                  precision, ceiling, engine=engine).cases[0]
-    return DiffusionComparison(model.name, hw.name, batch, prompt, gen, steps, step_s,
-                               ar.ttft_s, ar.tpot_s)
+    ar = estimate(
+        model.model_copy(update={"diffusion": None}),
+        hw,
+        [batch],
+        prompt,
+        gen,
+        precision,
+        ceiling,
+        engine=engine,
+    ).cases[0]
+    return DiffusionComparison(
+        model.name, hw.name, batch, prompt, gen, steps, step_s, ar.ttft_s, ar.tpot_s
+    )

@@ -72,8 +72,9 @@ class Format:
         return self.compute is None
 
 
-_PER_CHANNEL = ("one scale per output channel: 16/D_in bit per weight (< 0.01 for D_in >= 2048) "
-                "is not counted")
+_PER_CHANNEL = (
+    "one scale per output channel: 16/D_in bit per weight (< 0.01 for D_in >= 2048) is not counted"
+)
 
 #: The named formats. Group sizes and scale dtypes follow each format's definition:
 #: NF4 and NF4-DQ: Dettmers et al., QLoRA (2023) §3 (blocks of 64, fp32 absmax; DQ: 8-bit
@@ -91,8 +92,9 @@ _BASE: tuple[Format, ...] = (
     Format("int8", 8, "int", "int8", note=_PER_CHANNEL),
     Format("int4", 4, "int", "int4", note=_PER_CHANNEL),
     Format("nf4", 4, "float", None, group=64, scale_bits=32),
-    Format("nf4-dq", 4, "float", None, group=64, scale_bits=8, super_group=256,
-           super_scale_bits=32),
+    Format(
+        "nf4-dq", 4, "float", None, group=64, scale_bits=8, super_group=256, super_scale_bits=32
+    ),
     Format("mxfp4", 4, "float", None, group=32, scale_bits=8),
     Format("nvfp4", 4, "float", None, group=16, scale_bits=8),
 )
@@ -112,8 +114,19 @@ _BASE: tuple[Format, ...] = (
 #:   block_iq4_nl {d; qs[16]}                     18 B / 32  -> 4.5 (non-linear 4-bit codebook)
 #:   block_iq4_xs {d; scales_h; scales_l[4]; qs[128]} 136 B / 256 -> 4.25 (6-bit scale per 32)
 _GGUF: tuple[Format, ...] = tuple(
-    Format(name, bits, "int", None, group=g, scale_bits=sb, zero_bits=zb, super_group=sg,
-           super_scale_bits=ssb, ecosystem="gguf", note=f"llama.cpp {name.upper()}")
+    Format(
+        name,
+        bits,
+        "int",
+        None,
+        group=g,
+        scale_bits=sb,
+        zero_bits=zb,
+        super_group=sg,
+        super_scale_bits=ssb,
+        ecosystem="gguf",
+        note=f"llama.cpp {name.upper()}",
+    )
     for name, bits, g, sb, zb, sg, ssb in (
         ("q4_0", 4, 32, 16, 0, None, 0),
         ("q4_1", 4, 32, 16, 16, None, 0),
@@ -135,10 +148,13 @@ _GGUF: tuple[Format, ...] = tuple(
 #: differ only in weight layout, NK vs KN); `q4f32_1` the same with an fp32 scale; `q3f16_1`
 #: int3 in groups of 40. All set quantize_embedding and quantize_final_fc.
 _MLC: tuple[Format, ...] = tuple(
-    Format(name, bits, "int", None, group=g, scale_bits=sb, ecosystem="mlc",
-           note=f"MLC-LLM {name}")
-    for name, bits, g, sb in (("q4f16_1", 4, 32, 16), ("q4f16_0", 4, 32, 16),
-                              ("q4f32_1", 4, 32, 32), ("q3f16_1", 3, 40, 16))
+    Format(name, bits, "int", None, group=g, scale_bits=sb, ecosystem="mlc", note=f"MLC-LLM {name}")
+    for name, bits, g, sb in (
+        ("q4f16_1", 4, 32, 16),
+        ("q4f16_0", 4, 32, 16),
+        ("q4f32_1", 4, 32, 32),
+        ("q3f16_1", 3, 40, 16),
+    )
 )
 
 FORMATS: dict[str, Format] = {f.name: f for f in (*_BASE, *_GGUF, *_MLC)}
@@ -161,8 +177,15 @@ def parse_format(name: str) -> Format:
     if m:
         base = FORMATS[m.group(1)]
         zero = {None: base.element_bits, "-sym": 0, "-z16": 16}[m.group(3)]
-        return Format(key, base.element_bits, "int", None, group=int(m.group(2)),
-                      scale_bits=16, zero_bits=zero)
+        return Format(
+            key,
+            base.element_bits,
+            "int",
+            None,
+            group=int(m.group(2)),
+            scale_bits=16,
+            zero_bits=zero,
+        )
     known = ", ".join([*FORMATS, "int4-g<N>[-sym|-z16]", "int8-g<N>[-sym|-z16]"])
     raise InvalidInputError(f"unknown dtype '{name}'; use one of: {known}")
 

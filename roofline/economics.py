@@ -43,8 +43,10 @@ from .parallel import parallel_step_cost
 #: against its 700 W TDP (80.3 / 700 = 0.1147), serialalice.pt "GPU Energy Benchmark"
 #: (http://api.serialalice.pt/alice-benchmark, June 2026, TDX-attested nvidia-smi samples).
 IDLE_FRACTION_OF_TDP = 80.3 / 700
-IDLE_SOURCE = ("idle = 0.1147 × TDP: H200 SXM measured 80.3 W idle of 700 W TDP "
-               "(serialalice.pt GPU Energy Benchmark, June 2026), applied to every device")
+IDLE_SOURCE = (
+    "idle = 0.1147 × TDP: H200 SXM measured 80.3 W idle of 700 W TDP "
+    "(serialalice.pt GPU Energy Benchmark, June 2026), applied to every device"
+)
 #: Share of the dynamic power (TDP − idle) drawn by a step that saturates the memory roof only
 #: (batch-1 decode): the same benchmark's H100 SXM runs span 267 W at batch 1 (weights streamed
 #: at the memory roof) to 680 W at batch 128 (near its 700 W TDP), so (267 − 80.3) / (700 − 80.3)
@@ -70,8 +72,11 @@ class GpuPrice(BaseModel):
     note: str = ""
 
     def usd_per_gpu_hour(self, tier: Tier) -> float | None:
-        return (self.on_demand_usd_per_gpu_hour if tier == "on-demand"
-                else self.discounted_usd_per_gpu_hour)
+        return (
+            self.on_demand_usd_per_gpu_hour
+            if tier == "on-demand"
+            else self.discounted_usd_per_gpu_hour
+        )
 
 
 class PriceFile(BaseModel):
@@ -100,7 +105,8 @@ class PriceTable:
             why = f" ({entry.note})" if entry and entry.note else ""
             raise InvalidInputError(
                 f"no {tier} price for {hardware} in {self.source}{why}; pass "
-                f"--price {hardware}=USD_PER_GPU_HOUR")
+                f"--price {hardware}=USD_PER_GPU_HOUR"
+            )
         return price
 
     def has(self, hardware: str, tier: Tier = "on-demand") -> bool:
@@ -135,8 +141,9 @@ def _parse_price_file(text: str, where: str) -> dict[str, GpuPrice]:
 @lru_cache(maxsize=1)
 def _bundled() -> PriceTable:
     text = resources.files("roofline").joinpath("data/gpu_prices.yaml").read_text("utf-8")
-    return PriceTable(_parse_price_file(text, "roofline/data/gpu_prices.yaml"),
-                      "roofline/data/gpu_prices.yaml")
+    return PriceTable(
+        _parse_price_file(text, "roofline/data/gpu_prices.yaml"), "roofline/data/gpu_prices.yaml"
+    )
 
 
 def load_prices(path: str | Path | None = None) -> PriceTable:
@@ -164,8 +171,10 @@ def parse_price_options(values: Sequence[str], table: PriceTable | None = None) 
         try:
             price = float(usd)
         except ValueError:
-            raise InvalidInputError(f"--price {v}: '{usd}' is not a number of dollars per "
-                                    "GPU-hour (e.g. --price h100-sxm=2.1)") from None
+            raise InvalidInputError(
+                f"--price {v}: '{usd}' is not a number of dollars per "
+                "GPU-hour (e.g. --price h100-sxm=2.1)"
+            ) from None
         if not price > 0:
             raise InvalidInputError(f"--price {v}: the price must be positive")
         overrides[name.strip()] = price
@@ -173,14 +182,16 @@ def parse_price_options(values: Sequence[str], table: PriceTable | None = None) 
 
 
 # ---- the two quantities ---------------------------------------------------------------------
-def cost_per_million_tokens(usd_per_gpu_hour: ArrayLike, gpus: ArrayLike,
-                            tokens_per_s: ArrayLike) -> ArrayLike:
+def cost_per_million_tokens(
+    usd_per_gpu_hour: ArrayLike, gpus: ArrayLike, tokens_per_s: ArrayLike
+) -> ArrayLike:
     """$ per 10⁶ output tokens: price · n / 3600 / (tok/s) · 10⁶."""
     return np.asarray(usd_per_gpu_hour) * gpus / SECONDS_PER_HOUR / tokens_per_s * 1e6
 
 
-def joules_per_token(power_w_per_gpu: ArrayLike, gpus: ArrayLike,
-                     tokens_per_s: ArrayLike) -> ArrayLike:
+def joules_per_token(
+    power_w_per_gpu: ArrayLike, gpus: ArrayLike, tokens_per_s: ArrayLike
+) -> ArrayLike:
     """J per output token: P · n / (tok/s) (average power of each GPU, n GPUs)."""
     return np.asarray(power_w_per_gpu) * gpus / tokens_per_s
 
@@ -202,19 +213,26 @@ class PowerModel:
 def power_model(hw: HardwareSpec) -> PowerModel:
     """TDP from the spec, idle as `IDLE_FRACTION_OF_TDP` of it. Refuses a spec without TDP."""
     if hw.tdp_w is None:
-        raise InvalidInputError(f"{hw.name}'s spec has no tdp_w, so its energy cannot be "
-                                "modelled; add tdp_w (watts, with its source) to the spec")
-    return PowerModel(IDLE_FRACTION_OF_TDP * hw.tdp_w, hw.tdp_w,
-                      f"TDP {hw.tdp_w:g} W from the {hw.name} spec; {IDLE_SOURCE}")
+        raise InvalidInputError(
+            f"{hw.name}'s spec has no tdp_w, so its energy cannot be "
+            "modelled; add tdp_w (watts, with its source) to the spec"
+        )
+    return PowerModel(
+        IDLE_FRACTION_OF_TDP * hw.tdp_w,
+        hw.tdp_w,
+        f"TDP {hw.tdp_w:g} W from the {hw.name} spec; {IDLE_SOURCE}",
+    )
 
 
-def roof_utilisation(flops: ArrayLike, bytes_: ArrayLike, time_s: ArrayLike, hw: HardwareSpec,
-                     compute_dtype: str) -> ArrayLike:
+def roof_utilisation(
+    flops: ArrayLike, bytes_: ArrayLike, time_s: ArrayLike, hw: HardwareSpec, compute_dtype: str
+) -> ArrayLike:
     """u = min(1, max(u_c, s_m · u_m)) on the achievable ceilings (module docstring)."""
     c = Ceilings.of(hw, compute_dtype, "achievable")
-    u = np.maximum(np.asarray(flops) / (np.asarray(time_s) * c.flops_per_s),
-                   MEMORY_ROOF_POWER_SHARE * np.asarray(bytes_)
-                   / (np.asarray(time_s) * c.bytes_per_s))
+    u = np.maximum(
+        np.asarray(flops) / (np.asarray(time_s) * c.flops_per_s),
+        MEMORY_ROOF_POWER_SHARE * np.asarray(bytes_) / (np.asarray(time_s) * c.bytes_per_s),
+    )
     return np.minimum(u, 1.0)
 
 
@@ -238,14 +256,19 @@ class CaseEconomics:
         return float(joules_per_token(self.power_w, self.gpus, self.tokens_per_s))
 
     def as_dict(self) -> dict:
-        return {"batch": self.batch, "usd_per_hour": self.usd_per_hour,
-                "tokens_per_s": self.tokens_per_s, "power_w_per_gpu": self.power_w,
-                "cost_per_million_output_tokens_usd": self.cost_per_million_tokens_usd,
-                "joules_per_output_token": self.joules_per_token}
+        return {
+            "batch": self.batch,
+            "usd_per_hour": self.usd_per_hour,
+            "tokens_per_s": self.tokens_per_s,
+            "power_w_per_gpu": self.power_w,
+            "cost_per_million_output_tokens_usd": self.cost_per_million_tokens_usd,
+            "joules_per_output_token": self.joules_per_token,
+        }
 
 
-def estimate_economics(est, usd_per_gpu_hour: float, utilisation: float = 1.0
-                       ) -> tuple[CaseEconomics, ...]:
+def estimate_economics(
+    est, usd_per_gpu_hour: float, utilisation: float = 1.0
+) -> tuple[CaseEconomics, ...]:
     """Cost and energy per output token of each case of a `phases.Estimate`: batches of B run
     back to back (prefill, then G−1 decode steps at the mid-generation context P + G/2) for
     `utilisation` of the time, idle otherwise."""
@@ -257,17 +280,27 @@ def estimate_economics(est, usd_per_gpu_hour: float, utilisation: float = 1.0
     P, G = est.cases[0].prompt_tokens, est.cases[0].gen_tokens
     pre = parallel_step_cost(m, hw, Step(B, P, 0), prec, par, est.ceiling, est.engine)
     dec = parallel_step_cost(m, hw, Step(B, 1, P + G // 2), prec, par, est.ceiling, est.engine)
-    u_pre = np.asarray(roof_utilisation(pre.compute.flops, pre.compute.bytes, pre.time_s, hw,
-                                        prec.compute))
-    u_dec = np.asarray(roof_utilisation(dec.compute.flops, dec.compute.bytes, dec.time_s, hw,
-                                        prec.compute))
+    u_pre = np.asarray(
+        roof_utilisation(pre.compute.flops, pre.compute.bytes, pre.time_s, hw, prec.compute)
+    )
+    u_dec = np.asarray(
+        roof_utilisation(dec.compute.flops, dec.compute.bytes, dec.time_s, hw, prec.compute)
+    )
     out = []
     for i, c in enumerate(est.cases):
-        busy_w = (pm.power_w(u_pre[i]) * c.ttft_s + pm.power_w(u_dec[i]) * (c.e2e_s - c.ttft_s)
-                  ) / c.e2e_s
+        busy_w = (
+            pm.power_w(u_pre[i]) * c.ttft_s + pm.power_w(u_dec[i]) * (c.e2e_s - c.ttft_s)
+        ) / c.e2e_s
         power = utilisation * busy_w + (1 - utilisation) * pm.idle_w
-        out.append(CaseEconomics(c.batch, usd_per_gpu_hour * c.gpus,
-                                 c.throughput_tokens_per_s * utilisation, float(power), c.gpus))
+        out.append(
+            CaseEconomics(
+                c.batch,
+                usd_per_gpu_hour * c.gpus,
+                c.throughput_tokens_per_s * utilisation,
+                float(power),
+                c.gpus,
+            )
+        )
     return tuple(out)
 
 
@@ -291,13 +324,20 @@ class ServeEconomics:
         return self.energy_j_upper / self.tokens
 
     def as_dict(self) -> dict:
-        return {"usd_per_hour": self.usd_per_hour,
-                "cost_per_million_output_tokens_usd": self.cost_per_million_tokens_usd,
-                "joules_per_output_token_upper_bound": self.joules_per_token_upper}
+        return {
+            "usd_per_hour": self.usd_per_hour,
+            "cost_per_million_output_tokens_usd": self.cost_per_million_tokens_usd,
+            "joules_per_output_token_upper_bound": self.joules_per_token_upper,
+        }
 
 
-def serve_economics(summary, devices: dict[str, HardwareSpec], prices: PriceTable,
-                    gpus_per_replica: int = 1, tier: Tier = "on-demand") -> ServeEconomics:
+def serve_economics(
+    summary,
+    devices: dict[str, HardwareSpec],
+    prices: PriceTable,
+    gpus_per_replica: int = 1,
+    tier: Tier = "on-demand",
+) -> ServeEconomics:
     """$ per million output tokens and J per token (upper bound) of a `serve.metrics.Summary`;
     `devices` maps each pool's device name (`Pool.hardware`) to its spec."""
     r = summary.result
@@ -328,19 +368,27 @@ class EstimateEconomics:
     cases: tuple[CaseEconomics, ...] = ()
 
     def as_dict(self) -> dict:
-        return {"price_usd_per_gpu_hour": self.price_usd_per_gpu_hour,
-                "price_source": self.price_source, "utilisation": self.utilisation,
-                "cases": [c.as_dict() for c in self.cases]}
+        return {
+            "price_usd_per_gpu_hour": self.price_usd_per_gpu_hour,
+            "price_source": self.price_source,
+            "utilisation": self.utilisation,
+            "cases": [c.as_dict() for c in self.cases],
+        }
 
 
-def priced_estimate(est, prices: PriceTable, tier: Tier = "on-demand", utilisation: float = 1.0
-                    ) -> EstimateEconomics:
+def priced_estimate(
+    est, prices: PriceTable, tier: Tier = "on-demand", utilisation: float = 1.0
+) -> EstimateEconomics:
     """`estimate_economics` at the table's price of the estimate's device; a device without a
     published price gets no figures and says so (pass --price NAME=USD)."""
     name = est.hardware.name
     if not prices.has(name, tier):
-        return EstimateEconomics(None, f"no {tier} price for {name} in the price table; pass "
-                                 f"--price {name}=USD", utilisation)
+        return EstimateEconomics(
+            None,
+            f"no {tier} price for {name} in the price table; pass --price {name}=USD",
+            utilisation,
+        )
     usd = prices.usd_per_gpu_hour(name, tier)
-    return EstimateEconomics(usd, prices.citation(name, tier), utilisation,
-                             estimate_economics(est, usd, utilisation))
+    return EstimateEconomics(
+        usd, prices.citation(name, tier), utilisation, estimate_economics(est, usd, utilisation)
+    )

@@ -39,13 +39,28 @@ class AttentionKernel(Sourced):
     """The attention kernel and the fractions of the roofs it reaches."""
 
     kernel: str
-    decode_memory_fraction: float = Field(gt=0, le=1, description=(
-        "fraction of the achievable memory bandwidth a decode attention kernel reaches"))
-    prefill_compute_fraction: float = Field(gt=0, le=1, description=(
-        "fraction of the achievable matmul peak a causal prefill attention kernel reaches"))
-    decode_fixed_us: float = Field(default=0.0, ge=0, description=(
-        "fixed time of one decode attention call beyond the per-kernel floor (split-KV "
-        "partials and their combine), microseconds"))
+    decode_memory_fraction: float = Field(
+        gt=0,
+        le=1,
+        description=(
+            "fraction of the achievable memory bandwidth a decode attention kernel reaches"
+        ),
+    )
+    prefill_compute_fraction: float = Field(
+        gt=0,
+        le=1,
+        description=(
+            "fraction of the achievable matmul peak a causal prefill attention kernel reaches"
+        ),
+    )
+    decode_fixed_us: float = Field(
+        default=0.0,
+        ge=0,
+        description=(
+            "fixed time of one decode attention call beyond the per-kernel floor (split-KV "
+            "partials and their combine), microseconds"
+        ),
+    )
 
 
 class MatmulKernel(Sourced):
@@ -54,10 +69,18 @@ class MatmulKernel(Sourced):
     `w16a16` when the engine runs its own 16-bit kernels instead of cuBLAS)."""
 
     kernel: str
-    memory_fraction: float = Field(gt=0, le=1, description=(
-        "fraction of the achievable memory bandwidth it streams weights at (memory-bound M)"))
-    compute_fraction: float = Field(gt=0, le=1, description=(
-        "fraction of the achievable matmul ceiling it reaches (compute-bound M)"))
+    memory_fraction: float = Field(
+        gt=0,
+        le=1,
+        description=(
+            "fraction of the achievable memory bandwidth it streams weights at (memory-bound M)"
+        ),
+    )
+    compute_fraction: float = Field(
+        gt=0,
+        le=1,
+        description=("fraction of the achievable matmul ceiling it reaches (compute-bound M)"),
+    )
 
 
 class AllReduce(Sourced):
@@ -76,26 +99,52 @@ class EngineSpec(_Frozen):
     aliases: tuple[str, ...] = ()
     version: str
     launches: Literal["eager", "fused"]
-    extra_launches_per_layer: int = Field(default=0, ge=0, description=(
-        "kernels per layer beyond one per operator (fused only): rope, KV-cache write, ..."))
+    extra_launches_per_layer: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "kernels per layer beyond one per operator (fused only): rope, KV-cache write, ..."
+        ),
+    )
     cuda_graphs: bool = Field(description="decode steps replayed from CUDA graphs")
-    host_launch_us: float = Field(ge=0, description=(
-        "host time to launch one kernel without graphs (Python + dispatcher + driver)"))
-    host_step_us: float = Field(ge=0, description=(
-        "host time per step outside kernels: scheduling, sampling, detokenisation"))
+    host_launch_us: float = Field(
+        ge=0,
+        description=(
+            "host time to launch one kernel without graphs (Python + dispatcher + driver)"
+        ),
+    )
+    host_step_us: float = Field(
+        ge=0,
+        description=("host time per step outside kernels: scheduling, sampling, detokenisation"),
+    )
     attention: AttentionKernel
-    matmul: dict[str, MatmulKernel] = Field(default_factory=dict, description=(
-        "GEMM kernels by width, `w<weight bits>a<activation bits>`; a width not listed runs "
-        "at the device's achievable ceilings (vendor BLAS)"))
+    matmul: dict[str, MatmulKernel] = Field(
+        default_factory=dict,
+        description=(
+            "GEMM kernels by width, `w<weight bits>a<activation bits>`; a width not listed runs "
+            "at the device's achievable ceilings (vendor BLAS)"
+        ),
+    )
     all_reduce: AllReduce
-    formats: dict[str, str] = Field(default_factory=dict, description=(
-        "how the engine stores a named weight format, as a --weights string (llama.cpp's "
-        "Q4_0 file keeps the output layer in Q6_K; gpt-fast's int8 quantises it too)"))
+    formats: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "how the engine stores a named weight format, as a --weights string (llama.cpp's "
+            "Q4_0 file keeps the output layer in Q6_K; gpt-fast's int8 quantises it too)"
+        ),
+    )
     formats_source: str = ""
-    prefill_token_budget: int | None = Field(default=None, gt=0, description=(
-        "tokens one prefill step takes (chunked prefill); None: whole prompts"))
-    memory_fraction: float = Field(default=0.9, gt=0, le=1, description=(
-        "fraction of device memory the engine claims for weights, KV and workspace"))
+    prefill_token_budget: int | None = Field(
+        default=None,
+        gt=0,
+        description=("tokens one prefill step takes (chunked prefill); None: whole prompts"),
+    )
+    memory_fraction: float = Field(
+        default=0.9,
+        gt=0,
+        le=1,
+        description=("fraction of device memory the engine claims for weights, KV and workspace"),
+    )
     source: str = Field(min_length=1)
     notes: str = ""
 

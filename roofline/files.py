@@ -37,14 +37,15 @@ def _stat(path: Path) -> os.stat_result | None:
     except NotADirectoryError:
         return None
     except OSError as e:
-        raise InvalidInputError(f"cannot use '{_short(path)}': {_describe(e)}; "
-                                "give a shorter or different path") from None
+        raise InvalidInputError(
+            f"cannot use '{_short(path)}': {_describe(e)}; give a shorter or different path"
+        ) from None
 
 
 def _short(path: Path | str, limit: int = 120) -> str:
     """A path fit for a one-line message (a 5,000-character name is cut in the middle)."""
     s = str(path)
-    return s if len(s) <= limit else f"{s[:limit // 2]}…{s[-limit // 2:]}"
+    return s if len(s) <= limit else f"{s[: limit // 2]}…{s[-limit // 2 :]}"
 
 
 def is_regular_file(path: str | Path) -> bool:
@@ -55,8 +56,9 @@ def is_regular_file(path: str | Path) -> bool:
         return False
 
 
-def read_text(path: str | Path, what: str, limit_bytes: int,
-              error: type[Exception] = SpecError) -> str:
+def read_text(
+    path: str | Path, what: str, limit_bytes: int, error: type[Exception] = SpecError
+) -> str:
     """The UTF-8 text of a regular file of at most `limit_bytes`, or `error` saying why not
     (`what` names the file's role: "spec file", "results file", "trace")."""
     path = Path(path)
@@ -69,11 +71,14 @@ def read_text(path: str | Path, what: str, limit_bytes: int,
     if stat.S_ISDIR(st.st_mode):
         raise error(f"{_short(path)}: is a folder, not a {what}; give the file inside it")
     if not stat.S_ISREG(st.st_mode):
-        raise error(f"{_short(path)}: not a regular file (a pipe or a device?); "
-                    f"give a {what} on disk")
+        raise error(
+            f"{_short(path)}: not a regular file (a pipe or a device?); give a {what} on disk"
+        )
     if st.st_size > limit_bytes:
-        raise error(f"{_short(path)}: {st.st_size:,} bytes is more than a {what} may hold "
-                    f"({limit_bytes:,}); give the right file")
+        raise error(
+            f"{_short(path)}: {st.st_size:,} bytes is more than a {what} may hold "
+            f"({limit_bytes:,}); give the right file"
+        )
     try:
         with open(path, "rb") as f:
             data = f.read(limit_bytes + 1)
@@ -84,8 +89,10 @@ def read_text(path: str | Path, what: str, limit_bytes: int,
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise error(f"{_short(path)}: not UTF-8 text (byte {e.start}); give a text {what}, "
-                    "not a binary file") from None
+        raise error(
+            f"{_short(path)}: not UTF-8 text (byte {e.start}); give a text {what}, "
+            "not a binary file"
+        ) from None
 
 
 def check_output(path: str | Path, what: str = "output") -> Path:
@@ -99,27 +106,38 @@ def check_output(path: str | Path, what: str = "output") -> Path:
     except (OSError, ValueError):
         name_max = 255
     if len(os.fsencode(path.name)) > name_max:
-        raise InvalidInputError(f"{what} name '{_short(path.name)}' is longer than the "
-                                f"{name_max} bytes a file name may have; give a shorter one")
+        raise InvalidInputError(
+            f"{what} name '{_short(path.name)}' is longer than the "
+            f"{name_max} bytes a file name may have; give a shorter one"
+        )
     st = _stat(path)
     if st is not None:
         if stat.S_ISDIR(st.st_mode):
-            raise InvalidInputError(f"{what} '{_short(path)}' is a folder; give a file name "
-                                    "inside it")
+            raise InvalidInputError(
+                f"{what} '{_short(path)}' is a folder; give a file name inside it"
+            )
         if not stat.S_ISREG(st.st_mode):
-            raise InvalidInputError(f"{what} '{_short(path)}' is not a regular file (a pipe "
-                                    "or a device?); give a file name")
+            raise InvalidInputError(
+                f"{what} '{_short(path)}' is not a regular file (a pipe "
+                "or a device?); give a file name"
+            )
     folder = path.parent
     fst = _stat(folder)
     if fst is None:
-        raise InvalidInputError(f"folder '{_short(folder)}' of {what} '{_short(path.name)}' "
-                                "does not exist; create it first")
+        raise InvalidInputError(
+            f"folder '{_short(folder)}' of {what} '{_short(path.name)}' "
+            "does not exist; create it first"
+        )
     if not stat.S_ISDIR(fst.st_mode):
-        raise InvalidInputError(f"'{_short(folder)}' is not a folder, so {what} "
-                                f"'{_short(path)}' cannot be written there; give another path")
+        raise InvalidInputError(
+            f"'{_short(folder)}' is not a folder, so {what} "
+            f"'{_short(path)}' cannot be written there; give another path"
+        )
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise InvalidInputError(f"folder '{_short(folder)}' is not writable, so {what} "
-                                f"'{_short(path.name)}' cannot be written; give another path")
+        raise InvalidInputError(
+            f"folder '{_short(folder)}' is not writable, so {what} "
+            f"'{_short(path.name)}' cannot be written; give another path"
+        )
     return path
 
 
@@ -133,8 +151,9 @@ def replace_from(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Create `path` atomically: `write(tmp)` fills a temporary file in the same folder, which
     then replaces `path` (readers never see half a file; a failure leaves `path` as it was)."""
     path = Path(path)
-    fd, name = tempfile.mkstemp(prefix=f".{path.stem[:100]}.", suffix=path.suffix[:20],
-                                dir=path.parent)
+    fd, name = tempfile.mkstemp(
+        prefix=f".{path.stem[:100]}.", suffix=path.suffix[:20], dir=path.parent
+    )
     os.close(fd)
     tmp = Path(name)
     try:

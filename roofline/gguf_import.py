@@ -25,9 +25,29 @@ from .model import ModelSpec
 from .precision import Precision
 
 #: GGML tensor types with a format of the same meaning in `dtypes` (others are refused).
-_TYPE_FORMAT = {"F32": "fp32", "F16": "fp16", "BF16": "bf16", "MXFP4": "mxfp4",
-                **{t: t.lower() for t in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K",
-                                          "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS")}}
+_TYPE_FORMAT = {
+    "F32": "fp32",
+    "F16": "fp16",
+    "BF16": "bf16",
+    "MXFP4": "mxfp4",
+    **{
+        t: t.lower()
+        for t in (
+            "Q4_0",
+            "Q4_1",
+            "Q5_0",
+            "Q5_1",
+            "Q8_0",
+            "Q2_K",
+            "Q3_K",
+            "Q4_K",
+            "Q5_K",
+            "Q6_K",
+            "IQ4_NL",
+            "IQ4_XS",
+        )
+    },
+}
 _ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe")
 
 
@@ -91,8 +111,9 @@ def read_gguf(path: Path) -> GgufFile:
     try:
         import gguf
     except ImportError:
-        raise SpecError("reading GGUF files needs the optional 'gguf' package: "
-                        "pip install 'roofline[gguf]'") from None
+        raise SpecError(
+            "reading GGUF files needs the optional 'gguf' package: pip install 'roofline[gguf]'"
+        ) from None
     try:
         reader = gguf.GGUFReader(str(path), "r")
     except (OSError, ValueError) as e:
@@ -102,8 +123,10 @@ def read_gguf(path: Path) -> GgufFile:
         if key.startswith("GGUF."):
             continue
         meta[key] = field.contents()
-    tensors = tuple(GgufTensor(t.name, t.tensor_type.name, int(t.n_elements), int(t.n_bytes))
-                    for t in reader.tensors)
+    tensors = tuple(
+        GgufTensor(t.name, t.tensor_type.name, int(t.n_elements), int(t.n_bytes))
+        for t in reader.tensors
+    )
     return GgufFile(meta, tensors)
 
 
@@ -122,17 +145,21 @@ def spec_fields(f: GgufFile) -> dict:
     """ModelSpec fields from the `{arch}.*` keys and the tensor names."""
     arch = f.architecture
     if arch not in _ARCHS:
-        raise SpecError(f"GGUF architecture '{arch or 'none'}' is not modelled; supported: "
-                        f"{', '.join(_ARCHS)}")
+        raise SpecError(
+            f"GGUF architecture '{arch or 'none'}' is not modelled; supported: {', '.join(_ARCHS)}"
+        )
     D, N = int(_key(f, "embedding_length")), int(_key(f, "attention.head_count"))
     embd = next((t for t in f.tensors if t.name == "token_embd.weight"), None)
     if embd is None:
         raise SpecError("GGUF file has no token_embd.weight")
     s: dict[str, Any] = dict(
-        layers=int(_key(f, "block_count")), d_model=D, heads=N,
+        layers=int(_key(f, "block_count")),
+        d_model=D,
+        heads=N,
         kv_heads=int(_key(f, "attention.head_count_kv", N)),
         head_dim=int(_key(f, "attention.key_length", D // N)),
-        d_ff=int(_key(f, "feed_forward_length", 0)), vocab_size=embd.elems // D,
+        d_ff=int(_key(f, "feed_forward_length", 0)),
+        vocab_size=embd.elems // D,
         tied_embeddings=not _has(f, "output.weight"),
         max_context=int(_key(f, "context_length")),
     )
@@ -143,9 +170,12 @@ def spec_fields(f: GgufFile) -> dict:
     experts = int(f.metadata.get(f"{arch}.expert_count", 0) or 0)
     if experts > 1:
         expert_f = int(f.metadata.get(f"{arch}.expert_feed_forward_length", 0) or s["d_ff"])
-        s["moe"] = {"experts": experts, "top_k": int(_key(f, "expert_used_count")),
-                    "expert_d_ff": expert_f,
-                    "shared_experts": int(f.metadata.get(f"{arch}.expert_shared_count", 0))}
+        s["moe"] = {
+            "experts": experts,
+            "top_k": int(_key(f, "expert_used_count")),
+            "expert_d_ff": expert_f,
+            "shared_experts": int(f.metadata.get(f"{arch}.expert_shared_count", 0)),
+        }
         if not _has(f, ".ffn_down.weight"):
             s["d_ff"] = 0
     return s
@@ -173,9 +203,14 @@ def file_weights(f: GgufFile) -> str:
 
 def spec_from_gguf(f: GgufFile, name: str, source: str) -> ModelSpec:
     fields = spec_fields(f)
-    data = {"name": name, "display_name": str(f.metadata.get("general.name", name)),
-            "family": f.architecture, "source": f"{source} (GGUF, imported by `roofline models "
-            "import`)", "checkpoint_weights": file_weights(f), **fields}
+    data = {
+        "name": name,
+        "display_name": str(f.metadata.get("general.name", name)),
+        "family": f.architecture,
+        "source": f"{source} (GGUF, imported by `roofline models import`)",
+        "checkpoint_weights": file_weights(f),
+        **fields,
+    }
     try:
         return ModelSpec.model_validate(data)
     except ValidationError as e:

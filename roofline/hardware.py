@@ -24,8 +24,13 @@ from .errors import InvalidInputError
 #: Bandwidth: large-copy measurements land at 85-92% of HBM spec (A800 PCIe 89%,
 #: mli/transformers-benchmarks#4; H20 82%, NVIDIA/cuda-samples#366); 0.88 is the midpoint.
 DEFAULT_MATMUL_FRACTION: dict[str, float] = {
-    "fp32": 0.80, "tf32": 0.80, "bf16": 0.80, "fp16": 0.80,
-    "fp8": 0.71, "int8": 0.71, "int4": 0.71,
+    "fp32": 0.80,
+    "tf32": 0.80,
+    "bf16": 0.80,
+    "fp16": 0.80,
+    "fp8": 0.71,
+    "int8": 0.71,
+    "int4": 0.71,
 }
 DEFAULT_BANDWIDTH_FRACTION = 0.88
 DEFAULT_ACHIEVABLE_SOURCE = (
@@ -46,11 +51,22 @@ class Interconnect(_Frozen):
 
     kind: Literal["nvlink", "pcie", "infiniband", "xgmi", "ici", "ethernet", "unified", "none"]
     bandwidth_gb_per_s_per_direction: float | None = Field(default=None, gt=0)
-    latency_us: float = Field(default=1.0, ge=0, description=(
-        "per-hop latency of a collective step (one ring hop: a send, a wait, a reduce)"))
-    bus_bandwidth_fraction: Fraction = Field(default=1.0, gt=0, le=1, description=(
-        "fraction of the per-direction link bandwidth a large all-reduce's bus bandwidth "
-        "reaches (nccl-tests busbw)"))
+    latency_us: float = Field(
+        default=1.0,
+        ge=0,
+        description=(
+            "per-hop latency of a collective step (one ring hop: a send, a wait, a reduce)"
+        ),
+    )
+    bus_bandwidth_fraction: Fraction = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description=(
+            "fraction of the per-direction link bandwidth a large all-reduce's bus bandwidth "
+            "reaches (nccl-tests busbw)"
+        ),
+    )
     source: str = ""
     note: str = ""
 
@@ -67,32 +83,72 @@ class Achievable(_Frozen):
     `roofline calibrate` by name, and its default is the public default (fractions) or no
     effect (fixed costs). `identity()` is the datasheet roofline: every term off."""
 
-    matmul_fraction: dict[str, Fraction] = Field(default_factory=dict, description=(
-        "best achieved matmul FLOP/s over the dense peak, per compute dtype; a dtype not "
-        "given gets DEFAULT_MATMUL_FRACTION"))
+    matmul_fraction: dict[str, Fraction] = Field(
+        default_factory=dict,
+        description=(
+            "best achieved matmul FLOP/s over the dense peak, per compute dtype; a dtype not "
+            "given gets DEFAULT_MATMUL_FRACTION"
+        ),
+    )
     memory_bandwidth_fraction: Fraction = Field(
-        default=DEFAULT_BANDWIDTH_FRACTION, gt=0, le=1,
-        description="achieved streaming bandwidth over the datasheet bandwidth")
-    kernel_overhead_us: float = Field(default=0.0, ge=0, description=(
-        "fixed device time per kernel: launch, ramp-up and tail, microseconds"))
-    gemm_overhead_us: float = Field(default=0.0, ge=0, description=(
-        "fixed device time per GEMM kernel beyond its bytes at the achievable bandwidth: "
-        "ramp-up to streaming bandwidth, split reduction and tail, microseconds"))
-    gemm_tile_k0: float = Field(default=0.0, ge=0, description=(
-        "K0: an output tile's prologue and epilogue (pipeline fill, output conversion and "
-        "store) cost as much as K0 more elements of its K loop, so a GEMM of inner dimension K "
-        "reaches K / (K + K0) of the matmul ceiling"))
-    gemm_tile: tuple[int, int] | None = Field(default=None, description=(
-        "(M, N) output tile of the device's large GEMM kernels: with `compute_units`, the "
-        "tile and wave quantisation of `roofline.cost.gemm_shape_efficiency`"))
-    matmul_half_rows: float = Field(default=0.0, ge=0, description=(
-        "M½: a GEMM of M ≥ 2 rows per weight reaches M / (M + M½) of the matmul ceiling"))
-    attention_memory_fraction: Fraction = Field(default=1.0, gt=0, le=1, description=(
-        "fraction of the memory ceiling attention kernels (kind 'attention') reach"))
-    attention_compute_fraction: Fraction = Field(default=1.0, gt=0, le=1, description=(
-        "fraction of the compute ceiling attention kernels (kind 'attention') reach"))
-    gemv_row_ns: float = Field(default=0.0, ge=0, description=(
-        "fixed cost per weight row of a matrix-vector product (M < 2), nanoseconds"))
+        default=DEFAULT_BANDWIDTH_FRACTION,
+        gt=0,
+        le=1,
+        description="achieved streaming bandwidth over the datasheet bandwidth",
+    )
+    kernel_overhead_us: float = Field(
+        default=0.0,
+        ge=0,
+        description=("fixed device time per kernel: launch, ramp-up and tail, microseconds"),
+    )
+    gemm_overhead_us: float = Field(
+        default=0.0,
+        ge=0,
+        description=(
+            "fixed device time per GEMM kernel beyond its bytes at the achievable bandwidth: "
+            "ramp-up to streaming bandwidth, split reduction and tail, microseconds"
+        ),
+    )
+    gemm_tile_k0: float = Field(
+        default=0.0,
+        ge=0,
+        description=(
+            "K0: an output tile's prologue and epilogue (pipeline fill, output conversion and "
+            "store) cost as much as K0 more elements of its K loop, so a GEMM of inner dimension K "
+            "reaches K / (K + K0) of the matmul ceiling"
+        ),
+    )
+    gemm_tile: tuple[int, int] | None = Field(
+        default=None,
+        description=(
+            "(M, N) output tile of the device's large GEMM kernels: with `compute_units`, the "
+            "tile and wave quantisation of `roofline.cost.gemm_shape_efficiency`"
+        ),
+    )
+    matmul_half_rows: float = Field(
+        default=0.0,
+        ge=0,
+        description=(
+            "M½: a GEMM of M ≥ 2 rows per weight reaches M / (M + M½) of the matmul ceiling"
+        ),
+    )
+    attention_memory_fraction: Fraction = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description=("fraction of the memory ceiling attention kernels (kind 'attention') reach"),
+    )
+    attention_compute_fraction: Fraction = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description=("fraction of the compute ceiling attention kernels (kind 'attention') reach"),
+    )
+    gemv_row_ns: float = Field(
+        default=0.0,
+        ge=0,
+        description=("fixed cost per weight row of a matrix-vector product (M < 2), nanoseconds"),
+    )
     source: str = DEFAULT_ACHIEVABLE_SOURCE
 
     @field_validator("matmul_fraction")
@@ -115,8 +171,11 @@ class Achievable(_Frozen):
     @classmethod
     def identity(cls, source: str) -> Achievable:
         """The datasheet roofline: every fraction 1, every fixed cost 0."""
-        return cls(matmul_fraction=dict.fromkeys(COMPUTE_DTYPES, 1.0),
-                   memory_bandwidth_fraction=1.0, source=source)
+        return cls(
+            matmul_fraction=dict.fromkeys(COMPUTE_DTYPES, 1.0),
+            memory_bandwidth_fraction=1.0,
+            source=source,
+        )
 
     def matmul(self, dtype: str) -> float:
         """Fraction of the dense `dtype` peak the best GEMMs reach."""
@@ -132,9 +191,13 @@ class HardwareSpec(_Frozen):
     aliases: tuple[str, ...] = ()
     vendor: str
     kind: Literal["gpu", "tpu", "npu", "cpu", "soc"] = "gpu"
-    memory_bytes: int = Field(gt=0, description=(
-        "device memory capacity in bytes: the driver-visible total (nvidia-smi memory.total "
-        "MiB x 2^20) or the vendor's binary capacity (GiB x 2^30)"))
+    memory_bytes: int = Field(
+        gt=0,
+        description=(
+            "device memory capacity in bytes: the driver-visible total (nvidia-smi memory.total "
+            "MiB x 2^20) or the vendor's binary capacity (GiB x 2^30)"
+        ),
+    )
     memory_source: str = Field(min_length=1, description="where memory_bytes comes from")
     memory_bandwidth_gb_per_s: float = Field(gt=0)
     dense_peak_tflops: dict[str, float]

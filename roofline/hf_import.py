@@ -23,8 +23,15 @@ from .precision import Precision
 
 Config = dict[str, Any]
 
-_ACT = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
-        "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "relu": "relu"}
+_ACT = {
+    "silu": "silu",
+    "swish": "silu",
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "relu": "relu",
+}
 _DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
@@ -40,13 +47,17 @@ def _decoder(c: Config, tie_default: bool) -> dict:
     D, N = _get(c, "hidden_size"), _get(c, "num_attention_heads")
     act = c.get("hidden_act") or c.get("hidden_activation") or "silu"
     if act not in _ACT:
-        raise SpecError(f"config.json: activation '{act}' is not modelled; "
-                        f"known: {', '.join(_ACT)}")
+        raise SpecError(
+            f"config.json: activation '{act}' is not modelled; known: {', '.join(_ACT)}"
+        )
     return dict(
-        layers=_get(c, "num_hidden_layers"), d_model=D, heads=N,
+        layers=_get(c, "num_hidden_layers"),
+        d_model=D,
+        heads=N,
         kv_heads=c.get("num_key_value_heads") or N,
         head_dim=c.get("head_dim") or D // N,
-        d_ff=_get(c, "intermediate_size", 0), activation=_ACT[act],
+        d_ff=_get(c, "intermediate_size", 0),
+        activation=_ACT[act],
         vocab_size=_get(c, "vocab_size"),
         tied_embeddings=bool(c.get("tie_word_embeddings", tie_default)),
         max_context=_get(c, "max_position_embeddings", 1 << 20),
@@ -80,20 +91,29 @@ def _qwen3(c: Config) -> dict:
 
 def _mixtral(c: Config) -> dict:
     s = _decoder(c, tie_default=False)
-    s["moe"] = {"experts": _get(c, "num_local_experts"), "top_k": _get(c, "num_experts_per_tok"),
-                "expert_d_ff": s.pop("d_ff")}
+    s["moe"] = {
+        "experts": _get(c, "num_local_experts"),
+        "top_k": _get(c, "num_experts_per_tok"),
+        "expert_d_ff": s.pop("d_ff"),
+    }
     return _window(s, c)
 
 
 def _qwen3_moe(c: Config) -> dict:
     s = _qwen3(c)
     if c.get("mlp_only_layers"):
-        raise SpecError("config.json: mlp_only_layers (dense layers at listed indices) is not "
-                        "modelled; use dense_first_layers/period in a YAML spec")
+        raise SpecError(
+            "config.json: mlp_only_layers (dense layers at listed indices) is not "
+            "modelled; use dense_first_layers/period in a YAML spec"
+        )
     period = c.get("decoder_sparse_step", 1)
-    s["moe"] = {"experts": _get(c, "num_experts"), "top_k": _get(c, "num_experts_per_tok"),
-                "expert_d_ff": _get(c, "moe_intermediate_size"), "period": period,
-                "offset": period - 1}
+    s["moe"] = {
+        "experts": _get(c, "num_experts"),
+        "top_k": _get(c, "num_experts_per_tok"),
+        "expert_d_ff": _get(c, "moe_intermediate_size"),
+        "period": period,
+        "offset": period - 1,
+    }
     if period == 1:
         s["d_ff"] = 0
     return s
@@ -108,8 +128,11 @@ def _gemma(c: Config, pattern: list[str], qk_norm: bool) -> dict:
         if bad:
             raise SpecError(f"config.json: layer_types entry '{bad[0]}' is not modelled")
         pattern = [known[t] for t in types]
-    s.update(norms_per_layer=4, layer_pattern=pattern,
-             attention={"sliding_window": _get(c, "sliding_window"), "qk_norm": qk_norm})
+    s.update(
+        norms_per_layer=4,
+        layer_pattern=pattern,
+        attention={"sliding_window": _get(c, "sliding_window"), "qk_norm": qk_norm},
+    )
     return s
 
 
@@ -127,15 +150,23 @@ def _deepseek(c: Config) -> dict:
     s = _decoder(c, tie_default=False)
     rope, nope = _get(c, "qk_rope_head_dim"), _get(c, "qk_nope_head_dim")
     s.update(kv_heads=s["heads"], head_dim=rope + nope)
-    s["attention"] = {"kind": "mla", "kv_lora_rank": _get(c, "kv_lora_rank"),
-                      "q_lora_rank": c.get("q_lora_rank"), "qk_rope_head_dim": rope,
-                      "qk_nope_head_dim": nope, "v_head_dim": _get(c, "v_head_dim")}
+    s["attention"] = {
+        "kind": "mla",
+        "kv_lora_rank": _get(c, "kv_lora_rank"),
+        "q_lora_rank": c.get("q_lora_rank"),
+        "qk_rope_head_dim": rope,
+        "qk_nope_head_dim": nope,
+        "v_head_dim": _get(c, "v_head_dim"),
+    }
     if c.get("n_routed_experts"):
-        s["moe"] = {"experts": c["n_routed_experts"], "top_k": _get(c, "num_experts_per_tok"),
-                    "expert_d_ff": _get(c, "moe_intermediate_size"),
-                    "shared_experts": c.get("n_shared_experts") or 0,
-                    "dense_first_layers": c.get("first_k_dense_replace", 0),
-                    "period": c.get("moe_layer_freq", 1)}
+        s["moe"] = {
+            "experts": c["n_routed_experts"],
+            "top_k": _get(c, "num_experts_per_tok"),
+            "expert_d_ff": _get(c, "moe_intermediate_size"),
+            "shared_experts": c.get("n_shared_experts") or 0,
+            "dense_first_layers": c.get("first_k_dense_replace", 0),
+            "period": c.get("moe_layer_freq", 1),
+        }
     return s
 
 
@@ -143,65 +174,104 @@ def _falcon(c: Config) -> dict:
     D, N = _get(c, "hidden_size"), _get(c, "num_attention_heads")
     new = bool(c.get("new_decoder_architecture"))
     kv = c.get("num_kv_heads") if new else (1 if c.get("multi_query", True) else N)
-    return dict(layers=_get(c, "num_hidden_layers"), d_model=D, heads=N, kv_heads=kv,
-                head_dim=D // N, d_ff=c.get("ffn_hidden_size") or 4 * D, mlp="plain",
-                activation="gelu", vocab_size=_get(c, "vocab_size"),
-                tied_embeddings=bool(c.get("tie_word_embeddings", True)), norm="layernorm",
-                position="alibi" if c.get("alibi") else "rope",
-                max_context=c.get("max_position_embeddings", 2048),
-                linear_bias="all" if c.get("bias") else "none",
-                parallel_block=bool(c.get("parallel_attn", True)),
-                norms_per_layer=2 if new else 1)
+    return dict(
+        layers=_get(c, "num_hidden_layers"),
+        d_model=D,
+        heads=N,
+        kv_heads=kv,
+        head_dim=D // N,
+        d_ff=c.get("ffn_hidden_size") or 4 * D,
+        mlp="plain",
+        activation="gelu",
+        vocab_size=_get(c, "vocab_size"),
+        tied_embeddings=bool(c.get("tie_word_embeddings", True)),
+        norm="layernorm",
+        position="alibi" if c.get("alibi") else "rope",
+        max_context=c.get("max_position_embeddings", 2048),
+        linear_bias="all" if c.get("bias") else "none",
+        parallel_block=bool(c.get("parallel_attn", True)),
+        norms_per_layer=2 if new else 1,
+    )
 
 
 def _gpt_neox(c: Config) -> dict:
     s = _decoder(c, tie_default=False)
-    s.update(kv_heads=s["heads"], mlp="plain", norm="layernorm", linear_bias="all",
-             activation=_ACT[c.get("hidden_act", "gelu")],
-             parallel_block=bool(c.get("use_parallel_residual", True)))
+    s.update(
+        kv_heads=s["heads"],
+        mlp="plain",
+        norm="layernorm",
+        linear_bias="all",
+        activation=_ACT[c.get("hidden_act", "gelu")],
+        parallel_block=bool(c.get("use_parallel_residual", True)),
+    )
     return s
 
 
 def _mamba_common(c: Config, tie_default: bool) -> dict:
-    return dict(layers=_get(c, "num_hidden_layers"), d_model=_get(c, "hidden_size"),
-                vocab_size=_get(c, "vocab_size"),
-                tied_embeddings=bool(c.get("tie_word_embeddings", tie_default)),
-                position="none", max_context=1 << 20, norms_per_layer=1, layer_pattern=["ssm"])
+    return dict(
+        layers=_get(c, "num_hidden_layers"),
+        d_model=_get(c, "hidden_size"),
+        vocab_size=_get(c, "vocab_size"),
+        tied_embeddings=bool(c.get("tie_word_embeddings", tie_default)),
+        position="none",
+        max_context=1 << 20,
+        norms_per_layer=1,
+        layer_pattern=["ssm"],
+    )
 
 
 def _mamba(c: Config) -> dict:
     s = _mamba_common(c, tie_default=True)
     D = s["d_model"]
     rank = c.get("time_step_rank", "auto")
-    s["ssm"] = {"kind": "mamba1", "d_state": _get(c, "state_size"),
-                "d_conv": _get(c, "conv_kernel"), "expand": _get(c, "expand"),
-                "dt_rank": -(-D // 16) if rank == "auto" else rank,
-                "conv_bias": bool(c.get("use_conv_bias", True))}
+    s["ssm"] = {
+        "kind": "mamba1",
+        "d_state": _get(c, "state_size"),
+        "d_conv": _get(c, "conv_kernel"),
+        "expand": _get(c, "expand"),
+        "dt_rank": -(-D // 16) if rank == "auto" else rank,
+        "conv_bias": bool(c.get("use_conv_bias", True)),
+    }
     return s
 
 
 def _mamba2(c: Config) -> dict:
     s = _mamba_common(c, tie_default=False)
-    s["ssm"] = {"kind": "mamba2", "d_state": _get(c, "state_size"),
-                "d_conv": _get(c, "conv_kernel"), "expand": _get(c, "expand"),
-                "head_dim": _get(c, "head_dim"), "n_groups": c.get("n_groups", 1),
-                "conv_bias": bool(c.get("use_conv_bias", True))}
+    s["ssm"] = {
+        "kind": "mamba2",
+        "d_state": _get(c, "state_size"),
+        "d_conv": _get(c, "conv_kernel"),
+        "expand": _get(c, "expand"),
+        "head_dim": _get(c, "head_dim"),
+        "n_groups": c.get("n_groups", 1),
+        "conv_bias": bool(c.get("use_conv_bias", True)),
+    }
     return s
 
 
 def _jamba(c: Config) -> dict:
     s = _decoder(c, tie_default=False)
     period, offset = _get(c, "attn_layer_period"), _get(c, "attn_layer_offset", 0)
-    s.update(position="none",
-             layer_pattern=["global" if i == offset else "ssm" for i in range(period)])
-    s["ssm"] = {"kind": "mamba1", "d_state": _get(c, "mamba_d_state"),
-                "d_conv": _get(c, "mamba_d_conv"), "expand": _get(c, "mamba_expand"),
-                "dt_rank": _get(c, "mamba_dt_rank"),
-                "conv_bias": bool(c.get("mamba_conv_bias", True)), "inner_norms": True}
+    s.update(
+        position="none", layer_pattern=["global" if i == offset else "ssm" for i in range(period)]
+    )
+    s["ssm"] = {
+        "kind": "mamba1",
+        "d_state": _get(c, "mamba_d_state"),
+        "d_conv": _get(c, "mamba_d_conv"),
+        "expand": _get(c, "mamba_expand"),
+        "dt_rank": _get(c, "mamba_dt_rank"),
+        "conv_bias": bool(c.get("mamba_conv_bias", True)),
+        "inner_norms": True,
+    }
     if c.get("num_experts", 1) > 1:
-        s["moe"] = {"experts": c["num_experts"], "top_k": _get(c, "num_experts_per_tok"),
-                    "expert_d_ff": s["d_ff"], "period": _get(c, "expert_layer_period"),
-                    "offset": _get(c, "expert_layer_offset", 0)}
+        s["moe"] = {
+            "experts": c["num_experts"],
+            "top_k": _get(c, "num_experts_per_tok"),
+            "expert_d_ff": s["d_ff"],
+            "period": _get(c, "expert_layer_period"),
+            "offset": _get(c, "expert_layer_offset", 0),
+        }
     return s
 
 
@@ -212,12 +282,25 @@ def _gptj(c: Config) -> dict:
     act = c.get("activation_function", "gelu_new")
     if act not in _ACT:
         raise SpecError(f"config.json: activation '{act}' is not modelled")
-    return dict(layers=_get(c, "n_layer"), d_model=D, heads=N, kv_heads=N, head_dim=D // N,
-                d_ff=c.get("n_inner") or 4 * D, mlp="plain", activation=_ACT[act],
-                vocab_size=_get(c, "vocab_size"),
-                tied_embeddings=bool(c.get("tie_word_embeddings", False)), norm="layernorm",
-                max_context=_get(c, "n_positions", 2048), linear_bias="mlp", lm_head_bias=True,
-                parallel_block=True, norms_per_layer=1, attention={"kind": "mha"})
+    return dict(
+        layers=_get(c, "n_layer"),
+        d_model=D,
+        heads=N,
+        kv_heads=N,
+        head_dim=D // N,
+        d_ff=c.get("n_inner") or 4 * D,
+        mlp="plain",
+        activation=_ACT[act],
+        vocab_size=_get(c, "vocab_size"),
+        tied_embeddings=bool(c.get("tie_word_embeddings", False)),
+        norm="layernorm",
+        max_context=_get(c, "n_positions", 2048),
+        linear_bias="mlp",
+        lm_head_bias=True,
+        parallel_block=True,
+        norms_per_layer=1,
+        attention={"kind": "mha"},
+    )
 
 
 def _dbrx(c: Config) -> dict:
@@ -228,13 +311,23 @@ def _dbrx(c: Config) -> dict:
     act = (ffn.get("ffn_act_fn") or {}).get("name", "silu")
     if act not in _ACT:
         raise SpecError(f"config.json: ffn_act_fn '{act}' is not modelled")
-    return dict(layers=_get(c, "n_layers"), d_model=D, heads=N,
-                kv_heads=attn.get("kv_n_heads", 1), head_dim=D // N, activation=_ACT[act],
-                vocab_size=_get(c, "vocab_size"),
-                tied_embeddings=bool(c.get("tie_word_embeddings", False)), norm="layernorm",
-                max_context=_get(c, "max_seq_len", 2048),
-                moe={"experts": _get(ffn, "moe_num_experts"), "top_k": _get(ffn, "moe_top_k"),
-                     "expert_d_ff": _get(ffn, "ffn_hidden_size")})
+    return dict(
+        layers=_get(c, "n_layers"),
+        d_model=D,
+        heads=N,
+        kv_heads=attn.get("kv_n_heads", 1),
+        head_dim=D // N,
+        activation=_ACT[act],
+        vocab_size=_get(c, "vocab_size"),
+        tied_embeddings=bool(c.get("tie_word_embeddings", False)),
+        norm="layernorm",
+        max_context=_get(c, "max_seq_len", 2048),
+        moe={
+            "experts": _get(ffn, "moe_num_experts"),
+            "top_k": _get(ffn, "moe_top_k"),
+            "expert_d_ff": _get(ffn, "ffn_hidden_size"),
+        },
+    )
 
 
 def _gpt_oss(c: Config) -> dict:
@@ -242,8 +335,11 @@ def _gpt_oss(c: Config) -> dict:
     sink per head, sliding/full layers as `layer_types` lists them."""
     s = _decoder(c, tie_default=False)
     top_k = c.get("num_experts_per_tok") or _get(c, "experts_per_token")
-    s["moe"] = {"experts": _get(c, "num_local_experts"), "top_k": top_k,
-                "expert_d_ff": s.pop("d_ff")}
+    s["moe"] = {
+        "experts": _get(c, "num_local_experts"),
+        "top_k": top_k,
+        "expert_d_ff": s.pop("d_ff"),
+    }
     s["d_ff"] = 0
     s["linear_bias"] = "all" if c.get("attention_bias", True) else "none"
     known = {"sliding_attention": "local", "full_attention": "global"}
@@ -268,10 +364,11 @@ def checkpoint_weights(c: Config, spec: dict) -> str | None:
     method = str(q.get("quant_method", "")).lower()
     dense = _DTYPE.get(str(c.get("torch_dtype", "bfloat16")), "bf16")
     if method in ("gptq", "awq"):
-        bits, group = int(q.get("bits", q.get("w_bit", 4))), int(q.get("group_size",
-                                                                       q.get("q_group_size", 128)))
-        symmetric = bool(q.get("sym", False)) if method == "gptq" else not q.get(
-            "zero_point", True)
+        bits, group = (
+            int(q.get("bits", q.get("w_bit", 4))),
+            int(q.get("group_size", q.get("q_group_size", 128))),
+        )
+        symmetric = bool(q.get("sym", False)) if method == "gptq" else not q.get("zero_point", True)
         if bits not in (4, 8):
             raise SpecError(f"quantization_config: {bits}-bit {method} is not modelled")
         if group == -1:
@@ -290,9 +387,11 @@ def checkpoint_weights(c: Config, spec: dict) -> str | None:
         return "nf4-dq" if q.get("bnb_4bit_use_double_quant") else "nf4"
     if method == "modelopt":
         return modelopt_weights(q, dense)
-    raise SpecError(f"quantization_config: quant_method '{method}' is not modelled (known: "
-                    "gptq, awq, mxfp4, fp8, bitsandbytes, modelopt); remove it to import the "
-                    "shapes")
+    raise SpecError(
+        f"quantization_config: quant_method '{method}' is not modelled (known: "
+        "gptq, awq, mxfp4, fp8, bitsandbytes, modelopt); remove it to import the "
+        "shapes"
+    )
 
 
 def modelopt_weights(q: Config, dense: str = "bf16") -> str:
@@ -301,24 +400,40 @@ def modelopt_weights(q: Config, dense: str = "bf16") -> str:
     block matrices, W4A16_AWQ as int4-g<group_size>; the LM head (in exclude_modules) and the
     embedding and norms stay at the config dtype."""
     algo = str(q.get("quant_algo", "")).upper()
-    formats = {"FP8": "fp8", "NVFP4": "nvfp4",
-               "W4A16_AWQ": f"int4-g{int(q.get('group_size', 128))}"}
+    formats = {
+        "FP8": "fp8",
+        "NVFP4": "nvfp4",
+        "W4A16_AWQ": f"int4-g{int(q.get('group_size', 128))}",
+    }
     if algo not in formats:
-        raise SpecError(f"ModelOpt quant_algo '{algo}' is not modelled; known: "
-                        f"{', '.join(formats)}")
+        raise SpecError(
+            f"ModelOpt quant_algo '{algo}' is not modelled; known: {', '.join(formats)}"
+        )
     ends = [f"{g}={dense}" for g in ("embedding", "lm_head", "norms")]
     return ",".join([formats[algo], *ends])
 
 
 SUPPORTED: dict[str, Callable[[Config], dict]] = {
-    "LlamaForCausalLM": _llama, "MistralForCausalLM": _llama, "Phi3ForCausalLM": _llama,
-    "MixtralForCausalLM": _mixtral, "Qwen2ForCausalLM": _qwen2, "Qwen3ForCausalLM": _qwen3,
-    "Qwen3MoeForCausalLM": _qwen3_moe, "Gemma2ForCausalLM": _gemma2,
-    "Gemma3ForCausalLM": _gemma3, "Gemma3ForConditionalGeneration": _gemma3,
-    "DeepseekV2ForCausalLM": _deepseek, "DeepseekV3ForCausalLM": _deepseek,
-    "FalconForCausalLM": _falcon, "GPTNeoXForCausalLM": _gpt_neox,
-    "MambaForCausalLM": _mamba, "Mamba2ForCausalLM": _mamba2, "JambaForCausalLM": _jamba,
-    "GPTJForCausalLM": _gptj, "DbrxForCausalLM": _dbrx, "GptOssForCausalLM": _gpt_oss,
+    "LlamaForCausalLM": _llama,
+    "MistralForCausalLM": _llama,
+    "Phi3ForCausalLM": _llama,
+    "MixtralForCausalLM": _mixtral,
+    "Qwen2ForCausalLM": _qwen2,
+    "Qwen3ForCausalLM": _qwen3,
+    "Qwen3MoeForCausalLM": _qwen3_moe,
+    "Gemma2ForCausalLM": _gemma2,
+    "Gemma3ForCausalLM": _gemma3,
+    "Gemma3ForConditionalGeneration": _gemma3,
+    "DeepseekV2ForCausalLM": _deepseek,
+    "DeepseekV3ForCausalLM": _deepseek,
+    "FalconForCausalLM": _falcon,
+    "GPTNeoXForCausalLM": _gpt_neox,
+    "MambaForCausalLM": _mamba,
+    "Mamba2ForCausalLM": _mamba2,
+    "JambaForCausalLM": _jamba,
+    "GPTJForCausalLM": _gptj,
+    "DbrxForCausalLM": _dbrx,
+    "GptOssForCausalLM": _gpt_oss,
 }
 
 
@@ -337,14 +452,21 @@ def spec_from_hf_config(config: Config, name: str, source: str) -> ModelSpec:
     arch = next((a for a in archs if a in SUPPORTED), None)
     if arch is None:
         got = ", ".join(archs) if archs else "none given"
-        raise SpecError(f"{source}: unsupported architectures ({got}); supported: "
-                        f"{', '.join(sorted(SUPPORTED))}")
+        raise SpecError(
+            f"{source}: unsupported architectures ({got}); supported: "
+            f"{', '.join(sorted(SUPPORTED))}"
+        )
     fields = SUPPORTED[arch](config)
     weights = checkpoint_weights(config, fields)
     if weights is not None:
         fields["checkpoint_weights"] = weights
-    data = {"name": spec_name(name), "display_name": name, "family": config.get("model_type", arch),
-            "source": f"{source} ({arch}, imported by `roofline models import`)", **fields}
+    data = {
+        "name": spec_name(name),
+        "display_name": name,
+        "family": config.get("model_type", arch),
+        "source": f"{source} ({arch}, imported by `roofline models import`)",
+        **fields,
+    }
     try:
         return ModelSpec.model_validate(data)
     except ValidationError as e:
@@ -374,8 +496,10 @@ def check_checkpoint(spec: ModelSpec, config: Config, total_size_bytes: int) -> 
     bytes at its torch_dtype (bf16 when the config does not say)."""
     if spec.checkpoint_weights is not None:
         p = Precision(spec.checkpoint_weights)
-        return CheckpointCheck(int(total_size_bytes), spec.checkpoint_weights,
-                               weights_bytes(spec, p))
+        return CheckpointCheck(
+            int(total_size_bytes), spec.checkpoint_weights, weights_bytes(spec, p)
+        )
     dtype = _DTYPE.get(str(config.get("torch_dtype", "bfloat16")), "bf16")
-    return CheckpointCheck(int(total_size_bytes), dtype,
-                           spec.total_params * bytes_per_element(dtype))
+    return CheckpointCheck(
+        int(total_size_bytes), dtype, spec.total_params * bytes_per_element(dtype)
+    )

@@ -23,17 +23,39 @@ from .model import ModelSpec
 
 #: File type -> base block type (llama_model_quantize_impl's switch).
 MIXES: dict[str, str] = {
-    "q3_k_s": "q3_k", "q3_k_m": "q3_k", "q3_k_l": "q3_k",
-    "q4_k_s": "q4_k", "q4_k_m": "q4_k",
-    "q5_k_s": "q5_k", "q5_k_m": "q5_k",
+    "q3_k_s": "q3_k",
+    "q3_k_m": "q3_k",
+    "q3_k_l": "q3_k",
+    "q4_k_s": "q4_k",
+    "q4_k_m": "q4_k",
+    "q5_k_s": "q5_k",
+    "q5_k_m": "q5_k",
 }
 
 #: Block type used when a tensor's row length is not a multiple of the chosen type's block
 #: (llama_tensor_get_type's `convert_incompatible_tensor` switch).
-_FALLBACK = {"q2_k": "iq4_nl", "q3_k": "iq4_nl", "iq4_xs": "iq4_nl", "q4_k": "q5_0",
-             "q5_k": "q5_1", "q6_k": "q8_0"}
-_BLOCK = {"q4_0": 32, "q4_1": 32, "q5_0": 32, "q5_1": 32, "q8_0": 32, "iq4_nl": 32,
-          "q2_k": 256, "q3_k": 256, "q4_k": 256, "q5_k": 256, "q6_k": 256, "iq4_xs": 256}
+_FALLBACK = {
+    "q2_k": "iq4_nl",
+    "q3_k": "iq4_nl",
+    "iq4_xs": "iq4_nl",
+    "q4_k": "q5_0",
+    "q5_k": "q5_1",
+    "q6_k": "q8_0",
+}
+_BLOCK = {
+    "q4_0": 32,
+    "q4_1": 32,
+    "q5_0": 32,
+    "q5_1": 32,
+    "q8_0": 32,
+    "iq4_nl": 32,
+    "q2_k": 256,
+    "q3_k": 256,
+    "q4_k": 256,
+    "q5_k": 256,
+    "q6_k": 256,
+    "iq4_xs": 256,
+}
 _UNQUANTISED = "fp32"
 
 
@@ -67,8 +89,10 @@ def tensors(m: ModelSpec) -> list[Tensor]:
             qd, kvd = m.q_dim, m.kv_dim
             proj = [Tensor(group, "attn_q", i, D, D * qd)]
             if kind.owns_kv:
-                proj += [Tensor(group, "attn_k", i, D, D * kvd),
-                         Tensor(group, "attn_v", i, D, D * kvd)]
+                proj += [
+                    Tensor(group, "attn_k", i, D, D * kvd),
+                    Tensor(group, "attn_v", i, D, D * kvd),
+                ]
             proj.append(Tensor(group, "attn_output", i, qd, qd * D))
             rest = mixer_elems - sum(t.elems for t in proj)  # biases, q/k norms
             out += proj + ([Tensor(group, "attn_bias_norm", i, 1, rest, False)] if rest else [])
@@ -96,20 +120,25 @@ def _ffn_tensors(m: ModelSpec, i: int, ffn: str) -> list[Tensor]:
         ins = ["ffn_gate", "ffn_up"] if m.mlp == "gated" else ["ffn_up"]
         Fe, Fs = e.expert_d_ff, e.shared_d_ff or e.expert_d_ff
         bias = m.linear_bias == "all"
-        ts = [Tensor("router", "ffn_gate_inp", i, D, D * e.experts + (e.experts if bias else 0),
-                     False)]
+        ts = [
+            Tensor(
+                "router", "ffn_gate_inp", i, D, D * e.experts + (e.experts if bias else 0), False
+            )
+        ]
         ts += [Tensor("experts", f"{r}_exps", i, D, e.experts * D * Fe) for r in ins]
         ts.append(Tensor("experts", "ffn_down_exps", i, Fe, e.experts * Fe * D))
         if bias:
-            ts.append(Tensor("experts", "ffn_exps_bias", i, 1,
-                             e.experts * m.expert_bias_params, False))
+            ts.append(
+                Tensor("experts", "ffn_exps_bias", i, 1, e.experts * m.expert_bias_params, False)
+            )
         if e.shared_experts:
             n = e.shared_experts
             ts += [Tensor("shared_experts", f"{r}_shexp", i, D, n * D * Fs) for r in ins]
             ts.append(Tensor("shared_experts", "ffn_down_shexp", i, Fs, n * Fs * D))
         rest = m.ffn_params("moe") - sum(t.elems for t in ts)  # shared-expert biases
-        return ts + ([Tensor("shared_experts", "ffn_shexp_bias", i, 1, rest, False)]
-                     if rest else [])
+        return ts + (
+            [Tensor("shared_experts", "ffn_shexp_bias", i, 1, rest, False)] if rest else []
+        )
     return []
 
 
@@ -186,5 +215,4 @@ def group_bits(mix: str, m: ModelSpec) -> dict[str, float]:
 #: Groups every K file type moves off its base type whatever the model: LM head to Q6_K,
 #: norms and router unquantised. Without a model the other groups count at the base type;
 #: `group_bits` adds the per-layer attn_v / ffn_down / attn_output promotions.
-NOMINAL_GROUPS: dict[str, str] = {"lm_head": "q6_k", "norms": _UNQUANTISED,
-                                  "router": _UNQUANTISED}
+NOMINAL_GROUPS: dict[str, str] = {"lm_head": "q6_k", "norms": _UNQUANTISED, "router": _UNQUANTISED}

@@ -83,8 +83,9 @@ def kv_cache_bytes(m: ModelSpec, p: Precision, batch: ArrayLike, context: ArrayL
     return batch * kv_elems_per_sequence(m, context) * p.kv_bytes
 
 
-def step_activation_bytes(m: ModelSpec, p: Precision, tokens: ArrayLike, sequences: ArrayLike
-                          ) -> ArrayLike:
+def step_activation_bytes(
+    m: ModelSpec, p: Precision, tokens: ArrayLike, sequences: ArrayLike
+) -> ArrayLike:
     """Peak live activations of one step of n tokens over s sequences: layers run one after
     another, so the largest is one FFN's (or SSM's) input, residual and hidden state,
     n·(2D + widest hidden), plus fp32 logits s·V."""
@@ -95,14 +96,14 @@ def step_activation_bytes(m: ModelSpec, p: Precision, tokens: ArrayLike, sequenc
     return tokens * hidden * p.activation_bytes + sequences * m.vocab_size * LOGIT_BYTES
 
 
-def activation_bytes(m: ModelSpec, p: Precision, batch: ArrayLike, new_tokens: ArrayLike
-                     ) -> ArrayLike:
+def activation_bytes(
+    m: ModelSpec, p: Precision, batch: ArrayLike, new_tokens: ArrayLike
+) -> ArrayLike:
     """Activations of a step of B sequences with T new tokens each (B·T tokens, B logits)."""
     return step_activation_bytes(m, p, batch * new_tokens, batch)
 
 
-def prefill_step_tokens(batch: ArrayLike, prompt: ArrayLike, token_budget: int | None
-                        ) -> ArrayLike:
+def prefill_step_tokens(batch: ArrayLike, prompt: ArrayLike, token_budget: int | None) -> ArrayLike:
     """Tokens of the largest step a batch of B prompts of P tokens runs: B·P when the whole
     batch is prefilled at once (no budget), else max(min(B·P, N), B) under a budget of N
     tokens (chunks of N prompt tokens, or a decode step of B tokens if that is larger)."""
@@ -111,25 +112,39 @@ def prefill_step_tokens(batch: ArrayLike, prompt: ArrayLike, token_budget: int |
     return np.maximum(np.minimum(batch * prompt, token_budget), batch)
 
 
-def peak_activation_bytes(m: ModelSpec, p: Precision, batch: ArrayLike, prompt: ArrayLike,
-                          token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET) -> ArrayLike:
+def peak_activation_bytes(
+    m: ModelSpec,
+    p: Precision,
+    batch: ArrayLike,
+    prompt: ArrayLike,
+    token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET,
+) -> ArrayLike:
     """Activations of the largest step of B sequences with P-token prompts (B logits)."""
     return step_activation_bytes(m, p, prefill_step_tokens(batch, prompt, token_budget), batch)
 
 
-def memory_terms(engine: EngineSpec | None, ceiling: str, memory_fraction: float | None = None,
-                 prefill_token_budget: int | None | Literal["engine"] = "engine"
-                 ) -> tuple[float, int | None]:
+def memory_terms(
+    engine: EngineSpec | None,
+    ceiling: str,
+    memory_fraction: float | None = None,
+    prefill_token_budget: int | None | Literal["engine"] = "engine",
+) -> tuple[float, int | None]:
     """(memory fraction, prefill token budget) of a prediction. Given values win; else the
     engine profile's; with no engine, 1 on the datasheet ceiling (no reserve) or
     `DEFAULT_MEMORY_FRACTION`, and `DEFAULT_PREFILL_TOKEN_BUDGET`. A budget of None charges
     the whole batch's prompts at once."""
     if memory_fraction is None:
-        memory_fraction = (engine.memory_fraction if engine is not None else 1.0
-                           if ceiling == "datasheet" else DEFAULT_MEMORY_FRACTION)
+        memory_fraction = (
+            engine.memory_fraction
+            if engine is not None
+            else 1.0
+            if ceiling == "datasheet"
+            else DEFAULT_MEMORY_FRACTION
+        )
     if prefill_token_budget == "engine":
-        prefill_token_budget = (engine.prefill_token_budget if engine is not None
-                                else DEFAULT_PREFILL_TOKEN_BUDGET)
+        prefill_token_budget = (
+            engine.prefill_token_budget if engine is not None else DEFAULT_PREFILL_TOKEN_BUDGET
+        )
     return check_memory_fraction(memory_fraction), check_token_budget(prefill_token_budget)
 
 
@@ -161,12 +176,17 @@ class MemoryBudget:
         return self.capacity_bytes * self.memory_fraction
 
     def as_dict(self) -> dict:
-        return {"capacity_bytes": self.capacity_bytes, "memory_fraction": self.memory_fraction,
-                "reserve_bytes": self.reserve_bytes, "usable_bytes": self.usable_bytes}
+        return {
+            "capacity_bytes": self.capacity_bytes,
+            "memory_fraction": self.memory_fraction,
+            "reserve_bytes": self.reserve_bytes,
+            "usable_bytes": self.usable_bytes,
+        }
 
 
-def memory_budget(hw: HardwareSpec, memory_fraction: float = DEFAULT_MEMORY_FRACTION
-                  ) -> MemoryBudget:
+def memory_budget(
+    hw: HardwareSpec, memory_fraction: float = DEFAULT_MEMORY_FRACTION
+) -> MemoryBudget:
     return MemoryBudget(float(hw.memory_bytes), check_memory_fraction(memory_fraction))
 
 
@@ -203,25 +223,45 @@ class BatchFit:
 
     def as_dict(self) -> dict:
         return self.budget.as_dict() | {
-            "context": self.context, "prompt_tokens": self.prompt_tokens,
+            "context": self.context,
+            "prompt_tokens": self.prompt_tokens,
             "prefill_token_budget": self.prefill_token_budget,
-            "weights_bytes": self.weights_bytes, "activation_bytes": self.activation_bytes,
-            "kv_room_bytes": self.kv_room_bytes, "kv_cache_bytes": self.kv_cache_bytes,
-            "max_batch": self.max_batch, "binding": self.binding}
+            "weights_bytes": self.weights_bytes,
+            "activation_bytes": self.activation_bytes,
+            "kv_room_bytes": self.kv_room_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "max_batch": self.max_batch,
+            "binding": self.binding,
+        }
 
 
-def _memory(m: ModelSpec, p: Precision, par: Parallel | None, batch: ArrayLike,
-            prompt: ArrayLike, context: ArrayLike, token_budget: int | None):
+def _memory(
+    m: ModelSpec,
+    p: Precision,
+    par: Parallel | None,
+    batch: ArrayLike,
+    prompt: ArrayLike,
+    context: ArrayLike,
+    token_budget: int | None,
+):
     from .parallel import Parallel, memory_per_gpu  # parallel imports this module
 
-    return memory_per_gpu(m, p, par or Parallel(), batch, prompt, context,
-                          prefill_token_budget=token_budget)
+    return memory_per_gpu(
+        m, p, par or Parallel(), batch, prompt, context, prefill_token_budget=token_budget
+    )
 
 
-def batch_fit(m: ModelSpec, hw: HardwareSpec, p: Precision, context: int,
-              prompt: int | None = None, par: Parallel | None = None, *,
-              memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-              prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET) -> BatchFit:
+def batch_fit(
+    m: ModelSpec,
+    hw: HardwareSpec,
+    p: Precision,
+    context: int,
+    prompt: int | None = None,
+    par: Parallel | None = None,
+    *,
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+    prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET,
+) -> BatchFit:
     """Largest replica batch B whose fullest GPU holds W + KV(⌈B/ep⌉, S) + activations of its
     largest step (`peak_activation_bytes`, prompt P, default P = S) within f·C. With EP n the
     n GPUs each hold ⌈B/n⌉ sequences, so B is n times one GPU's count."""
@@ -242,25 +282,44 @@ def batch_fit(m: ModelSpec, hw: HardwareSpec, p: Precision, context: int,
     hi = np.asarray(max(int((usable - w) // per_seq) + 1, 0))
     b = int(_largest(lambda x: mem(x).total_bytes <= usable, hi))
     at = mem(max(b, 1))
-    kv, act = (float(at.kv_cache_bytes), float(at.activation_bytes)) if b else (0.0, float(
-        one.activation_bytes))
+    kv, act = (
+        (float(at.kv_cache_bytes), float(at.activation_bytes))
+        if b
+        else (0.0, float(one.activation_bytes))
+    )
     if w > usable:
         binding: Binding = "weights"
     elif b == 0:
         binding = "activations" if w + act > usable else "KV"
     else:
         binding = "KV" if kv >= act else "activations"
-    return BatchFit(budget, int(context), int(P), prefill_token_budget, w, kv, act,
-                    b * par.ep, binding)
+    return BatchFit(
+        budget, int(context), int(P), prefill_token_budget, w, kv, act, b * par.ep, binding
+    )
 
 
-def max_batch(m: ModelSpec, hw: HardwareSpec, p: Precision, context: int,
-              prompt: int | None = None, par: Parallel | None = None, *,
-              memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-              prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET) -> int:
+def max_batch(
+    m: ModelSpec,
+    hw: HardwareSpec,
+    p: Precision,
+    context: int,
+    prompt: int | None = None,
+    par: Parallel | None = None,
+    *,
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+    prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET,
+) -> int:
     """Largest batch that fits (`batch_fit`); 0 when the weights alone fill the device."""
-    return batch_fit(m, hw, p, context, prompt, par, memory_fraction=memory_fraction,
-                     prefill_token_budget=prefill_token_budget).max_batch
+    return batch_fit(
+        m,
+        hw,
+        p,
+        context,
+        prompt,
+        par,
+        memory_fraction=memory_fraction,
+        prefill_token_budget=prefill_token_budget,
+    ).max_batch
 
 
 @dataclass(frozen=True)
@@ -272,18 +331,26 @@ class ContextFit:
     binding: Binding
 
 
-def context_fit(m: ModelSpec, hw: HardwareSpec, p: Precision, batch: int = 1,
-                par: Parallel | None = None, *,
-                memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-                prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET) -> ContextFit:
+def context_fit(
+    m: ModelSpec,
+    hw: HardwareSpec,
+    p: Precision,
+    batch: int = 1,
+    par: Parallel | None = None,
+    *,
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+    prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET,
+) -> ContextFit:
     """Largest S ≤ the model's max context at which B sequences (prompt = S) fit beside the
     weights, by the same per-GPU memory as `batch_fit`."""
     usable = memory_budget(hw, memory_fraction).usable_bytes
     check_token_budget(prefill_token_budget)
 
     def fits(s: ArrayLike):
-        return _memory(m, p, par, batch, np.maximum(s, 1), s, prefill_token_budget
-                       ).total_bytes <= usable
+        return (
+            _memory(m, p, par, batch, np.maximum(s, 1), s, prefill_token_budget).total_bytes
+            <= usable
+        )
 
     limit = m.max_context
     if fits(np.asarray(limit)):
@@ -292,18 +359,34 @@ def context_fit(m: ModelSpec, hw: HardwareSpec, p: Precision, batch: int = 1,
     if s > 0:
         return ContextFit(s, "KV")
     zero = _memory(m, p, par, batch, 1, 0, prefill_token_budget)
-    binding: Binding = "weights" if float(zero.weights_bytes) > usable else (
-        "activations" if not fits(np.asarray(0)) else "KV")
+    binding: Binding = (
+        "weights"
+        if float(zero.weights_bytes) > usable
+        else ("activations" if not fits(np.asarray(0)) else "KV")
+    )
     return ContextFit(0, binding)
 
 
-def max_context(m: ModelSpec, hw: HardwareSpec, p: Precision, batch: int = 1,
-                par: Parallel | None = None, *,
-                memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-                prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET) -> int:
+def max_context(
+    m: ModelSpec,
+    hw: HardwareSpec,
+    p: Precision,
+    batch: int = 1,
+    par: Parallel | None = None,
+    *,
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+    prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET,
+) -> int:
     """Longest context (tokens) B sequences reach, never beyond the model's (`context_fit`)."""
-    return context_fit(m, hw, p, batch, par, memory_fraction=memory_fraction,
-                       prefill_token_budget=prefill_token_budget).max_context
+    return context_fit(
+        m,
+        hw,
+        p,
+        batch,
+        par,
+        memory_fraction=memory_fraction,
+        prefill_token_budget=prefill_token_budget,
+    ).max_context
 
 
 @dataclass(frozen=True)
@@ -332,42 +415,83 @@ class Shortfall:
         return f"--tp {s.tp}" + (f" --pp {s.pp}" if s.pp > 1 else "")
 
     def message(self, model: str, device: str) -> str:
-        has = (f"has {self.budget.usable_bytes / 1e9:.1f} GB usable "
-               f"({self.budget.memory_fraction:.0%} of {self.budget.capacity_bytes / 1e9:.1f} GB)")
+        has = (
+            f"has {self.budget.usable_bytes / 1e9:.1f} GB usable "
+            f"({self.budget.memory_fraction:.0%} of {self.budget.capacity_bytes / 1e9:.1f} GB)"
+        )
         if self.weights_do_not_fit:
-            return (f"{model} needs {self.weights_bytes / 1e9:.1f} GB of weights per GPU but "
-                    f"{device} {has}, so no batch fits; smallest that fits batch {self.batch}: "
-                    f"{self.hint}")
-        return (f"batch {self.batch} needs {self.needs_bytes / 1e9:.1f} GB per GPU but {device} "
-                f"{has}; the largest batch that fits at {self.context} tokens is "
-                f"{self.max_batch}; smallest that fits batch {self.batch}: {self.hint}")
+            return (
+                f"{model} needs {self.weights_bytes / 1e9:.1f} GB of weights per GPU but "
+                f"{device} {has}, so no batch fits; smallest that fits batch {self.batch}: "
+                f"{self.hint}"
+            )
+        return (
+            f"batch {self.batch} needs {self.needs_bytes / 1e9:.1f} GB per GPU but {device} "
+            f"{has}; the largest batch that fits at {self.context} tokens is "
+            f"{self.max_batch}; smallest that fits batch {self.batch}: {self.hint}"
+        )
 
     def as_dict(self) -> dict:
         s = self.smallest
-        return {"batch": self.batch, "context": self.context, "needs_bytes": self.needs_bytes,
-                "weights_bytes": self.weights_bytes, "usable_bytes": self.budget.usable_bytes,
-                "weights_do_not_fit": self.weights_do_not_fit, "max_batch": self.max_batch,
-                "smallest_fit": None if s is None else {"tp": s.tp, "pp": s.pp, "ep": s.ep}}
+        return {
+            "batch": self.batch,
+            "context": self.context,
+            "needs_bytes": self.needs_bytes,
+            "weights_bytes": self.weights_bytes,
+            "usable_bytes": self.budget.usable_bytes,
+            "weights_do_not_fit": self.weights_do_not_fit,
+            "max_batch": self.max_batch,
+            "smallest_fit": None if s is None else {"tp": s.tp, "pp": s.pp, "ep": s.ep},
+        }
 
 
-def shortfall(m: ModelSpec, hw: HardwareSpec, p: Precision, batch: int, prompt: int,
-              context: int, par: Parallel | None = None, *,
-              memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-              prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET
-              ) -> Shortfall | None:
+def shortfall(
+    m: ModelSpec,
+    hw: HardwareSpec,
+    p: Precision,
+    batch: int,
+    prompt: int,
+    context: int,
+    par: Parallel | None = None,
+    *,
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+    prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET,
+) -> Shortfall | None:
     """Why `batch` does not fit (None when it does): see `Shortfall`."""
     from .parallel import min_gpus_to_fit
 
-    fit = batch_fit(m, hw, p, context, prompt, par, memory_fraction=memory_fraction,
-                    prefill_token_budget=prefill_token_budget)
+    fit = batch_fit(
+        m,
+        hw,
+        p,
+        context,
+        prompt,
+        par,
+        memory_fraction=memory_fraction,
+        prefill_token_budget=prefill_token_budget,
+    )
     need = _memory(m, p, par, batch, prompt, context, prefill_token_budget)
     if float(need.total_bytes) <= fit.budget.usable_bytes:
         return None
-    smallest = min_gpus_to_fit(m, hw, p, batch, prompt, context,
-                               memory_fraction=memory_fraction,
-                               prefill_token_budget=prefill_token_budget)
-    return Shortfall(batch, context, float(need.total_bytes), fit.weights_bytes, fit.budget,
-                     fit.max_batch, smallest)
+    smallest = min_gpus_to_fit(
+        m,
+        hw,
+        p,
+        batch,
+        prompt,
+        context,
+        memory_fraction=memory_fraction,
+        prefill_token_budget=prefill_token_budget,
+    )
+    return Shortfall(
+        batch,
+        context,
+        float(need.total_bytes),
+        fit.weights_bytes,
+        fit.budget,
+        fit.max_batch,
+        smallest,
+    )
 
 
 @dataclass(frozen=True)
@@ -409,19 +533,24 @@ class CacheSummary:
         """One line on what limits the fit (the weights filling the device said in words)."""
         f = self.fit
         if f.binding == "weights":
-            return (f"weights ({f.weights_bytes / 1e9:.1f} GB per GPU) exceed the usable "
-                    f"{f.budget.usable_bytes / 1e9:.1f} GB: nothing fits; add GPUs (--tp/--pp)"
-                    " or use a smaller --weights-dtype")
-        return (f"max batch bound by {f.binding}; max context bound by "
-                f"{self.context_fit.binding}")
+            return (
+                f"weights ({f.weights_bytes / 1e9:.1f} GB per GPU) exceed the usable "
+                f"{f.budget.usable_bytes / 1e9:.1f} GB: nothing fits; add GPUs (--tp/--pp)"
+                " or use a smaller --weights-dtype"
+            )
+        return f"max batch bound by {f.binding}; max context bound by {self.context_fit.binding}"
 
     def as_dict(self) -> dict:
         d = {k: v for k, v in vars(self).items() if k not in ("fit", "context_fit", "warnings")}
-        return d | {"max_batch": self.max_batch, "max_batch_binding": self.fit.binding,
-                    "max_context": self.max_context,
-                    "max_context_binding": self.context_fit.binding,
-                    "memory": self.fit.as_dict(), "note": self.note,
-                    "warnings": list(self.warnings)}
+        return d | {
+            "max_batch": self.max_batch,
+            "max_batch_binding": self.fit.binding,
+            "max_context": self.max_context,
+            "max_context_binding": self.context_fit.binding,
+            "memory": self.fit.as_dict(),
+            "note": self.note,
+            "warnings": list(self.warnings),
+        }
 
 
 def context_warning(m: ModelSpec, tokens: int) -> tuple[str, ...]:
@@ -429,31 +558,56 @@ def context_warning(m: ModelSpec, tokens: int) -> tuple[str, ...]:
     said, not refused."""
     if tokens <= m.max_context:
         return ()
-    return (f"{tokens:,} tokens exceed {m.name}'s trained context of {m.max_context:,}; "
-            "estimated anyway (engines run past it with rope scaling)",)
+    return (
+        f"{tokens:,} tokens exceed {m.name}'s trained context of {m.max_context:,}; "
+        "estimated anyway (engines run past it with rope scaling)",
+    )
 
 
-def cache_summary(m: ModelSpec, hw: HardwareSpec, p: Precision, context: int,
-                  par: Parallel | None = None, *,
-                  memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-                  prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET
-                  ) -> CacheSummary:
+def cache_summary(
+    m: ModelSpec,
+    hw: HardwareSpec,
+    p: Precision,
+    context: int,
+    par: Parallel | None = None,
+    *,
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+    prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET,
+) -> CacheSummary:
     """KV/state per token and per sequence, decode bytes, and what fits (`batch_fit` at
     `context`, `context_fit` for one sequence)."""
     from .cost import step_cost  # cost imports operators only; kept local to read as a leaf
 
     decode = step_cost(m, hw, Step(1, 1, context), p, "datasheet")
     return CacheSummary(
-        model=m.name, hardware=hw.name, context=context, kv_dtype=p.kv,
+        model=m.name,
+        hardware=hw.name,
+        context=context,
+        kv_dtype=p.kv,
         kv_bytes_per_token=kv_bytes_per_token(m, p),
         kv_bytes_per_sequence=float(kv_cache_bytes(m, p, 1, context)),
         state_bytes_per_sequence=m.state_elems_per_sequence * p.kv_bytes,
         decode_kv_read_bytes=float(sum(o.op.kv_read_elems for o in decode.ops)) * p.kv_bytes,
         decode_read_bytes=float(decode.bytes),
         weights_bytes=weights_bytes(m, p),
-        fit=batch_fit(m, hw, p, context, None, par, memory_fraction=memory_fraction,
-                      prefill_token_budget=prefill_token_budget),
-        context_fit=context_fit(m, hw, p, 1, par, memory_fraction=memory_fraction,
-                                prefill_token_budget=prefill_token_budget),
+        fit=batch_fit(
+            m,
+            hw,
+            p,
+            context,
+            None,
+            par,
+            memory_fraction=memory_fraction,
+            prefill_token_budget=prefill_token_budget,
+        ),
+        context_fit=context_fit(
+            m,
+            hw,
+            p,
+            1,
+            par,
+            memory_fraction=memory_fraction,
+            prefill_token_budget=prefill_token_budget,
+        ),
         warnings=context_warning(m, context),
     )

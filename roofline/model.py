@@ -45,16 +45,26 @@ class ParamCounts:
 
     @property
     def total(self) -> int:
-        return (self.embedding + self.positional + self.attention + self.mlp + self.norms
-                + self.lm_head + self.moe + self.ssm)
+        return (
+            self.embedding
+            + self.positional
+            + self.attention
+            + self.mlp
+            + self.norms
+            + self.lm_head
+            + self.moe
+            + self.ssm
+        )
 
 
 class AttentionSpec(_Frozen):
     """How softmax attention is laid out beyond N, K, H."""
 
     kind: Literal["mha", "gqa", "mla"] = Field(
-        default="gqa", description="mha: K = N; gqa: any K dividing N (MQA is K = 1); mla: "
-                                   "DeepSeek multi-head latent attention")
+        default="gqa",
+        description="mha: K = N; gqa: any K dividing N (MQA is K = 1); mla: "
+        "DeepSeek multi-head latent attention",
+    )
     # MLA (DeepSeek-V2/V3): KV cached as one latent of kv_lora_rank plus a shared RoPE key.
     kv_lora_rank: int | None = Field(default=None, gt=0)
     q_lora_rank: int | None = Field(default=None, gt=0, description="None: full-rank Q")
@@ -62,19 +72,30 @@ class AttentionSpec(_Frozen):
     qk_nope_head_dim: int | None = Field(default=None, gt=0)
     v_head_dim: int | None = Field(default=None, gt=0)
     mla_decode: Literal["auto", "absorbed", "naive"] = Field(
-        default="auto", description="absorbed: W_UK folded into the query and W_UV applied "
+        default="auto",
+        description="absorbed: W_UK folded into the query and W_UV applied "
         "after attention, so scores run over the latent; naive: up-project every cached latent "
         "to full K, V; auto: the path with fewer FLOPs in each step (naive for prefill, absorbed "
-        "for decode, as DeepSeek's and vLLM's MLA kernels do)")
+        "for decode, as DeepSeek's and vLLM's MLA kernels do)",
+    )
     qk_norm: bool = Field(default=False, description="RMSNorm on q and k per head (Qwen3, Gemma-3)")
-    sinks: bool = Field(default=False, description="one learned logit per query head joins "
-                        "each softmax denominator (gpt-oss attention sinks): N weights a layer")
-    sliding_window: int | None = Field(default=None, gt=0, description="W, tokens a local "
-                                       "layer attends to (itself included)")
-    kv_share: int = Field(default=1, ge=1, description="consecutive attention layers of the same "
-                          "kind (local/global) sharing one KV cache, in groups of this many")
+    sinks: bool = Field(
+        default=False,
+        description="one learned logit per query head joins "
+        "each softmax denominator (gpt-oss attention sinks): N weights a layer",
+    )
+    sliding_window: int | None = Field(
+        default=None, gt=0, description="W, tokens a local layer attends to (itself included)"
+    )
+    kv_share: int = Field(
+        default=1,
+        ge=1,
+        description="consecutive attention layers of the same "
+        "kind (local/global) sharing one KV cache, in groups of this many",
+    )
     kv_share_map: tuple[int, ...] | None = Field(
-        default=None, description="explicit map: layer i reads the KV of layer map[i] <= i")
+        default=None, description="explicit map: layer i reads the KV of layer map[i] <= i"
+    )
 
     @model_validator(mode="after")
     def _mla_fields(self) -> AttentionSpec:
@@ -97,8 +118,9 @@ class MoESpec(_Frozen):
     top_k: int = Field(gt=0, description="k, routed experts per token")
     expert_d_ff: int = Field(gt=0, description="F of one routed expert")
     shared_experts: int = Field(default=0, ge=0, description="always-on experts")
-    shared_d_ff: int | None = Field(default=None, gt=0, description="F of one shared expert "
-                                    "(default: expert_d_ff)")
+    shared_d_ff: int | None = Field(
+        default=None, gt=0, description="F of one shared expert (default: expert_d_ff)"
+    )
     dense_first_layers: int = Field(default=0, ge=0, description="leading layers with a dense FFN")
     period: int = Field(default=1, ge=1, description="every period-th layer is MoE ...")
     offset: int = Field(default=0, ge=0, description="... starting at this layer index")
@@ -122,8 +144,9 @@ class SSMSpec(_Frozen):
     d_state: int = Field(gt=0)
     d_conv: int = Field(gt=0, description="causal conv kernel width")
     expand: int = Field(default=2, gt=0)
-    dt_rank: int | None = Field(default=None, gt=0, description="mamba1: rank of Δ "
-                                "(default ceil(D/16))")
+    dt_rank: int | None = Field(
+        default=None, gt=0, description="mamba1: rank of Δ (default ceil(D/16))"
+    )
     head_dim: int | None = Field(default=None, gt=0, description="mamba2: channels per head")
     n_groups: int = Field(default=1, gt=0, description="mamba2: B/C groups")
     conv_bias: bool = True
@@ -157,8 +180,10 @@ class DiffusionSpec(_Frozen):
     def _blocks(self) -> DiffusionSpec:
         b = self.block_length
         if b is not None and (self.gen_length % b or self.steps % (self.gen_length // b)):
-            raise ValueError(f"gen_length ({self.gen_length}) must be a multiple of block_length "
-                             f"({b}) and steps ({self.steps}) a multiple of the block count")
+            raise ValueError(
+                f"gen_length ({self.gen_length}) must be a multiple of block_length "
+                f"({b}) and steps ({self.steps}) a multiple of the block count"
+            )
         return self
 
 
@@ -203,20 +228,27 @@ class ModelSpec(_Frozen):
     position: Literal["rope", "learned", "alibi", "none"] = "rope"
     max_context: int = Field(gt=0)
     linear_bias: Literal["none", "qkv", "mlp", "all"] = Field(
-        default="none", description="which projections carry a bias: qkv (Qwen2), mlp (GPT-J: "
-        "fc_in and fc_out only), all (every attention and MLP projection)")
+        default="none",
+        description="which projections carry a bias: qkv (Qwen2), mlp (GPT-J: "
+        "fc_in and fc_out only), all (every attention and MLP projection)",
+    )
     lm_head_bias: bool = Field(default=False, description="the LM head adds a V-wide bias (GPT-J)")
     checkpoint_weights: str | None = Field(
-        default=None, description="weight formats of the released checkpoint, as --weights "
-        "takes them (gpt-oss: 'bf16,experts=mxfp4'); None: one 16-bit format")
+        default=None,
+        description="weight formats of the released checkpoint, as --weights "
+        "takes them (gpt-oss: 'bf16,experts=mxfp4'); None: one 16-bit format",
+    )
     parallel_block: bool = Field(
         default=False, description="attention and MLP read the same input (GPT-J, Falcon)"
     )
     norms_per_layer: int = Field(default=2, ge=1, le=4)
 
     layer_pattern: tuple[Mixer, ...] = Field(
-        default=("global",), min_length=1, description="mixer of each layer, cycled over L: "
-        "global (full softmax attention), local (sliding window), linear, ssm")
+        default=("global",),
+        min_length=1,
+        description="mixer of each layer, cycled over L: "
+        "global (full softmax attention), local (sliding window), linear, ssm",
+    )
     attention: AttentionSpec = AttentionSpec()
     moe: MoESpec | None = None
     ssm: SSMSpec | None = None
@@ -234,20 +266,28 @@ class ModelSpec(_Frozen):
                 raise ValueError("attention layers need kv_heads")
             if self.heads % self.kv_heads:
                 raise ValueError(
-                    f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+                    f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})"
+                )
             if a.kind == "mha" and self.kv_heads != self.heads:
-                raise ValueError(f"kind 'mha' needs kv_heads = heads ({self.heads}), "
-                                 f"got {self.kv_heads}; use kind: gqa")
+                raise ValueError(
+                    f"kind 'mha' needs kv_heads = heads ({self.heads}), "
+                    f"got {self.kv_heads}; use kind: gqa"
+                )
         if "local" in kinds and a.sliding_window is None:
-            raise ValueError("layer_pattern has 'local' layers but attention.sliding_window "
-                             "is not set")
+            raise ValueError(
+                "layer_pattern has 'local' layers but attention.sliding_window is not set"
+            )
         if a.sliding_window is not None:
             if "local" not in kinds:
-                raise ValueError("attention.sliding_window is set but no layer is 'local'; "
-                                 "add 'local' to layer_pattern")
+                raise ValueError(
+                    "attention.sliding_window is set but no layer is 'local'; "
+                    "add 'local' to layer_pattern"
+                )
             if a.sliding_window > self.max_context:
-                raise ValueError(f"sliding_window ({a.sliding_window}) exceeds max_context "
-                                 f"({self.max_context}); the window would never bind")
+                raise ValueError(
+                    f"sliding_window ({a.sliding_window}) exceeds max_context "
+                    f"({self.max_context}); the window would never bind"
+                )
         if "ssm" in kinds and self.ssm is None:
             raise ValueError("layer_pattern has 'ssm' layers but no ssm block")
         if "ssm" not in kinds and self.ssm is not None:
@@ -255,24 +295,32 @@ class ModelSpec(_Frozen):
         if "linear" in kinds and self.linear_attention is None:
             raise ValueError("layer_pattern has 'linear' layers but no linear_attention block")
         if self.ssm is not None and self.ssm.kind == "mamba2" and self.d_inner % self.ssm.head_dim:
-            raise ValueError(f"ssm d_inner ({self.d_inner}) must be a multiple of head_dim "
-                             f"({self.ssm.head_dim})")
+            raise ValueError(
+                f"ssm d_inner ({self.d_inner}) must be a multiple of head_dim ({self.ssm.head_dim})"
+            )
         if any(k.ffn == "dense" for k in self.layer_kinds) and not self.d_ff:
             raise ValueError("layers with a dense FFN need d_ff > 0")
         if self.moe is not None and not any(k.ffn == "moe" for k in self.layer_kinds):
-            raise ValueError("moe block given but no layer is a MoE layer (check "
-                             "dense_first_layers, period, offset)")
+            raise ValueError(
+                "moe block given but no layer is a MoE layer (check "
+                "dense_first_layers, period, offset)"
+            )
         m = a.kv_share_map
         if m is not None:
             if len(m) != self.layers:
                 raise ValueError(f"kv_share_map has {len(m)} entries for {self.layers} layers")
             mixers = self._mixers
             for i, j in enumerate(m):
-                if not 0 <= j <= i or m[j] != j or mixers[i] != mixers[j] \
-                        or mixers[i] not in ("global", "local"):
+                if (
+                    not 0 <= j <= i
+                    or m[j] != j
+                    or mixers[i] != mixers[j]
+                    or mixers[i] not in ("global", "local")
+                ):
                     raise ValueError(
                         f"kv_share_map[{i}] = {j}: a layer may only reuse the KV of an earlier "
-                        "attention layer of the same kind that owns its KV")
+                        "attention layer of the same kind that owns its KV"
+                    )
         return self
 
     # ---- layers ------------------------------------------------------------------------
@@ -379,22 +427,31 @@ class ModelSpec(_Frozen):
             norm = (2 * H if a.qk_norm else 0) + (N if a.sinks else 0)
             if a.kind == "mla":
                 qk = self.mla_qk_head_dim
-                q = (D * N * qk if a.q_lora_rank is None
-                     else D * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * N * qk)
+                q = (
+                    D * N * qk
+                    if a.q_lora_rank is None
+                    else D * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * N * qk
+                )
                 kv = 0
                 if kind.owns_kv:  # down (latent + rope key), latent norm, up (K_nope and V)
-                    kv = (D * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
-                          + a.kv_lora_rank * N * (a.qk_nope_head_dim + a.v_head_dim))
+                    kv = (
+                        D * (a.kv_lora_rank + a.qk_rope_head_dim)
+                        + a.kv_lora_rank
+                        + a.kv_lora_rank * N * (a.qk_nope_head_dim + a.v_head_dim)
+                    )
                 return q + kv + self.attn_out_dim * D + norm
             kv_out = 2 * self.kv_dim if kind.owns_kv else 0
-            bias = {"none": 0, "mlp": 0, "qkv": self.q_dim + kv_out,
-                    "all": self.q_dim + kv_out + D}[self.linear_bias]
+            bias = {
+                "none": 0,
+                "mlp": 0,
+                "qkv": self.q_dim + kv_out,
+                "all": self.q_dim + kv_out + D,
+            }[self.linear_bias]
             return D * (self.q_dim + kv_out) + self.q_dim * D + bias + norm
         if kind.mixer == "linear":
             la = self.linear_attention
             nh = N * H
-            return D * 3 * nh + (D * nh if la.output_gate else 0) + (nh if la.norm else 0) \
-                + nh * D
+            return D * 3 * nh + (D * nh if la.output_gate else 0) + (nh if la.norm else 0) + nh * D
         return 0
 
     def ssm_params(self) -> int:
@@ -404,8 +461,17 @@ class ModelSpec(_Frozen):
         if s.kind == "mamba1":
             R = self.ssm_dt_rank
             inner_norms = R + 2 * s.d_state if s.inner_norms else 0
-            return (D * 2 * Di + conv + Di * (R + 2 * s.d_state) + R * Di + Di
-                    + Di * s.d_state + Di + Di * D + inner_norms)
+            return (
+                D * 2 * Di
+                + conv
+                + Di * (R + 2 * s.d_state)
+                + R * Di
+                + Di
+                + Di * s.d_state
+                + Di
+                + Di * D
+                + inner_norms
+            )
         nh = self.ssm_heads
         in_proj = D * (2 * Di + 2 * s.n_groups * s.d_state + nh)  # z, x, B, C, Δ
         return in_proj + conv + 3 * nh + Di + Di * D  # Δ bias, A, D; gated norm; out_proj
@@ -420,10 +486,15 @@ class ModelSpec(_Frozen):
             shared_f = e.shared_d_ff or e.expert_d_ff
             bias = 0  # linear_bias all: every expert's projections and the router (gpt-oss)
             if self.linear_bias == "all":
-                bias = ((e.experts * ((mats - 1) * e.expert_d_ff + D) + e.experts)
-                        + e.shared_experts * ((mats - 1) * shared_f + D))
-            return (e.experts * mats * D * e.expert_d_ff + e.shared_experts * mats * D * shared_f
-                    + D * e.experts + bias)  # router
+                bias = (
+                    e.experts * ((mats - 1) * e.expert_d_ff + D) + e.experts
+                ) + e.shared_experts * ((mats - 1) * shared_f + D)
+            return (
+                e.experts * mats * D * e.expert_d_ff
+                + e.shared_experts * mats * D * shared_f
+                + D * e.experts
+                + bias
+            )  # router
         return 0
 
     @property
@@ -442,10 +513,12 @@ class ModelSpec(_Frozen):
         return ParamCounts(
             embedding=V * D,
             positional=self.max_context * D if self.position == "learned" else 0,
-            attention=attn, mlp=mlp,
+            attention=attn,
+            mlp=mlp,
             norms=(self.layers * self.norms_per_layer + 1) * self.norm_params,
             lm_head=(0 if self.tied_embeddings else V * D) + (V if self.lm_head_bias else 0),
-            moe=moe, ssm=ssm,
+            moe=moe,
+            ssm=ssm,
         )
 
     @property
@@ -458,8 +531,9 @@ class ModelSpec(_Frozen):
         if self.moe is None:
             return self.total_params
         e = self.moe
-        skipped = (e.experts - e.top_k) * (self.mlp_matrices * self.d_model * e.expert_d_ff
-                                           + self.expert_bias_params)
+        skipped = (e.experts - e.top_k) * (
+            self.mlp_matrices * self.d_model * e.expert_d_ff + self.expert_bias_params
+        )
         return self.total_params - self.layers_moe * skipped
 
     @property
@@ -513,10 +587,12 @@ class ModelSpec(_Frozen):
     @property
     def linear_state_elems_per_layer(self) -> int:
         """Linear attention state: one d_k x d_v = H x H matrix per head, N·H²."""
-        return self.heads * self.head_dim ** 2 if self.linear_attention else 0
+        return self.heads * self.head_dim**2 if self.linear_attention else 0
 
     @property
     def state_elems_per_sequence(self) -> int:
         """Context-independent state of one sequence over all layers."""
-        return (self.layers_with("ssm") * self.state_elems_per_layer
-                + self.layers_with("linear") * self.linear_state_elems_per_layer)
+        return (
+            self.layers_with("ssm") * self.state_elems_per_layer
+            + self.layers_with("linear") * self.linear_state_elems_per_layer
+        )

@@ -44,8 +44,16 @@ OpKind = Literal["matmul", "attention", "elementwise", "gather", "scan"]
 ROPE_LAUNCHES = 2 * 5
 NORM_LAUNCHES = {"rmsnorm": 6, "layernorm": 1}
 
-_COUNTED = ("flops", "weight_elems", "act_elems", "kv_read_elems", "kv_write_elems", "weight_rows",
-            "launches", "instances")
+_COUNTED = (
+    "flops",
+    "weight_elems",
+    "act_elems",
+    "kv_read_elems",
+    "kv_write_elems",
+    "weight_rows",
+    "launches",
+    "instances",
+)
 
 
 @dataclass(frozen=True)
@@ -92,8 +100,9 @@ class Step:
             raise InvalidInputError("cached tokens cannot be negative")
 
 
-def attended_pairs(T: ArrayLike, S: ArrayLike, window: int | None = None,
-                   causal: bool = True) -> ArrayLike:
+def attended_pairs(
+    T: ArrayLike, S: ArrayLike, window: int | None = None, causal: bool = True
+) -> ArrayLike:
     """Query-key pairs a step computes. Causal: each of T new tokens sees the S cached tokens
     and the new ones up to itself, T·S + T(T+1)/2 (decode: S + 1). With a window W, new token
     t (1-based) sees min(S + t, W): for the a = clip(W - S, 0, T) tokens still inside the
@@ -158,8 +167,9 @@ def busiest_rank_experts(E: int, k: int, tokens: ArrayLike, ep: int) -> ArrayLik
         return expected_experts_touched(E, k, tokens)
     q = 1 - (1 - k / E) ** np.asarray(tokens, dtype=float)
     qs = np.atleast_1d(q)
-    out = np.array([_expected_max_binomial(E // ep, float(v), ep) for v in qs.ravel()]
-                   ).reshape(qs.shape)
+    out = np.array([_expected_max_binomial(E // ep, float(v), ep) for v in qs.ravel()]).reshape(
+        qs.shape
+    )
     return out if np.ndim(q) else float(out[0])
 
 
@@ -172,18 +182,31 @@ def busiest_rank_pairs(k: int, tokens: ArrayLike, ep: int) -> ArrayLike:
     return expected_max_binomial(np.asarray(tokens) * k, 1 / ep, ep)
 
 
-def sdpa_op(B: ArrayLike, T: ArrayLike, S: ArrayLike, N: int, K: int, H: int,
-            window: int | None = None, causal: bool = True, writes_kv: bool = True,
-            name: str = "attention/scores+av") -> Op:
+def sdpa_op(
+    B: ArrayLike,
+    T: ArrayLike,
+    S: ArrayLike,
+    N: int,
+    K: int,
+    H: int,
+    window: int | None = None,
+    causal: bool = True,
+    writes_kv: bool = True,
+    name: str = "attention/scores+av",
+) -> Op:
     """Attention core of one layer: append T new K,V to the cache (unless the layer shares
     another's), then scores Q·Kᵀ and probabilities·V (2 FLOPs per multiply-add, N·H per pair
     each). Q (B,N,T,H) is read and O written; the cache (B,K,S+T,H) is read once, K and V each.
     The measured attention kernels are predicted from this same operator."""
-    return Op(name, "attention", flops=B * 4 * attended_pairs(T, S, window, causal) * N * H,
-              act_elems=B * T * 2 * N * H,  # read Q, write O
-              kv_read_elems=B * kv_tokens_read(T, S, window) * 2 * K * H,
-              kv_write_elems=B * T * 2 * K * H if writes_kv else 0,
-              launches=3 if writes_kv else 1)
+    return Op(
+        name,
+        "attention",
+        flops=B * 4 * attended_pairs(T, S, window, causal) * N * H,
+        act_elems=B * T * 2 * N * H,  # read Q, write O
+        kv_read_elems=B * kv_tokens_read(T, S, window) * 2 * K * H,
+        kv_write_elems=B * T * 2 * K * H if writes_kv else 0,
+        launches=3 if writes_kv else 1,
+    )
 
 
 @dataclass(frozen=True)
@@ -210,20 +233,30 @@ def _softmax_attention(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
     bias = m.linear_bias in ("qkv", "all")
     core = "local/scores+av" if window else "attention/scores+av"
     return [
-        Op("attention/qkv", "matmul", flops=2 * B * T * D * qkv_out,
-           weight_elems=D * qkv_out + (qkv_out if bias else 0),
-           act_elems=B * T * (D + qkv_out), weight_rows=qkv_out,
-           launches=1 + (ROPE_LAUNCHES if m.position == "rope" else 0)),
-        sdpa_op(B, T, S, m.heads, m.kv_heads, m.head_dim, window, s.causal, kind.owns_kv,
-                core),
-        Op("attention/out", "matmul", flops=2 * B * T * qd * D,
-           weight_elems=qd * D + (D if m.linear_bias == "all" else 0),
-           act_elems=B * T * (qd + D), weight_rows=D),
+        Op(
+            "attention/qkv",
+            "matmul",
+            flops=2 * B * T * D * qkv_out,
+            weight_elems=D * qkv_out + (qkv_out if bias else 0),
+            act_elems=B * T * (D + qkv_out),
+            weight_rows=qkv_out,
+            launches=1 + (ROPE_LAUNCHES if m.position == "rope" else 0),
+        ),
+        sdpa_op(B, T, S, m.heads, m.kv_heads, m.head_dim, window, s.causal, kind.owns_kv, core),
+        Op(
+            "attention/out",
+            "matmul",
+            flops=2 * B * T * qd * D,
+            weight_elems=qd * D + (D if m.linear_bias == "all" else 0),
+            act_elems=B * T * (qd + D),
+            weight_rows=D,
+        ),
     ]
 
 
-def mla_naive_is_cheaper(m: ModelSpec, T: ArrayLike, S: ArrayLike, window: int | None = None,
-                         causal: bool = True) -> ArrayLike:
+def mla_naive_is_cheaper(
+    m: ModelSpec, T: ArrayLike, S: ArrayLike, window: int | None = None, causal: bool = True
+) -> ArrayLike:
     """Whether one sequence's step of T new tokens on S cached takes fewer FLOPs on MLA's naive
     path than on the absorbed one (per layer and head, see `_mla`): naive 2·ctx·r·(n + v)
     + 2·pairs·(n + R + v) against absorbed 2·T·r·(n + v) + 2·pairs·(2r + R), i.e.
@@ -263,27 +296,70 @@ def _mla(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
     latent = r + R
     q_w = D * N * (n + R) if a.q_lora_rank is None else a.q_lora_rank * (D + N * (n + R))
     q_rows = N * (n + R) + (a.q_lora_rank or 0)
-    ops = [Op("mla/q_proj", "matmul", flops=2 * B * T * q_w, weight_elems=q_w,
-              act_elems=B * T * (D + N * (n + R)), weight_rows=q_rows)]
+    ops = [
+        Op(
+            "mla/q_proj",
+            "matmul",
+            flops=2 * B * T * q_w,
+            weight_elems=q_w,
+            act_elems=B * T * (D + N * (n + R)),
+            weight_rows=q_rows,
+        )
+    ]
     if kind.owns_kv:
-        ops.append(Op("mla/kv_down", "matmul", flops=2 * B * T * D * latent,
-                      weight_elems=D * latent, act_elems=B * T * D, kv_write_elems=B * T * latent,
-                      weight_rows=latent))
+        ops.append(
+            Op(
+                "mla/kv_down",
+                "matmul",
+                flops=2 * B * T * D * latent,
+                weight_elems=D * latent,
+                act_elems=B * T * D,
+                kv_write_elems=B * T * latent,
+                weight_rows=latent,
+            )
+        )
     absorbed = [
-        Op("mla/q_absorb", "matmul", flops=2 * B * T * N * n * r, weight_elems=N * n * r,
-           act_elems=B * T * N * (n + r), weight_rows=N * r),
-        Op("mla/absorbed_scores", "attention", flops=B * 2 * pairs * N * (2 * r + R),
-           act_elems=B * T * N * (2 * r + R), kv_read_elems=B * ctx * latent),
-        Op("mla/v_up", "matmul", flops=2 * B * T * N * r * v, weight_elems=N * r * v,
-           act_elems=B * T * N * (r + v), weight_rows=N * v),
+        Op(
+            "mla/q_absorb",
+            "matmul",
+            flops=2 * B * T * N * n * r,
+            weight_elems=N * n * r,
+            act_elems=B * T * N * (n + r),
+            weight_rows=N * r,
+        ),
+        Op(
+            "mla/absorbed_scores",
+            "attention",
+            flops=B * 2 * pairs * N * (2 * r + R),
+            act_elems=B * T * N * (2 * r + R),
+            kv_read_elems=B * ctx * latent,
+        ),
+        Op(
+            "mla/v_up",
+            "matmul",
+            flops=2 * B * T * N * r * v,
+            weight_elems=N * r * v,
+            act_elems=B * T * N * (r + v),
+            weight_rows=N * v,
+        ),
     ]
     naive = [
-        Op("mla/kv_up", "matmul", flops=2 * B * ctx * r * N * (n + v),
-           weight_elems=r * N * (n + v), act_elems=B * ctx * N * (n + v),
-           kv_read_elems=B * ctx * latent, weight_rows=N * (n + v),
-           launches=2),  # the up-projection, then K = [k_nope, k_rope] concatenated
-        Op("mla/scores+av", "attention", flops=B * 2 * pairs * N * (n + R + v),
-           act_elems=B * T * N * (n + R + v) + B * ctx * N * (n + v)),
+        Op(
+            "mla/kv_up",
+            "matmul",
+            flops=2 * B * ctx * r * N * (n + v),
+            weight_elems=r * N * (n + v),
+            act_elems=B * ctx * N * (n + v),
+            kv_read_elems=B * ctx * latent,
+            weight_rows=N * (n + v),
+            launches=2,
+        ),  # the up-projection, then K = [k_nope, k_rope] concatenated
+        Op(
+            "mla/scores+av",
+            "attention",
+            flops=B * 2 * pairs * N * (n + R + v),
+            act_elems=B * T * N * (n + R + v) + B * ctx * N * (n + v),
+        ),
     ]
     if a.mla_decode == "auto":
         naive_step = mla_naive_is_cheaper(m, T, S, window, s.causal)
@@ -294,8 +370,16 @@ def _mla(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
             ops += [_masked(o, naive_step) for o in naive]
     else:
         ops += naive if a.mla_decode == "naive" else absorbed
-    ops.append(Op("attention/out", "matmul", flops=2 * B * T * N * v * D,
-                  weight_elems=N * v * D, act_elems=B * T * (N * v + D), weight_rows=D))
+    ops.append(
+        Op(
+            "attention/out",
+            "matmul",
+            flops=2 * B * T * N * v * D,
+            weight_elems=N * v * D,
+            act_elems=B * T * (N * v + D),
+            weight_rows=D,
+        )
+    )
     return ops
 
 
@@ -308,12 +392,30 @@ def _linear_attention(m: ModelSpec, s: Step) -> list[Op]:
     proj = 3 * nh + (nh if gate else 0)
     state = m.linear_state_elems_per_layer
     return [
-        Op("linear/qkv", "matmul", flops=2 * B * T * D * proj, weight_elems=D * proj,
-           act_elems=B * T * (D + proj), weight_rows=proj),
-        Op("linear/state_update", "scan", flops=B * T * 4 * nh * m.head_dim,
-           act_elems=B * T * 4 * nh, kv_read_elems=B * state, kv_write_elems=B * state),
-        Op("linear/out", "matmul", flops=2 * B * T * nh * D, weight_elems=nh * D,
-           act_elems=B * T * (nh + D), weight_rows=D),
+        Op(
+            "linear/qkv",
+            "matmul",
+            flops=2 * B * T * D * proj,
+            weight_elems=D * proj,
+            act_elems=B * T * (D + proj),
+            weight_rows=proj,
+        ),
+        Op(
+            "linear/state_update",
+            "scan",
+            flops=B * T * 4 * nh * m.head_dim,
+            act_elems=B * T * 4 * nh,
+            kv_read_elems=B * state,
+            kv_write_elems=B * state,
+        ),
+        Op(
+            "linear/out",
+            "matmul",
+            flops=2 * B * T * nh * D,
+            weight_elems=nh * D,
+            act_elems=B * T * (nh + D),
+            weight_rows=D,
+        ),
     ]
 
 
@@ -335,22 +437,53 @@ def _ssm(m: ModelSpec, s: Step) -> list[Op]:
     conv_state = conv_dim * ssm.d_conv
     scan_state = Di * ds
     ops = [
-        Op("ssm/in_proj", "matmul", flops=2 * B * T * in_w, weight_elems=in_w,
-           act_elems=B * T * (D + in_w // D), weight_rows=in_w // D),
-        Op("ssm/conv", "elementwise", flops=2 * B * T * conv_dim * ssm.d_conv,
-           weight_elems=conv_state + conv_dim, act_elems=2 * B * T * conv_dim,
-           kv_read_elems=B * conv_state, kv_write_elems=B * conv_state),
+        Op(
+            "ssm/in_proj",
+            "matmul",
+            flops=2 * B * T * in_w,
+            weight_elems=in_w,
+            act_elems=B * T * (D + in_w // D),
+            weight_rows=in_w // D,
+        ),
+        Op(
+            "ssm/conv",
+            "elementwise",
+            flops=2 * B * T * conv_dim * ssm.d_conv,
+            weight_elems=conv_state + conv_dim,
+            act_elems=2 * B * T * conv_dim,
+            kv_read_elems=B * conv_state,
+            kv_write_elems=B * conv_state,
+        ),
     ]
     if dt_w:
-        ops.append(Op("ssm/dt_proj", "matmul", flops=2 * B * T * dt_w, weight_elems=dt_w,
-                      act_elems=B * T * (Di + R + 2 * ds + Di), weight_rows=R + 2 * ds + Di))
+        ops.append(
+            Op(
+                "ssm/dt_proj",
+                "matmul",
+                flops=2 * B * T * dt_w,
+                weight_elems=dt_w,
+                act_elems=B * T * (Di + R + 2 * ds + Di),
+                weight_rows=R + 2 * ds + Di,
+            )
+        )
     ops += [
-        Op("ssm/scan", "scan", flops=6 * B * T * scan_state,
-           weight_elems=Di * ds if ssm.kind == "mamba1" else 3 * m.ssm_heads,
-           act_elems=B * T * (3 * Di + 2 * ds * ssm.n_groups),
-           kv_read_elems=B * scan_state, kv_write_elems=B * scan_state),
-        Op("ssm/out_proj", "matmul", flops=2 * B * T * Di * D, weight_elems=Di * D,
-           act_elems=B * T * (Di + D), weight_rows=D),
+        Op(
+            "ssm/scan",
+            "scan",
+            flops=6 * B * T * scan_state,
+            weight_elems=Di * ds if ssm.kind == "mamba1" else 3 * m.ssm_heads,
+            act_elems=B * T * (3 * Di + 2 * ds * ssm.n_groups),
+            kv_read_elems=B * scan_state,
+            kv_write_elems=B * scan_state,
+        ),
+        Op(
+            "ssm/out_proj",
+            "matmul",
+            flops=2 * B * T * Di * D,
+            weight_elems=Di * D,
+            act_elems=B * T * (Di + D),
+            weight_rows=D,
+        ),
     ]
     return ops
 
@@ -371,13 +504,29 @@ def _dense_mlp(m: ModelSpec, s: Step) -> list[Op]:
     n_in = m.mlp_matrices - 1  # 2 input projections when gated, else 1
     bias = m.linear_bias in ("mlp", "all")
     return [
-        Op("mlp/up", "matmul", flops=2 * B * T * D * F * n_in,
-           weight_elems=D * F * n_in + (n_in * F if bias else 0),
-           act_elems=B * T * (D + n_in * F), weight_rows=n_in * F),
-        Op("mlp/act", "elementwise", flops=B * T * F * (5 if n_in == 2 else 4),
-           act_elems=B * T * F * (n_in + 1), launches=n_in),  # act (· up when gated)
-        Op("mlp/down", "matmul", flops=2 * B * T * F * D,
-           weight_elems=F * D + (D if bias else 0), act_elems=B * T * (F + D), weight_rows=D),
+        Op(
+            "mlp/up",
+            "matmul",
+            flops=2 * B * T * D * F * n_in,
+            weight_elems=D * F * n_in + (n_in * F if bias else 0),
+            act_elems=B * T * (D + n_in * F),
+            weight_rows=n_in * F,
+        ),
+        Op(
+            "mlp/act",
+            "elementwise",
+            flops=B * T * F * (5 if n_in == 2 else 4),
+            act_elems=B * T * F * (n_in + 1),
+            launches=n_in,
+        ),  # act (· up when gated)
+        Op(
+            "mlp/down",
+            "matmul",
+            flops=2 * B * T * F * D,
+            weight_elems=F * D + (D if bias else 0),
+            act_elems=B * T * (F + D),
+            weight_rows=D,
+        ),
     ]
 
 
@@ -395,20 +544,35 @@ def _moe(m: ModelSpec, s: Step, shard: ExpertShard | None) -> list[Op]:
     pairs = busiest_rank_pairs(e.top_k, tokens, ep)  # token-expert pairs this GPU computes
     per_expert = mats * D * e.expert_d_ff
     ops = [
-        Op("moe/router", "matmul", flops=2 * B * T * D * e.experts, weight_elems=D * e.experts,
-           act_elems=B * T * (D + e.experts), weight_rows=e.experts),
-        Op("moe/experts", "matmul", flops=2 * pairs * per_expert,
-           weight_elems=touched * per_expert,
-           act_elems=pairs * (2 * D + mats * e.expert_d_ff),
-           weight_rows=touched * ((mats - 1) * e.expert_d_ff + D)),
+        Op(
+            "moe/router",
+            "matmul",
+            flops=2 * B * T * D * e.experts,
+            weight_elems=D * e.experts,
+            act_elems=B * T * (D + e.experts),
+            weight_rows=e.experts,
+        ),
+        Op(
+            "moe/experts",
+            "matmul",
+            flops=2 * pairs * per_expert,
+            weight_elems=touched * per_expert,
+            act_elems=pairs * (2 * D + mats * e.expert_d_ff),
+            weight_rows=touched * ((mats - 1) * e.expert_d_ff + D),
+        ),
     ]
     if e.shared_experts:
         per_shared = e.shared_experts * mats * D * (e.shared_d_ff or e.expert_d_ff)
-        ops.append(Op("moe/shared_experts", "matmul", flops=2 * B * T * per_shared,
-                      weight_elems=per_shared,
-                      act_elems=B * T * (2 * D + per_shared // D),
-                      weight_rows=e.shared_experts * ((mats - 1) * (e.shared_d_ff
-                                                                    or e.expert_d_ff) + D)))
+        ops.append(
+            Op(
+                "moe/shared_experts",
+                "matmul",
+                flops=2 * B * T * per_shared,
+                weight_elems=per_shared,
+                act_elems=B * T * (2 * D + per_shared // D),
+                weight_rows=e.shared_experts * ((mats - 1) * (e.shared_d_ff or e.expert_d_ff) + D),
+            )
+        )
     return ops
 
 
@@ -437,9 +601,17 @@ def norm_ops(m: ModelSpec, s: Step) -> list[Op]:
     final one."""
     B, T, D = s.batch, s.new_tokens, m.d_model
     n = m.layers * m.norms_per_layer + 1  # + the final norm
-    return [Op("norms+residual", "elementwise", flops=n * 5 * B * T * D,
-               weight_elems=n * m.norm_params, act_elems=n * 3 * B * T * D,
-               launches=n * NORM_LAUNCHES[m.norm] + n - 1, instances=n)]
+    return [
+        Op(
+            "norms+residual",
+            "elementwise",
+            flops=n * 5 * B * T * D,
+            weight_elems=n * m.norm_params,
+            act_elems=n * 3 * B * T * D,
+            launches=n * NORM_LAUNCHES[m.norm] + n - 1,
+            instances=n,
+        )
+    ]
 
 
 def embedding_ops(m: ModelSpec, s: Step) -> list[Op]:
@@ -455,8 +627,16 @@ def lm_head_ops(m: ModelSpec, s: Step) -> list[Op]:
     """Logits D→V for the last position of each sequence (sampling) or all T (verification)."""
     tokens = s.batch * (s.new_tokens if s.logits == "all" else 1)
     D, V = m.d_model, m.vocab_size
-    return [Op("lm_head", "matmul", flops=2 * tokens * D * V, weight_elems=D * V,
-               act_elems=tokens * (D + V), weight_rows=V)]
+    return [
+        Op(
+            "lm_head",
+            "matmul",
+            flops=2 * tokens * D * V,
+            weight_elems=D * V,
+            act_elems=tokens * (D + V),
+            weight_rows=V,
+        )
+    ]
 
 
 def operators(m: ModelSpec, s: Step, shard: ExpertShard | None = None) -> list[Op]:

@@ -43,8 +43,8 @@ import numpy as np
 
 from . import memory
 from .cost import Ceiling, StepCost, step_cost
-from .errors import InvalidInputError
 from .engine import EngineSpec
+from .errors import InvalidInputError
 from .hardware import HardwareSpec, Interconnect
 from .model import ModelSpec
 from .operators import ArrayLike, ExpertShard, Step
@@ -90,8 +90,13 @@ class Link:
     algorithm: Literal["ring", "one-shot", "two-shot"] = "ring"
 
     @classmethod
-    def of(cls, ic: Interconnect, n: int, ceiling: Ceiling = "datasheet",
-           engine: EngineSpec | None = None) -> Link:
+    def of(
+        cls,
+        ic: Interconnect,
+        n: int,
+        ceiling: Ceiling = "datasheet",
+        engine: EngineSpec | None = None,
+    ) -> Link:
         """The datasheet link: full bandwidth, no latency (speed of light). Achievable: the
         spec's bus fraction and hop latency, plus the engine's all-reduce algorithm and call
         cost. Refuses a multi-GPU group without a link."""
@@ -100,13 +105,18 @@ class Link:
             raise InvalidInputError(
                 f"this device's spec has no interconnect bandwidth (kind '{ic.kind}'), so a "
                 f"group of {n} GPUs cannot be costed; use 1 GPU or a device with a link in its "
-                "spec")
+                "spec"
+            )
         bw = bw or math.inf
         if ceiling == "datasheet":
             return cls(bw)
         ar = engine.all_reduce if engine is not None else None
-        return cls(bw * ic.bus_bandwidth_fraction, ic.latency_us * 1e-6,
-                   ar.latency_us * 1e-6 if ar else 0.0, ar.kind if ar else "ring")
+        return cls(
+            bw * ic.bus_bandwidth_fraction,
+            ic.latency_us * 1e-6,
+            ar.latency_us * 1e-6 if ar else 0.0,
+            ar.kind if ar else "ring",
+        )
 
 
 def all_reduce_s(message_bytes: ArrayLike, n: int, link: Link) -> ArrayLike:
@@ -120,15 +130,15 @@ def all_reduce_s(message_bytes: ArrayLike, n: int, link: Link) -> ArrayLike:
     switches by message size), so those algorithms cost the least of theirs and the ring's."""
     if n == 1:
         return 0 * message_bytes
-    ring = (2 * (n - 1) / n * message_bytes / link.bytes_per_s + 2 * (n - 1) * link.hop_s
-            + link.call_s)
+    ring = (
+        2 * (n - 1) / n * message_bytes / link.bytes_per_s + 2 * (n - 1) * link.hop_s + link.call_s
+    )
     if link.algorithm == "ring":
         return ring
     if link.algorithm == "one-shot":
         direct = (n - 1) * message_bytes / link.bytes_per_s + link.hop_s + link.call_s
     else:
-        direct = 2 * (n - 1) / n * message_bytes / link.bytes_per_s + 2 * link.hop_s \
-            + link.call_s
+        direct = 2 * (n - 1) / n * message_bytes / link.bytes_per_s + 2 * link.hop_s + link.call_s
     return np.minimum(direct, ring)
 
 
@@ -152,28 +162,40 @@ def tp_shard(m: ModelSpec, tp: int) -> ModelSpec:
         return m
     N, K, F = m.heads, m.kv_heads, m.d_ff
     if N % tp:
-        raise InvalidInputError(f"--tp {tp} does not divide {m.name}'s {N} query heads; "
-                                f"use a divisor of {N}")
+        raise InvalidInputError(
+            f"--tp {tp} does not divide {m.name}'s {N} query heads; use a divisor of {N}"
+        )
     if K % tp and tp % K:
         raise InvalidInputError(
             f"--tp {tp} neither divides {m.name}'s {K} kv heads nor is a multiple of them "
             "(kv heads cannot be split or evenly replicated); use a divisor or multiple of "
-            f"{K} that divides {N}")
+            f"{K} that divides {N}"
+        )
     if F % tp:
         raise InvalidInputError(f"--tp {tp} does not divide {m.name}'s MLP width F = {F}")
     if m.ssm is not None:
-        raise InvalidInputError(f"--tp {tp}: tensor parallelism of {m.name}'s SSM (Mamba) "
-                                "layers is not modelled; use --pp")
-    update = {"name": f"{m.name}-tp{tp}", "heads": N // tp, "kv_heads": max(1, K // tp),
-              "d_ff": F // tp, "vocab_size": -(-m.vocab_size // tp)}
+        raise InvalidInputError(
+            f"--tp {tp}: tensor parallelism of {m.name}'s SSM (Mamba) "
+            "layers is not modelled; use --pp"
+        )
+    update = {
+        "name": f"{m.name}-tp{tp}",
+        "heads": N // tp,
+        "kv_heads": max(1, K // tp),
+        "d_ff": F // tp,
+        "vocab_size": -(-m.vocab_size // tp),
+    }
     if m.moe is not None:  # every expert's FFN split like a dense MLP (Megatron TP on experts)
         e = m.moe
         widths = [e.expert_d_ff] + ([e.shared_d_ff] if e.shared_d_ff else [])
         if any(w % tp for w in widths):
-            raise InvalidInputError(f"--tp {tp} does not divide {m.name}'s expert width "
-                                    f"{e.expert_d_ff}")
-        update["moe"] = e.model_dump() | {"expert_d_ff": e.expert_d_ff // tp,
-                                          "shared_d_ff": e.shared_d_ff and e.shared_d_ff // tp}
+            raise InvalidInputError(
+                f"--tp {tp} does not divide {m.name}'s expert width {e.expert_d_ff}"
+            )
+        update["moe"] = e.model_dump() | {
+            "expert_d_ff": e.expert_d_ff // tp,
+            "shared_d_ff": e.shared_d_ff and e.shared_d_ff // tp,
+        }
     return ModelSpec.model_validate(m.model_dump() | update)
 
 
@@ -192,16 +214,20 @@ def check_ep(m: ModelSpec, par: Parallel) -> None:
     if ep == 1:
         return
     if m.moe is None:
-        raise InvalidInputError(f"--ep {ep}: {m.name} is a dense model with no experts to "
-                                "shard; use --tp or --pp")
+        raise InvalidInputError(
+            f"--ep {ep}: {m.name} is a dense model with no experts to shard; use --tp or --pp"
+        )
     E = m.moe.experts
     if E % ep:
-        raise InvalidInputError(f"--ep {ep} does not divide {m.name}'s {E} routed experts; "
-                                f"use a divisor of {E}")
+        raise InvalidInputError(
+            f"--ep {ep} does not divide {m.name}'s {E} routed experts; use a divisor of {E}"
+        )
     if par.tp > 1:
-        raise InvalidInputError(f"--ep {ep} with --tp {par.tp}: tensor-parallel experts inside "
-                                "an expert-parallel group are not modelled; use --ep with --pp, "
-                                "or --tp alone")
+        raise InvalidInputError(
+            f"--ep {ep} with --tp {par.tp}: tensor-parallel experts inside "
+            "an expert-parallel group are not modelled; use --ep with --pp, "
+            "or --tp alone"
+        )
 
 
 def check(m: ModelSpec, hw: HardwareSpec, par: Parallel) -> None:
@@ -258,9 +284,15 @@ def residual_bytes(p: Precision) -> float:
     return max(p.activation_bytes, RESIDUAL_BYTES)
 
 
-def parallel_step_cost(model: ModelSpec, hw: HardwareSpec, step: Step, precision: Precision,
-                       par: Parallel, ceiling: Ceiling = "achievable",
-                       engine: EngineSpec | None = None) -> ParallelStepCost:
+def parallel_step_cost(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    step: Step,
+    precision: Precision,
+    par: Parallel,
+    ceiling: Ceiling = "achievable",
+    engine: EngineSpec | None = None,
+) -> ParallelStepCost:
     """Cost of one forward step of `model` spread over `par` (see module docstring). `step`
     holds the replica's B sequences; with EP the fullest GPU runs ⌈B/ep⌉ of them. Collective
     payloads are the residual stream (`residual_bytes`); a parallel attention + MLP block
@@ -272,20 +304,42 @@ def parallel_step_cost(model: ModelSpec, hw: HardwareSpec, step: Step, precision
         shard = ExpertShard(par.ep, step.batch * step.new_tokens)
     compute = step_cost(tp_shard(model, par.tp), hw, local, precision, ceiling, shard, engine)
     hidden_bytes = local.batch * step.new_tokens * model.d_model * residual_bytes(precision)
-    link = Link.of(hw.interconnect, par.gpus_per_replica, ceiling,
-                   engine if ceiling == "achievable" else None)
+    link = Link.of(
+        hw.interconnect, par.gpus_per_replica, ceiling, engine if ceiling == "achievable" else None
+    )
     collectives = []
     if par.tp > 1:
         per_layer = 1 if model.parallel_block else 2
-        collectives.append(Collective("tp/all-reduce", "all-reduce", per_layer * model.layers,
-                                      hidden_bytes, all_reduce_s(hidden_bytes, par.tp, link)))
+        collectives.append(
+            Collective(
+                "tp/all-reduce",
+                "all-reduce",
+                per_layer * model.layers,
+                hidden_bytes,
+                all_reduce_s(hidden_bytes, par.tp, link),
+            )
+        )
     if par.ep > 1:  # dispatch to and combine from the k experts of each local token
         routed_bytes = hidden_bytes * model.moe.top_k
-        collectives.append(Collective("ep/all-to-all", "all-to-all", 2 * model.layers_moe,
-                                      routed_bytes, all_to_all_s(routed_bytes, par.ep, link)))
+        collectives.append(
+            Collective(
+                "ep/all-to-all",
+                "all-to-all",
+                2 * model.layers_moe,
+                routed_bytes,
+                all_to_all_s(routed_bytes, par.ep, link),
+            )
+        )
     if par.pp > 1:
-        collectives.append(Collective("pp/hand-off", "send-recv", par.pp - 1, hidden_bytes,
-                                      send_recv_s(hidden_bytes, link)))
+        collectives.append(
+            Collective(
+                "pp/hand-off",
+                "send-recv",
+                par.pp - 1,
+                hidden_bytes,
+                send_recv_s(hidden_bytes, link),
+            )
+        )
     return ParallelStepCost(compute, tuple(collectives))
 
 
@@ -303,10 +357,16 @@ class GpuMemory:
         return self.weights_bytes + self.kv_cache_bytes + self.activation_bytes
 
 
-def memory_per_gpu(m: ModelSpec, p: Precision, par: Parallel, batch: ArrayLike,
-                   prompt: ArrayLike, context: ArrayLike, *,
-                   prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET
-                   ) -> GpuMemory:
+def memory_per_gpu(
+    m: ModelSpec,
+    p: Precision,
+    par: Parallel,
+    batch: ArrayLike,
+    prompt: ArrayLike,
+    context: ArrayLike,
+    *,
+    prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET,
+) -> GpuMemory:
     """Weights, KV for `context` tokens and the activations of the largest step
     (`memory.peak_activation_bytes`: prompts of P tokens under the prefill token budget) on the
     fullest GPU, for a replica batch of B sequences. A stage holds the embedding or the LM
@@ -318,24 +378,36 @@ def memory_per_gpu(m: ModelSpec, p: Precision, par: Parallel, batch: ArrayLike,
     q = p if p.model_bits is not None else p.for_model(m)  # the checkpoint's group formats
     ends = stage.params
     embed = ends.embedding + ends.positional
-    shared_end = 0 if par.pp == 1 or m.tied_embeddings else min(
-        embed * q.group_bytes("embedding"), ends.lm_head * q.group_bytes("lm_head"))
+    shared_end = (
+        0
+        if par.pp == 1 or m.tied_embeddings
+        else min(embed * q.group_bytes("embedding"), ends.lm_head * q.group_bytes("lm_head"))
+    )
     elsewhere = stage.routed_expert_params * (par.ep - 1) // par.ep  # on the other EP ranks
-    weights = (memory.weights_bytes(stage, q) - shared_end
-               - elsewhere * q.group_bytes("experts"))
+    weights = memory.weights_bytes(stage, q) - shared_end - elsewhere * q.group_bytes("experts")
     b = par.sequences_per_gpu(batch)
-    return GpuMemory(weights, memory.kv_cache_bytes(stage, p, b, context),
-                     memory.peak_activation_bytes(stage, p, b, prompt, prefill_token_budget))
+    return GpuMemory(
+        weights,
+        memory.kv_cache_bytes(stage, p, b, context),
+        memory.peak_activation_bytes(stage, p, b, prompt, prefill_token_budget),
+    )
 
 
 #: TP degrees tried before adding pipeline stages: one node of up to 8 GPUs.
 TP_DEGREES: tuple[int, ...] = (1, 2, 4, 8)
 
 
-def min_gpus_to_fit(m: ModelSpec, hw: HardwareSpec, p: Precision, batch: int, prompt: int,
-                    context: int, *, memory_fraction: float = memory.DEFAULT_MEMORY_FRACTION,
-                    prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET
-                    ) -> Parallel | None:
+def min_gpus_to_fit(
+    m: ModelSpec,
+    hw: HardwareSpec,
+    p: Precision,
+    batch: int,
+    prompt: int,
+    context: int,
+    *,
+    memory_fraction: float = memory.DEFAULT_MEMORY_FRACTION,
+    prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET,
+) -> Parallel | None:
     """The smallest deployment whose fullest GPU holds `batch` within the usable memory
     (`memory.memory_budget`): TP 1, 2, 4, 8 (those that split the model), then pipeline stages
     over TP 8 nodes. None when even one layer per stage does not fit."""
@@ -344,8 +416,12 @@ def min_gpus_to_fit(m: ModelSpec, hw: HardwareSpec, p: Precision, batch: int, pr
     candidates = [Parallel(tp=t) for t in tps]
     candidates += [Parallel(tp=tps[-1], pp=s) for s in range(2, m.layers + 1)]
     for par in candidates:
-        if memory_per_gpu(m, p, par, batch, prompt, context,
-                          prefill_token_budget=prefill_token_budget).total_bytes <= usable:
+        if (
+            memory_per_gpu(
+                m, p, par, batch, prompt, context, prefill_token_budget=prefill_token_budget
+            ).total_bytes
+            <= usable
+        ):
             return par
     return None
 

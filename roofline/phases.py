@@ -82,11 +82,26 @@ class Case:
         return self.replicas * self.batch * self.gen_tokens / self.e2e_s
 
     def as_dict(self) -> dict:
-        keys = ("batch", "prompt_tokens", "gen_tokens", "gpus", "weights_bytes",
-                "kv_cache_bytes", "activation_bytes", "memory_bytes_per_gpu", "memory_bytes",
-                "kv_cache_bytes_at_prompt", "memory_bytes_per_gpu_at_prompt", "usable_bytes",
-                "fits", "ttft_s", "tpot_s", "e2e_s",
-                "decode_tokens_per_s", "throughput_tokens_per_s")
+        keys = (
+            "batch",
+            "prompt_tokens",
+            "gen_tokens",
+            "gpus",
+            "weights_bytes",
+            "kv_cache_bytes",
+            "activation_bytes",
+            "memory_bytes_per_gpu",
+            "memory_bytes",
+            "kv_cache_bytes_at_prompt",
+            "memory_bytes_per_gpu_at_prompt",
+            "usable_bytes",
+            "fits",
+            "ttft_s",
+            "tpot_s",
+            "e2e_s",
+            "decode_tokens_per_s",
+            "throughput_tokens_per_s",
+        )
         return {k: _plain(getattr(self, k)) for k in keys}
 
 
@@ -133,14 +148,23 @@ class Estimate:
             "ceiling": self.ceiling,
             "ceiling_source": self.ceiling_source,
             "engine": self.engine.name if self.engine else None,
-            "precision": {"weights": self.precision.weights,
-                          "activations": self.precision.activations, "kv": self.precision.kv,
-                          "compute": self.precision.compute},
-            "parallel": {"tp": self.parallel.tp, "pp": self.parallel.pp, "ep": self.parallel.ep,
-                         "replicas": self.parallel.replicas, "gpus": self.parallel.gpus,
-                         "interconnect": self.hardware.interconnect.kind},
+            "precision": {
+                "weights": self.precision.weights,
+                "activations": self.precision.activations,
+                "kv": self.precision.kv,
+                "compute": self.precision.compute,
+            },
+            "parallel": {
+                "tp": self.parallel.tp,
+                "pp": self.parallel.pp,
+                "ep": self.parallel.ep,
+                "replicas": self.parallel.replicas,
+                "gpus": self.parallel.gpus,
+                "interconnect": self.hardware.interconnect.kind,
+            },
             "ridge_point_flops_per_byte": self.hardware.ridge_point_flops_per_byte(
-                self.precision.compute),
+                self.precision.compute
+            ),
             "max_batch": self.max_batch,
             "memory": self.fit.as_dict(),
             "does_not_fit": None if self.shortfall is None else self.shortfall.as_dict(),
@@ -149,24 +173,41 @@ class Estimate:
         }
 
 
-def mean_tpot_s(model: ModelSpec, hw: HardwareSpec, batch: np.ndarray, prompt: int, gen: int,
-                precision: Precision, ceiling: Ceiling, parallel: Parallel = Parallel(),
-                engine: EngineSpec | None = None) -> np.ndarray:
+def mean_tpot_s(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    batch: np.ndarray,
+    prompt: int,
+    gen: int,
+    precision: Precision,
+    ceiling: Ceiling,
+    parallel: Parallel = Parallel(),
+    engine: EngineSpec | None = None,
+) -> np.ndarray:
     """Mean decode step time over the G-1 steps after the first token, per batch size.
     With G = 1 there is no such step; the next step's time (S = P) is reported."""
     S = prompt + np.arange(max(gen - 1, 1))  # cached tokens before each step
     B = np.asarray(batch)[:, None]
     step = Step(B, 1, S[None, :])
-    return parallel_step_cost(model, hw, step, precision, parallel, ceiling,
-                              engine).time_s.mean(axis=1)
+    return parallel_step_cost(model, hw, step, precision, parallel, ceiling, engine).time_s.mean(
+        axis=1
+    )
 
 
-def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
-             prompt: int = 1024, gen: int = 256, precision: Precision = Precision(),
-             ceiling: Ceiling = "achievable", parallel: Parallel = Parallel(),
-             engine: EngineSpec | None = None, *,
-             memory_fraction: float | None = None,
-             prefill_token_budget: int | None | Literal["engine"] = "engine") -> Estimate:
+def estimate(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    batches: Sequence[int] = (1,),
+    prompt: int = 1024,
+    gen: int = 256,
+    precision: Precision = Precision(),
+    ceiling: Ceiling = "achievable",
+    parallel: Parallel = Parallel(),
+    engine: EngineSpec | None = None,
+    *,
+    memory_fraction: float | None = None,
+    prefill_token_budget: int | None | Literal["engine"] = "engine",
+) -> Estimate:
     """Prefill + decode metrics and memory for each batch size (see module docstring), on
     the `ceiling` and, for the achievable one, the software stack `engine`.
     `memory_fraction` and `prefill_token_budget`: `memory.memory_terms` (the engine's unless
@@ -180,7 +221,8 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
         raise InvalidInputError("--prompt and --gen must be at least 1 token")
     precision.check(hw)
     memory_fraction, prefill_token_budget = memory.memory_terms(
-        engine, ceiling, memory_fraction, prefill_token_budget)
+        engine, ceiling, memory_fraction, prefill_token_budget
+    )
     B = np.asarray(batches, dtype=float)
 
     def cost(step: Step) -> ParallelStepCost:
@@ -189,27 +231,73 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batches: Sequence[int] = (1,),
     ttft = cost(Step(B, prompt, 0)).time_s
     tpot = mean_tpot_s(model, hw, B, prompt, gen, precision, ceiling, parallel, engine)
     context = prompt + gen
-    fit = memory.batch_fit(model, hw, precision, context, prompt, parallel,
-                           memory_fraction=memory_fraction,
-                           prefill_token_budget=prefill_token_budget)
-    mem = memory_per_gpu(model, precision, parallel, B, prompt, context,
-                         prefill_token_budget=prefill_token_budget)
-    kv_at_prompt = np.asarray(memory_per_gpu(model, precision, parallel, B, prompt, prompt,
-                                             prefill_token_budget=prefill_token_budget
-                                             ).kv_cache_bytes)
+    fit = memory.batch_fit(
+        model,
+        hw,
+        precision,
+        context,
+        prompt,
+        parallel,
+        memory_fraction=memory_fraction,
+        prefill_token_budget=prefill_token_budget,
+    )
+    mem = memory_per_gpu(
+        model, precision, parallel, B, prompt, context, prefill_token_budget=prefill_token_budget
+    )
+    kv_at_prompt = np.asarray(
+        memory_per_gpu(
+            model, precision, parallel, B, prompt, prompt, prefill_token_budget=prefill_token_budget
+        ).kv_cache_bytes
+    )
     cases = tuple(
-        Case(int(b), prompt, gen, float(mem.weights_bytes), float(mem.kv_cache_bytes[i]),
-             float(mem.activation_bytes[i]), fit.budget.usable_bytes, float(ttft[i]),
-             float(tpot[i]), parallel.gpus, parallel.replicas,
-             float(kv_at_prompt[i]))
+        Case(
+            int(b),
+            prompt,
+            gen,
+            float(mem.weights_bytes),
+            float(mem.kv_cache_bytes[i]),
+            float(mem.activation_bytes[i]),
+            fit.budget.usable_bytes,
+            float(ttft[i]),
+            float(tpot[i]),
+            parallel.gpus,
+            parallel.replicas,
+            float(kv_at_prompt[i]),
+        )
         for i, b in enumerate(batches)
     )
     over = [c.batch for c in cases if not c.fits]
-    short = memory.shortfall(model, hw, precision, max(over), prompt, context, parallel,
-                             memory_fraction=memory_fraction,
-                             prefill_token_budget=prefill_token_budget) if over else None
+    short = (
+        memory.shortfall(
+            model,
+            hw,
+            precision,
+            max(over),
+            prompt,
+            context,
+            parallel,
+            memory_fraction=memory_fraction,
+            prefill_token_budget=prefill_token_budget,
+        )
+        if over
+        else None
+    )
     first = batches[0]
     prefill, decode = cost(Step(first, prompt, 0)), cost(Step(first, 1, prompt))
-    return Estimate(model, hw, precision, ceiling, prefill.compute.ceilings.source, cases,
-                    prefill.compute, decode.compute, fit, parallel, float(prefill.comm_s),
-                    float(decode.comm_s), engine, short, memory.context_warning(model, context))
+    return Estimate(
+        model,
+        hw,
+        precision,
+        ceiling,
+        prefill.compute.ceilings.source,
+        cases,
+        prefill.compute,
+        decode.compute,
+        fit,
+        parallel,
+        float(prefill.comm_s),
+        float(decode.comm_s),
+        engine,
+        short,
+        memory.context_warning(model, context),
+    )

@@ -104,8 +104,10 @@ class Requirement:
         if not self.rate_per_s > 0:
             raise InvalidInputError(f"--rate must be positive, got {self.rate_per_s}")
         if self.prompt_tokens < 1 or self.gen_tokens < 2:
-            raise InvalidInputError("--prompt must be at least 1 token and --gen at least 2 "
-                                    "(TPOT needs a token after the first)")
+            raise InvalidInputError(
+                "--prompt must be at least 1 token and --gen at least 2 "
+                "(TPOT needs a token after the first)"
+            )
         if not (self.slo_ttft_s > 0 and self.slo_tpot_s > 0):
             raise InvalidInputError("--slo-ttft and --slo-tpot must be positive seconds")
 
@@ -138,8 +140,9 @@ class Space:
         if not self.formats or not self.max_batches or min(self.max_batches) < 1:
             raise InvalidInputError("give at least one format and positive max batches")
         if self.serving not in SERVING:
-            raise InvalidInputError(f"unknown --serving '{self.serving}'; use one of: "
-                                    f"{', '.join(SERVING)}")
+            raise InvalidInputError(
+                f"unknown --serving '{self.serving}'; use one of: {', '.join(SERVING)}"
+            )
 
 
 def precision_of(fmt: str) -> Precision:
@@ -230,14 +233,21 @@ def _engine_kwargs(fn: Callable, engine) -> dict:
     if engine is None:
         return {}
     if "engine" not in inspect.signature(fn).parameters:
-        raise InvalidInputError(f"engine profiles are not wired into {fn.__module__}."
-                                f"{fn.__name__} yet; run the plan without --engine")
+        raise InvalidInputError(
+            f"engine profiles are not wired into {fn.__module__}."
+            f"{fn.__name__} yet; run the plan without --engine"
+        )
     return {"engine": engine}
 
 
-def build_groups(model: ModelSpec, hardware: Sequence[HardwareSpec], req: Requirement,
-                 space: Space, prices: PriceTable, engine=None
-                 ) -> tuple[list[GroupTable], list[Rejected]]:
+def build_groups(
+    model: ModelSpec,
+    hardware: Sequence[HardwareSpec],
+    req: Requirement,
+    space: Space,
+    prices: PriceTable,
+    engine=None,
+) -> tuple[list[GroupTable], list[Rejected]]:
     """One `GroupTable` per runnable (device, format, layout); the others as `Rejected`."""
     P, G = req.prompt_tokens, req.gen_tokens
     grid = batch_grid(max(space.max_batches))
@@ -251,35 +261,64 @@ def build_groups(model: ModelSpec, hardware: Sequence[HardwareSpec], req: Requir
         for fmt in space.formats:
             prec = precision_of(fmt)
             if not hw.supports(prec.compute):
-                rejected.append(Rejected(hw.name, fmt, Parallel(), "unsupported",
-                                         f"{hw.name} has no {prec.compute} compute"))
+                rejected.append(
+                    Rejected(
+                        hw.name,
+                        fmt,
+                        Parallel(),
+                        "unsupported",
+                        f"{hw.name} has no {prec.compute} compute",
+                    )
+                )
                 continue
             for par in _layouts(model, hw, space):
                 w = float(memory_per_gpu(model, prec, par, 1, P, P + G).weights_bytes)
                 try:
                     kv_tokens = kv_capacity_tokens(model, hw, prec, policy, par=par)
                 except DoesNotFitError as e:
-                    rejected.append(Rejected(hw.name, fmt, par, "memory: weights", str(e), w,
-                                             hw.memory_bytes))
+                    rejected.append(
+                        Rejected(hw.name, fmt, par, "memory: weights", str(e), w, hw.memory_bytes)
+                    )
                     continue
-                est = estimate(model, hw, [int(b) for b in grid], P, G, prec, space.ceiling,
-                               par, **kw)
-                dec = parallel_step_cost(model, hw, Step(grid, 1, P + G // 2), prec, par,
-                                         space.ceiling, **_engine_kwargs(parallel_step_cost,
-                                                                         engine))
-                u_dec = roof_utilisation(dec.compute.flops, dec.compute.bytes, dec.time_s, hw,
-                                         prec.compute)
+                est = estimate(
+                    model, hw, [int(b) for b in grid], P, G, prec, space.ceiling, par, **kw
+                )
+                dec = parallel_step_cost(
+                    model,
+                    hw,
+                    Step(grid, 1, P + G // 2),
+                    prec,
+                    par,
+                    space.ceiling,
+                    **_engine_kwargs(parallel_step_cost, engine),
+                )
+                u_dec = roof_utilisation(
+                    dec.compute.flops, dec.compute.bytes, dec.time_s, hw, prec.compute
+                )
                 t_pf = est.cases[0].ttft_s
-                u_pf = float(roof_utilisation(est.prefill.flops, est.prefill.bytes, t_pf, hw,
-                                              prec.compute))
+                u_pf = float(
+                    roof_utilisation(est.prefill.flops, est.prefill.bytes, t_pf, hw, prec.compute)
+                )
                 ic = hw.interconnect
-                groups.append(GroupTable(
-                    hw.name, fmt, par, price, t_pf, grid,
-                    np.array([c.tpot_s for c in est.cases]), np.asarray(u_dec, dtype=float),
-                    u_pf, float(kv_tokens),
-                    memory.kv_bytes_per_token(pp_stage(tp_shard(model, par.tp), par.pp), prec),
-                    ic.bandwidth_bytes_per_s or math.inf, ic.latency_us * 1e-6,
-                    pm.idle_w, pm.tdp_w))
+                groups.append(
+                    GroupTable(
+                        hw.name,
+                        fmt,
+                        par,
+                        price,
+                        t_pf,
+                        grid,
+                        np.array([c.tpot_s for c in est.cases]),
+                        np.asarray(u_dec, dtype=float),
+                        u_pf,
+                        float(kv_tokens),
+                        memory.kv_bytes_per_token(pp_stage(tp_shard(model, par.tp), par.pp), prec),
+                        ic.bandwidth_bytes_per_s or math.inf,
+                        ic.latency_us * 1e-6,
+                        pm.idle_w,
+                        pm.tdp_w,
+                    )
+                )
     return groups, rejected
 
 
@@ -294,8 +333,10 @@ def concurrency(a: np.ndarray, g: GroupTable) -> np.ndarray:
     k = np.argmax(ok, axis=-1)
     found = ok.any(axis=-1)
     km = np.maximum(k - 1, 0)
-    hk, hkm = np.take_along_axis(h, k[..., None], -1)[..., 0], np.take_along_axis(
-        h, km[..., None], -1)[..., 0]
+    hk, hkm = (
+        np.take_along_axis(h, k[..., None], -1)[..., 0],
+        np.take_along_axis(h, km[..., None], -1)[..., 0],
+    )
     bk, bkm = b[k], b[km]
     with np.errstate(invalid="ignore", divide="ignore"):
         between = bkm + (bk - bkm) * hkm / (hkm - hk)
@@ -339,8 +380,14 @@ def aggregated_latency(g: GroupTable, lam: np.ndarray, gen: int) -> PoolLatency:
     ttft = g.t_prefill_s + wait_p95_s(rho, g.t_prefill_s) + t
     stable = (rho < 1) & np.isfinite(n)
     decode = np.minimum(np.maximum(1 - rho, 0), lam * (gen - 1) * t / np.maximum(n, 1.0))
-    return PoolLatency(n, np.where(stable, ttft, np.inf), np.where(stable, tpot, np.inf),
-                       rho, np.where(stable, decode, 0.0), stable)
+    return PoolLatency(
+        n,
+        np.where(stable, ttft, np.inf),
+        np.where(stable, tpot, np.inf),
+        rho,
+        np.where(stable, decode, 0.0),
+        stable,
+    )
 
 
 def max_rate_per_replica(g: GroupTable, prompt: int, gen: int, max_batch: int) -> float:
@@ -349,8 +396,11 @@ def max_rate_per_replica(g: GroupTable, prompt: int, gen: int, max_batch: int) -
     geometric grid of rates (0.8 % steps)."""
     lam = np.geomspace(1e-3, 1e4, 2000)
     lat = aggregated_latency(g, lam, gen)
-    ok = (lat.stable & (peak_concurrency(lat.concurrency) <= max_batch)
-          & (lat.concurrency * (prompt + gen / 2) <= g.kv_capacity_tokens))
+    ok = (
+        lat.stable
+        & (peak_concurrency(lat.concurrency) <= max_batch)
+        & (lat.concurrency * (prompt + gen / 2) <= g.kv_capacity_tokens)
+    )
     return float(lam[ok].max()) if ok.any() else 0.0
 
 
@@ -369,14 +419,20 @@ def decode_pool_latency(g: GroupTable, lam: np.ndarray, gen: int, prompt: int) -
     stable = np.isfinite(n)
     tpot = np.where(stable, t + handoff / (gen - 1), np.inf)
     decode = np.minimum(1.0, lam * (gen - 1) * t / np.maximum(n, 1.0))
-    return PoolLatency(n, np.zeros_like(tpot), tpot, np.zeros_like(tpot),
-                       np.where(stable, decode, 0.0), stable)
+    return PoolLatency(
+        n, np.zeros_like(tpot), tpot, np.zeros_like(tpot), np.where(stable, decode, 0.0), stable
+    )
 
 
 # ---- the points -----------------------------------------------------------------------------
 #: Why a point fails, in the order it is checked (the first failing reason is kept).
-REASONS = ("meets SLO", "memory: KV cache", "throughput: saturated", "TTFT over SLO",
-           "TPOT over SLO")
+REASONS = (
+    "meets SLO",
+    "memory: KV cache",
+    "throughput: saturated",
+    "TTFT over SLO",
+    "TPOT over SLO",
+)
 OK, KV, SATURATED, TTFT, TPOT = range(len(REASONS))
 
 
@@ -418,8 +474,9 @@ def peak_concurrency(n: np.ndarray) -> np.ndarray:
         return n + Z95 * np.sqrt(n)
 
 
-def _status(stable: np.ndarray, kv_ok: np.ndarray, ttft: np.ndarray, tpot: np.ndarray,
-            req: Requirement) -> np.ndarray:
+def _status(
+    stable: np.ndarray, kv_ok: np.ndarray, ttft: np.ndarray, tpot: np.ndarray, req: Requirement
+) -> np.ndarray:
     s = np.full(ttft.shape, OK)
     s = np.where(tpot > req.slo_tpot_s, TPOT, s)
     s = np.where(ttft > req.slo_ttft_s, TTFT, s)
@@ -427,8 +484,7 @@ def _status(stable: np.ndarray, kv_ok: np.ndarray, ttft: np.ndarray, tpot: np.nd
     return np.where(kv_ok, s, KV)
 
 
-def aggregated_points(groups: Sequence[GroupTable], req: Requirement, space: Space
-                      ) -> Points:
+def aggregated_points(groups: Sequence[GroupTable], req: Requirement, space: Space) -> Points:
     """Every (group, replicas m, max batch B) of single-pool serving."""
     parts = []
     B = np.asarray(space.max_batches, dtype=float)
@@ -445,26 +501,39 @@ def aggregated_points(groups: Sequence[GroupTable], req: Requirement, space: Spa
         tpot = np.broadcast_to(lat.tpot_p95_s[:, None], shape)
         status = _status(stable, kv_ok, ttft, tpot, req)
         u = lat.prefill_share * g.u_prefill + lat.decode_share * g.u_decode_at(
-            np.where(np.isfinite(lat.concurrency), lat.concurrency, 1.0))
+            np.where(np.isfinite(lat.concurrency), lat.concurrency, 1.0)
+        )
         power = g.power_w(u)  # (M,) per GPU
         gpus = m * g.gpus
         usd = gpus * g.usd_per_gpu_hour
-        parts.append(Points(
-            np.zeros(shape, int).ravel(), np.full(shape, i).ravel(), np.full(shape, -1).ravel(),
-            np.broadcast_to(m[:, None], shape).ravel(), np.zeros(shape).ravel(),
-            np.broadcast_to(B[None, :], shape).ravel(),
-            np.broadcast_to(gpus[:, None], shape).ravel(),
-            np.broadcast_to(usd[:, None], shape).ravel(),
-            np.broadcast_to(np.asarray(cost_per_million_tokens(
-                usd, 1, req.output_tokens_per_s))[:, None], shape).ravel(),
-            np.broadcast_to(np.asarray(joules_per_token(
-                power, gpus, req.output_tokens_per_s))[:, None], shape).ravel(),
-            ttft.ravel(), tpot.ravel(), np.broadcast_to(n, shape).ravel(), status.ravel()))
+        parts.append(
+            Points(
+                np.zeros(shape, int).ravel(),
+                np.full(shape, i).ravel(),
+                np.full(shape, -1).ravel(),
+                np.broadcast_to(m[:, None], shape).ravel(),
+                np.zeros(shape).ravel(),
+                np.broadcast_to(B[None, :], shape).ravel(),
+                np.broadcast_to(gpus[:, None], shape).ravel(),
+                np.broadcast_to(usd[:, None], shape).ravel(),
+                np.broadcast_to(
+                    np.asarray(cost_per_million_tokens(usd, 1, req.output_tokens_per_s))[:, None],
+                    shape,
+                ).ravel(),
+                np.broadcast_to(
+                    np.asarray(joules_per_token(power, gpus, req.output_tokens_per_s))[:, None],
+                    shape,
+                ).ravel(),
+                ttft.ravel(),
+                tpot.ravel(),
+                np.broadcast_to(n, shape).ravel(),
+                status.ravel(),
+            )
+        )
     return Points.concat(parts)
 
 
-def disaggregated_points(groups: Sequence[GroupTable], req: Requirement, space: Space
-                         ) -> Points:
+def disaggregated_points(groups: Sequence[GroupTable], req: Requirement, space: Space) -> Points:
     """Every (prefill group, decode group of the same format and layout, m_p, m_d, B)."""
     parts = []
     B = np.asarray(space.max_batches, dtype=float)
@@ -484,8 +553,11 @@ def disaggregated_points(groups: Sequence[GroupTable], req: Requirement, space: 
             shape = (mp.size, md.size, B.size)
             fits = (mp[:, None] + md[None, :]) <= total  # (Mp, Md)
             n = dec.concurrency[None, :, None]
-            stable = (np.isfinite(ttft_p)[:, None, None] & dec.stable[None, :, None]
-                      & (peak_concurrency(n) <= B[None, None, :]))
+            stable = (
+                np.isfinite(ttft_p)[:, None, None]
+                & dec.stable[None, :, None]
+                & (peak_concurrency(n) <= B[None, None, :])
+            )
             stable = np.broadcast_to(stable, shape)
             kv_ok = (n * (P + G / 2) <= gd.kv_capacity_tokens) | ~stable
             kv_ok = np.broadcast_to(kv_ok, shape)
@@ -494,10 +566,11 @@ def disaggregated_points(groups: Sequence[GroupTable], req: Requirement, space: 
             status = _status(stable, kv_ok, ttft, tpot, req)
             rho_p = req.rate_per_s / mp * gp.t_prefill_s
             p_pre = gp.power_w(np.minimum(rho_p, 1) * gp.u_prefill)  # (Mp,)
-            p_dec = gd.power_w(dec.decode_share * gd.u_decode_at(
-                np.where(np.isfinite(dec.concurrency), dec.concurrency, 1.0)))  # (Md,)
-            usd = (mp[:, None] * gp.usd_per_gpu_hour + md[None, :] * gd.usd_per_gpu_hour
-                   ) * gd.gpus
+            p_dec = gd.power_w(
+                dec.decode_share
+                * gd.u_decode_at(np.where(np.isfinite(dec.concurrency), dec.concurrency, 1.0))
+            )  # (Md,)
+            usd = (mp[:, None] * gp.usd_per_gpu_hour + md[None, :] * gd.usd_per_gpu_hour) * gd.gpus
             watts = (mp[:, None] * p_pre[:, None] + md[None, :] * p_dec[None, :]) * gd.gpus
             gpus = (mp[:, None] + md[None, :]) * gd.gpus
             keep = np.broadcast_to(fits[:, :, None], shape).ravel()
@@ -505,15 +578,30 @@ def disaggregated_points(groups: Sequence[GroupTable], req: Requirement, space: 
             def flat(x, keep=keep, shape=shape):
                 return np.broadcast_to(x, shape).ravel()[keep]
 
-            parts.append(Points(
-                flat(np.ones(shape, int)), flat(np.full(shape, i)), flat(np.full(shape, j)),
-                flat(md[None, :, None]), flat(mp[:, None, None]), flat(B[None, None, :]),
-                flat(gpus[:, :, None]), flat(usd[:, :, None]),
-                flat(np.asarray(cost_per_million_tokens(usd, 1, req.output_tokens_per_s))
-                     [:, :, None]),
-                flat(np.asarray(joules_per_token(watts, 1, req.output_tokens_per_s))
-                     [:, :, None]),
-                flat(ttft), flat(tpot), flat(n), flat(status)))
+            parts.append(
+                Points(
+                    flat(np.ones(shape, int)),
+                    flat(np.full(shape, i)),
+                    flat(np.full(shape, j)),
+                    flat(md[None, :, None]),
+                    flat(mp[:, None, None]),
+                    flat(B[None, None, :]),
+                    flat(gpus[:, :, None]),
+                    flat(usd[:, :, None]),
+                    flat(
+                        np.asarray(cost_per_million_tokens(usd, 1, req.output_tokens_per_s))[
+                            :, :, None
+                        ]
+                    ),
+                    flat(
+                        np.asarray(joules_per_token(watts, 1, req.output_tokens_per_s))[:, :, None]
+                    ),
+                    flat(ttft),
+                    flat(tpot),
+                    flat(n),
+                    flat(status),
+                )
+            )
     return Points.concat(parts)
 
 
@@ -539,7 +627,7 @@ def pareto_mask(*objectives: np.ndarray) -> np.ndarray:
     front = np.zeros((0, 3))
     chunk = 1024
     for s in range(0, uniq.shape[0], chunk):
-        c = uniq[s:s + chunk]
+        c = uniq[s : s + chunk]
         if front.shape[0]:
             f = front[np.argsort(front[:, 1], kind="stable")]
             best3 = np.minimum.accumulate(f[:, 2])
@@ -592,25 +680,51 @@ class Candidate:
     @property
     def label(self) -> str:
         par = self.parallel
-        lay = "".join(f" {k.upper()}{v}" for k, v in (("tp", par.tp), ("pp", par.pp),
-                                                      ("ep", par.ep)) if v > 1)
+        lay = "".join(
+            f" {k.upper()}{v}" for k, v in (("tp", par.tp), ("pp", par.pp), ("ep", par.ep)) if v > 1
+        )
         if self.kind == "aggregated":
             return f"{self.replicas}× {self.hardware}{lay} {self.fmt} B≤{self.max_batch}"
-        return (f"{self.prefill_replicas}× {self.prefill_hardware} prefill + {self.replicas}× "
-                f"{self.hardware} decode{lay} {self.fmt} B≤{self.max_batch}")
+        return (
+            f"{self.prefill_replicas}× {self.prefill_hardware} prefill + {self.replicas}× "
+            f"{self.hardware} decode{lay} {self.fmt} B≤{self.max_batch}"
+        )
 
     def as_dict(self) -> dict:
         par = self.parallel
-        out = {k: getattr(self, k) for k in (
-            "kind", "hardware", "prefill_hardware", "fmt", "max_batch", "replicas",
-            "prefill_replicas", "gpus", "usd_per_hour", "cost_per_million_tokens_usd",
-            "joules_per_token", "ttft_p95_s", "tpot_p95_s", "concurrency", "status")}
+        out = {
+            k: getattr(self, k)
+            for k in (
+                "kind",
+                "hardware",
+                "prefill_hardware",
+                "fmt",
+                "max_batch",
+                "replicas",
+                "prefill_replicas",
+                "gpus",
+                "usd_per_hour",
+                "cost_per_million_tokens_usd",
+                "joules_per_token",
+                "ttft_p95_s",
+                "tpot_p95_s",
+                "concurrency",
+                "status",
+            )
+        }
         out["parallel"] = {"tp": par.tp, "pp": par.pp, "ep": par.ep}
         out["label"] = self.label
-        out["simulated"] = None if self.sim is None else {
-            "ttft_p95_s": self.sim.ttft_p95_s, "tpot_p95_s": self.sim.tpot_p95_s,
-            "slo_attainment": self.sim.slo_attainment, "requests": self.sim.requests,
-            "meets_slo": self.sim.meets_slo}
+        out["simulated"] = (
+            None
+            if self.sim is None
+            else {
+                "ttft_p95_s": self.sim.ttft_p95_s,
+                "tpot_p95_s": self.sim.tpot_p95_s,
+                "slo_attainment": self.sim.slo_attainment,
+                "requests": self.sim.requests,
+                "meets_slo": self.sim.meets_slo,
+            }
+        )
         return out
 
 
@@ -618,13 +732,23 @@ def candidate(points: Points, i: int, groups: Sequence[GroupTable]) -> Candidate
     g = groups[int(points.group[i])]
     dis = int(points.kind[i]) == 1
     return Candidate(
-        "disaggregated" if dis else "aggregated", g.hardware,
-        groups[int(points.prefill_group[i])].hardware if dis else None, g.fmt, g.parallel,
-        int(points.max_batch[i]), int(points.replicas[i]), int(points.prefill_replicas[i]),
-        int(points.gpus[i]), float(points.usd_per_hour[i]), float(points.cost_per_mtok[i]),
-        float(points.joules_per_token[i]), float(points.ttft_p95_s[i]),
-        float(points.tpot_p95_s[i]), float(points.concurrency[i]),
-        REASONS[int(points.status[i])])
+        "disaggregated" if dis else "aggregated",
+        g.hardware,
+        groups[int(points.prefill_group[i])].hardware if dis else None,
+        g.fmt,
+        g.parallel,
+        int(points.max_batch[i]),
+        int(points.replicas[i]),
+        int(points.prefill_replicas[i]),
+        int(points.gpus[i]),
+        float(points.usd_per_hour[i]),
+        float(points.cost_per_mtok[i]),
+        float(points.joules_per_token[i]),
+        float(points.ttft_p95_s[i]),
+        float(points.tpot_p95_s[i]),
+        float(points.concurrency[i]),
+        REASONS[int(points.status[i])],
+    )
 
 
 @dataclass(frozen=True)
@@ -658,9 +782,13 @@ class PlanResult:
         r = self.requirement
         return {
             "model": self.model,
-            "requirement": {"rate_per_s": r.rate_per_s, "prompt_tokens": r.prompt_tokens,
-                            "gen_tokens": r.gen_tokens, "slo_ttft_p95_s": r.slo_ttft_s,
-                            "slo_tpot_p95_s": r.slo_tpot_s},
+            "requirement": {
+                "rate_per_s": r.rate_per_s,
+                "prompt_tokens": r.prompt_tokens,
+                "gen_tokens": r.gen_tokens,
+                "slo_ttft_p95_s": r.slo_ttft_s,
+                "slo_tpot_p95_s": r.slo_tpot_s,
+            },
             "configurations": self.configurations,
             "analytic_s": self.analytic_s,
             "simulated_s": self.simulated_s,
@@ -681,9 +809,14 @@ def _policy(max_batch: int, disaggregated: bool) -> Policy:
     return base.with_overrides(max_seqs=max_batch, token_budget=max(TOKEN_BUDGET, max_batch))
 
 
-def _infeasible_checks(model: ModelSpec, groups: Sequence[GroupTable],
-                       rejected: Sequence[Rejected], req: Requirement, space: Space,
-                       engine: str = "none") -> None:
+def _infeasible_checks(
+    model: ModelSpec,
+    groups: Sequence[GroupTable],
+    rejected: Sequence[Rejected],
+    req: Requirement,
+    space: Space,
+    engine: str = "none",
+) -> None:
     """One clear error when the model fits nowhere or an SLO is below every roofline."""
     roof = f"{space.ceiling} roofline" + (f" (engine {engine})" if engine != "none" else "")
     if not groups:
@@ -692,7 +825,8 @@ def _infeasible_checks(model: ModelSpec, groups: Sequence[GroupTable],
             raise InfeasibleError(
                 f"no device in {', '.join(space.hardware)} can run {model.name} in "
                 f"{', '.join(space.formats)} (formats unsupported or layouts that do not "
-                "split the model); add devices or formats")
+                "split the model); add devices or formats"
+            )
         best = min(weights, key=lambda r: r.weights_bytes_per_gpu / r.capacity_bytes)
         raise InfeasibleError(
             f"memory: {model.name} fits on none of {', '.join(space.hardware)} within "
@@ -700,31 +834,36 @@ def _infeasible_checks(model: ModelSpec, groups: Sequence[GroupTable],
             f"{best.weights_bytes_per_gpu / 1e9:.1f} GB of weights per GPU on {best.hardware} "
             f"{best.fmt} TP{best.parallel.tp} PP{best.parallel.pp} EP{best.parallel.ep} "
             f"against {best.capacity_bytes / 1e9:.0f} GB (90% usable); raise --max-gpus or use "
-            "a narrower format")
+            "a narrower format"
+        )
     floor_tpot = min(groups, key=lambda g: g.tpot_grid_s[0])
     if req.slo_tpot_s < floor_tpot.tpot_grid_s[0]:
         raise InfeasibleError(
             f"TPOT SLO {req.slo_tpot_s * 1e3:g} ms is below the {roof} of "
             f"every deployment searched: the fastest decode step (batch 1) is "
             f"{floor_tpot.tpot_grid_s[0] * 1e3:.2f} ms on {floor_tpot.hardware} "
-            f"{floor_tpot.fmt} TP{floor_tpot.parallel.tp}; raise --slo-tpot to at least that")
+            f"{floor_tpot.fmt} TP{floor_tpot.parallel.tp}; raise --slo-tpot to at least that"
+        )
     floor_ttft = min(groups, key=lambda g: g.t_prefill_s)
     if req.slo_ttft_s < floor_ttft.t_prefill_s:
         raise InfeasibleError(
             f"TTFT SLO {req.slo_ttft_s * 1e3:g} ms is below the {roof} of "
             f"every deployment searched: the fastest prefill of {req.prompt_tokens} tokens is "
             f"{floor_ttft.t_prefill_s * 1e3:.2f} ms on {floor_ttft.hardware} {floor_ttft.fmt} "
-            f"TP{floor_ttft.parallel.tp}; raise --slo-ttft to at least that")
+            f"TP{floor_ttft.parallel.tp}; raise --slo-ttft to at least that"
+        )
 
 
-def _no_point_meets(points: Points, groups: Sequence[GroupTable], req: Requirement,
-                    space: Space) -> InfeasibleError:
+def _no_point_meets(
+    points: Points, groups: Sequence[GroupTable], req: Requirement, space: Space
+) -> InfeasibleError:
     stable = (points.status != SATURATED) & (points.status != KV)
     if not stable.any():
         return InfeasibleError(
             f"throughput: no deployment within --max-gpus {space.max_gpus} sustains "
             f"{req.rate_per_s:g} req/s (every one saturates its prefill or its batch limit, or "
-            "runs out of KV memory); raise --max-gpus or lower --rate")
+            "runs out of KV memory); raise --max-gpus or lower --rate"
+        )
     miss = np.maximum(points.ttft_p95_s / req.slo_ttft_s, points.tpot_p95_s / req.slo_tpot_s)
     i = int(np.argmin(np.where(stable, miss, np.inf)))
     c = candidate(points, i, groups)
@@ -733,36 +872,48 @@ def _no_point_meets(points: Points, groups: Sequence[GroupTable], req: Requireme
         f"{which}: no deployment within --max-gpus {space.max_gpus} meets p95 TTFT ≤ "
         f"{req.slo_ttft_s:g} s and TPOT ≤ {req.slo_tpot_s * 1e3:g} ms at {req.rate_per_s:g} "
         f"req/s; closest: TTFT {c.ttft_p95_s:.3g} s, TPOT {c.tpot_p95_s * 1e3:.3g} ms "
-        f"({c.label}); relax the SLO, raise --max-gpus or lower --rate")
+        f"({c.label}); relax the SLO, raise --max-gpus or lower --rate"
+    )
 
 
-def _capacity(groups: Sequence[GroupTable], hardware: str, req: Requirement,
-              max_batch: int) -> str:
+def _capacity(groups: Sequence[GroupTable], hardware: str, req: Requirement, max_batch: int) -> str:
     """What one replica of `hardware` carries at best, per GPU (why fewer replicas saturate)."""
-    rates = {id(g): max_rate_per_replica(g, req.prompt_tokens, req.gen_tokens, max_batch)
-             for g in groups if g.hardware == hardware}
-    best = max((g for g in groups if g.hardware == hardware),
-               key=lambda g: rates[id(g)] / g.gpus)
+    rates = {
+        id(g): max_rate_per_replica(g, req.prompt_tokens, req.gen_tokens, max_batch)
+        for g in groups
+        if g.hardware == hardware
+    }
+    best = max((g for g in groups if g.hardware == hardware), key=lambda g: rates[id(g)] / g.gpus)
     r = rates[id(best)]
     par = best.parallel
-    return (f"a replica sustains at most {r:.3g} req/s, {r / best.gpus:.3g} per GPU "
-            f"({best.fmt} TP{par.tp} PP{par.pp} EP{par.ep}, B≤{max_batch}): "
-            f"{req.rate_per_s:g} req/s needs ≥ {math.ceil(req.rate_per_s / r) if r else '∞'} "
-            "replicas (prefill share ρ ≥ 1 or the batch limit below)")
+    return (
+        f"a replica sustains at most {r:.3g} req/s, {r / best.gpus:.3g} per GPU "
+        f"({best.fmt} TP{par.tp} PP{par.pp} EP{par.ep}, B≤{max_batch}): "
+        f"{req.rate_per_s:g} req/s needs ≥ {math.ceil(req.rate_per_s / r) if r else '∞'} "
+        "replicas (prefill share ρ ≥ 1 or the batch limit below)"
+    )
 
 
-def _rejected_regions(points: Points, groups: Sequence[GroupTable],
-                      rejected: Sequence[Rejected], req: Requirement,
-                      max_batch: int) -> list[RejectedRegion]:
+def _rejected_regions(
+    points: Points,
+    groups: Sequence[GroupTable],
+    rejected: Sequence[Rejected],
+    req: Requirement,
+    max_batch: int,
+) -> list[RejectedRegion]:
     out = []
     for r in sorted({(x.hardware, x.reason) for x in rejected}):
         rs = [x for x in rejected if (x.hardware, x.reason) == r]
-        best = min(rs, key=lambda x: x.weights_bytes_per_gpu if x.reason != "unsupported"
-                   else 0)
-        closest = best.detail if best.reason == "unsupported" else (
-            f"{best.weights_bytes_per_gpu / 1e9:.1f} GB weights/GPU vs "
-            f"{best.capacity_bytes / 1e9:.0f} GB ({best.fmt} TP{best.parallel.tp} "
-            f"PP{best.parallel.pp})")
+        best = min(rs, key=lambda x: x.weights_bytes_per_gpu if x.reason != "unsupported" else 0)
+        closest = (
+            best.detail
+            if best.reason == "unsupported"
+            else (
+                f"{best.weights_bytes_per_gpu / 1e9:.1f} GB weights/GPU vs "
+                f"{best.capacity_bytes / 1e9:.0f} GB ({best.fmt} TP{best.parallel.tp} "
+                f"PP{best.parallel.pp})"
+            )
+        )
         out.append(RejectedRegion(r[0], r[1], len(rs), closest))
     # a point is charged to the device that fails it: TTFT to the prefill pool's, the rest to
     # the decode (or only) pool's
@@ -779,75 +930,112 @@ def _rejected_regions(points: Points, groups: Sequence[GroupTable],
                 metric = points.ttft_p95_s if code == TTFT else points.tpot_p95_s
                 slo = req.slo_ttft_s if code == TTFT else req.slo_tpot_s
                 i = int(np.flatnonzero(sel)[np.argmin(metric[sel])])
-                value, limit = ((f"{metric[i]:.4g} s", f"{slo:g} s") if code == TTFT else
-                                (f"{metric[i] * 1e3:.3g} ms", f"{slo * 1e3:g} ms"))
-                closest = (f"best p95 {value} vs SLO {limit} "
-                           f"({candidate(points, i, groups).label})")
+                value, limit = (
+                    (f"{metric[i]:.4g} s", f"{slo:g} s")
+                    if code == TTFT
+                    else (f"{metric[i] * 1e3:.3g} ms", f"{slo * 1e3:g} ms")
+                )
+                closest = f"best p95 {value} vs SLO {limit} ({candidate(points, i, groups).label})"
 
             elif code == KV:
                 i = int(np.flatnonzero(sel)[0])
                 g = groups[int(points.group[i])]
-                closest = (f"needs {points.concurrency[i]:.0f} sequences, KV holds "
-                           f"{g.kv_capacity_tokens / (req.prompt_tokens + req.gen_tokens / 2):.0f}"
-                           f" ({candidate(points, i, groups).label})")
+                closest = (
+                    f"needs {points.concurrency[i]:.0f} sequences, KV holds "
+                    f"{g.kv_capacity_tokens / (req.prompt_tokens + req.gen_tokens / 2):.0f}"
+                    f" ({candidate(points, i, groups).label})"
+                )
             else:
                 closest = _capacity(groups, name, req, max_batch)
             out.append(RejectedRegion(name, REASONS[code], int(sel.sum()), closest))
     return out
 
 
-def commands(model: str, c: Candidate, req: Requirement, requests: int, seed: int,
-             ceiling: str, engine: str = "none") -> tuple[str, ...]:
+def commands(
+    model: str,
+    c: Candidate,
+    req: Requirement,
+    requests: int,
+    seed: int,
+    ceiling: str,
+    engine: str = "none",
+) -> tuple[str, ...]:
     """The `roofline estimate` and `roofline serve` command lines that reproduce `c` (with
     `engine`, the profile's name or `none`)."""
     p = precision_of(c.fmt)
     fmt = f"--weights {p.weights} --activations {p.activations}"
     par = c.parallel
-    lay = "".join(f" --{k} {v}" for k, v in (("tp", par.tp), ("pp", par.pp), ("ep", par.ep))
-                  if v > 1)
+    lay = "".join(
+        f" --{k} {v}" for k, v in (("tp", par.tp), ("pp", par.pp), ("ep", par.ep)) if v > 1
+    )
     n = max(1, round(c.concurrency))
-    est = (f"roofline estimate {model} --hardware {c.hardware}{lay} {fmt} --kv-format {p.kv} "
-           f"--prompt {req.prompt_tokens} --gen {req.gen_tokens} --batch 1,{n},{c.max_batch} "
-           f"--ceiling {ceiling} --engine {engine}")
-    serve = (f"roofline serve {model} --hardware {c.hardware}{lay} {fmt} --kv-format {p.kv} "
-             f"--rate {req.rate_per_s:g} --requests {requests} --arrivals poisson "
-             f"--lengths fixed --prompt {req.prompt_tokens} --gen "
-             f"{req.gen_tokens} --seed {seed} --max-seqs {c.max_batch} --token-budget "
-             f"{max(TOKEN_BUDGET, c.max_batch)} --slo-ttft {req.slo_ttft_s:g} --slo-tpot "
-             f"{req.slo_tpot_s:g} --ceiling {ceiling} --engine {engine}")
+    est = (
+        f"roofline estimate {model} --hardware {c.hardware}{lay} {fmt} --kv-format {p.kv} "
+        f"--prompt {req.prompt_tokens} --gen {req.gen_tokens} --batch 1,{n},{c.max_batch} "
+        f"--ceiling {ceiling} --engine {engine}"
+    )
+    serve = (
+        f"roofline serve {model} --hardware {c.hardware}{lay} {fmt} --kv-format {p.kv} "
+        f"--rate {req.rate_per_s:g} --requests {requests} --arrivals poisson "
+        f"--lengths fixed --prompt {req.prompt_tokens} --gen "
+        f"{req.gen_tokens} --seed {seed} --max-seqs {c.max_batch} --token-budget "
+        f"{max(TOKEN_BUDGET, c.max_batch)} --slo-ttft {req.slo_ttft_s:g} --slo-tpot "
+        f"{req.slo_tpot_s:g} --ceiling {ceiling} --engine {engine}"
+    )
     if c.kind == "aggregated":
         serve += f" --replicas {c.replicas}"
         return est, serve
-    serve += (f" --policy disaggregated --prefill-hardware {c.prefill_hardware} "
-              f"--decode-hardware {c.hardware} --prefill-replicas {c.prefill_replicas} "
-              f"--decode-replicas {c.replicas}")
+    serve += (
+        f" --policy disaggregated --prefill-hardware {c.prefill_hardware} "
+        f"--decode-hardware {c.hardware} --prefill-replicas {c.prefill_replicas} "
+        f"--decode-replicas {c.replicas}"
+    )
     pre = est.replace(f"--hardware {c.hardware}", f"--hardware {c.prefill_hardware}").replace(
-        f"--batch 1,{n},{c.max_batch}", "--batch 1")
+        f"--batch 1,{n},{c.max_batch}", "--batch 1"
+    )
     return pre, est, serve
 
 
-def confirm(model: ModelSpec, c: Candidate, workload: Workload, req: Requirement,
-            ceiling: Ceiling, engine=None) -> SimCheck:
+def confirm(
+    model: ModelSpec,
+    c: Candidate,
+    workload: Workload,
+    req: Requirement,
+    ceiling: Ceiling,
+    engine=None,
+) -> SimCheck:
     """Run the serving simulator on `c` and read its p95 TTFT and TPOT."""
     t0 = time.perf_counter()
     dis = c.kind == "disaggregated"
     pol = _policy(c.max_batch, dis)
     hw = load_hardware(c.hardware)
     kw = _engine_kwargs(build_deployment, engine)
-    d = build_deployment(model, hw, pol, precision_of(c.fmt), ceiling,
-                         replicas=c.replicas if not dis else 1,
-                         prefill_hw=load_hardware(c.prefill_hardware or c.hardware)
-                         if dis else None,
-                         decode_hw=hw if dis else None,
-                         prefill_replicas=c.prefill_replicas or 1,
-                         decode_replicas=c.replicas if dis else 1, par=c.parallel, **kw)
+    d = build_deployment(
+        model,
+        hw,
+        pol,
+        precision_of(c.fmt),
+        ceiling,
+        replicas=c.replicas if not dis else 1,
+        prefill_hw=load_hardware(c.prefill_hardware or c.hardware) if dis else None,
+        decode_hw=hw if dis else None,
+        prefill_replicas=c.prefill_replicas or 1,
+        decode_replicas=c.replicas if dis else 1,
+        par=c.parallel,
+        **kw,
+    )
     s = Summary(simulate(workload, pol, d), req.slo_ttft_s, req.slo_tpot_s)
     ttft = float(np.percentile(s.latency_samples_s("ttft"), 95))
     tpot = float(np.percentile(s.latency_samples_s("tpot"), 95))
     done = s.requests_completed == workload.requests
-    return SimCheck(ttft, tpot, s.slo_attainment, workload.requests,
-                    bool(done and ttft <= req.slo_ttft_s and tpot <= req.slo_tpot_s),
-                    time.perf_counter() - t0)
+    return SimCheck(
+        ttft,
+        tpot,
+        s.slo_attainment,
+        workload.requests,
+        bool(done and ttft <= req.slo_ttft_s and tpot <= req.slo_tpot_s),
+        time.perf_counter() - t0,
+    )
 
 
 def screen(groups: Sequence[GroupTable], req: Requirement, space: Space) -> Points:
@@ -864,13 +1052,21 @@ def shortlist(points: Points, groups: Sequence[GroupTable], k: int) -> list[Cand
     """The k cheapest analytically feasible deployments, one per shape (device(s), format,
     layout, replicas): of the max batches of one shape, the one with the most SLO margin."""
     ok = np.flatnonzero(points.status == OK)
-    order = ok[np.lexsort((np.maximum(points.ttft_p95_s[ok], points.tpot_p95_s[ok]),
-                           points.cost_per_mtok[ok]))]
+    order = ok[
+        np.lexsort(
+            (np.maximum(points.ttft_p95_s[ok], points.tpot_p95_s[ok]), points.cost_per_mtok[ok])
+        )
+    ]
     seen: set = set()
     out: list[Candidate] = []
     for i in order:
-        key = (int(points.kind[i]), int(points.group[i]), int(points.prefill_group[i]),
-               int(points.replicas[i]), int(points.prefill_replicas[i]))
+        key = (
+            int(points.kind[i]),
+            int(points.group[i]),
+            int(points.prefill_group[i]),
+            int(points.replicas[i]),
+            int(points.prefill_replicas[i]),
+        )
         if key in seen:
             continue
         seen.add(key)
@@ -886,23 +1082,34 @@ def frontier(points: Points, groups: Sequence[GroupTable]) -> list[Candidate]:
     live = np.flatnonzero((points.status != SATURATED) & (points.status != KV))
     if not live.size:
         return []
-    mask = pareto_mask(points.cost_per_mtok[live], points.tpot_p95_s[live],
-                       points.ttft_p95_s[live])
+    mask = pareto_mask(points.cost_per_mtok[live], points.tpot_p95_s[live], points.ttft_p95_s[live])
     idx = live[mask]
     idx = idx[np.lexsort((points.tpot_p95_s[idx], points.cost_per_mtok[idx]))]
     out, seen = [], set()
     for i in idx:
-        key = (round(float(points.cost_per_mtok[i]), 9), float(points.tpot_p95_s[i]),
-               float(points.ttft_p95_s[i]))
+        key = (
+            round(float(points.cost_per_mtok[i]), 9),
+            float(points.tpot_p95_s[i]),
+            float(points.ttft_p95_s[i]),
+        )
         if key not in seen:
             seen.add(key)
             out.append(candidate(points, int(i), groups))
     return out
 
 
-def plan(model: ModelSpec, hardware: Sequence[HardwareSpec], req: Requirement, space: Space,
-         prices: PriceTable, workload: Workload | None = None, confirm_top: int = 10,
-         requests: int = 1000, seed: int = 0, engine=None) -> PlanResult:
+def plan(
+    model: ModelSpec,
+    hardware: Sequence[HardwareSpec],
+    req: Requirement,
+    space: Space,
+    prices: PriceTable,
+    workload: Workload | None = None,
+    confirm_top: int = 10,
+    requests: int = 1000,
+    seed: int = 0,
+    engine=None,
+) -> PlanResult:
     """Screen the whole space analytically, confirm the cheapest feasible candidates in the
     simulator, and return the chosen deployment, the frontier and the rejected regions.
     `workload` defaults to `requests` Poisson arrivals at the rate, fixed P and G."""
@@ -920,8 +1127,14 @@ def plan(model: ModelSpec, hardware: Sequence[HardwareSpec], req: Requirement, s
         raise _no_point_meets(points, groups, req, space)
     t1 = time.perf_counter()
     if workload is None:
-        workload = synthetic(requests, req.rate_per_s, Lengths("fixed", req.prompt_tokens),
-                             Lengths("fixed", req.gen_tokens), "poisson", seed)
+        workload = synthetic(
+            requests,
+            req.rate_per_s,
+            Lengths("fixed", req.prompt_tokens),
+            Lengths("fixed", req.gen_tokens),
+            "poisson",
+            seed,
+        )
     checked: list[Candidate] = []
     refused: list[tuple[str, str]] = []
     for c in short:
@@ -936,13 +1149,28 @@ def plan(model: ModelSpec, hardware: Sequence[HardwareSpec], req: Requirement, s
     simulated_s = time.perf_counter() - t1
     passed = [c for c in checked if c.sim is not None and c.sim.meets_slo]
     chosen = passed[0] if passed else None
-    cmds = commands(model.name, chosen, req, workload.requests, seed, space.ceiling,
-                    engine_name) if chosen else ()
+    cmds = (
+        commands(model.name, chosen, req, workload.requests, seed, space.ceiling, engine_name)
+        if chosen
+        else ()
+    )
     used = {g.hardware for g in groups}
-    return PlanResult(model.name, req, space, points.size + len(rejected), analytic_s,
-                      simulated_s, chosen, tuple(checked), tuple(front), tuple(regions), cmds,
-                      {h: prices.citation(h, space.tier) for h in sorted(used)}, engine_name,
-                      tuple(refused))
+    return PlanResult(
+        model.name,
+        req,
+        space,
+        points.size + len(rejected),
+        analytic_s,
+        simulated_s,
+        chosen,
+        tuple(checked),
+        tuple(front),
+        tuple(regions),
+        cmds,
+        {h: prices.citation(h, space.tier) for h in sorted(used)},
+        engine_name,
+        tuple(refused),
+    )
 
 
 def default_hardware(prices: PriceTable, tier: Tier = "on-demand") -> tuple[str, ...]:

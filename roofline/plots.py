@@ -59,7 +59,8 @@ def _figure(figsize: tuple[float, float] = FIGSIZE_IN, ncols: int = 1) -> tuple[
         from matplotlib.figure import Figure
     except ImportError:
         raise MissingDependencyError(
-            "charts need matplotlib; install it with: pip install 'roofline[plot]'") from None
+            "charts need matplotlib; install it with: pip install 'roofline[plot]'"
+        ) from None
     fig = Figure(figsize=figsize, dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, ncols, squeeze=False)[0]
@@ -118,8 +119,9 @@ def _peaks_by_value(hw: HardwareSpec) -> list[tuple[float, list[str]]]:
     return sorted(groups.items(), reverse=True)
 
 
-def roofline_chart(hw: HardwareSpec, estimates: Sequence[Estimate] = (),
-                   measured: Sequence[Point] = ()) -> Figure:
+def roofline_chart(
+    hw: HardwareSpec, estimates: Sequence[Estimate] = (), measured: Sequence[Point] = ()
+) -> Figure:
     """Log-log roofline of `hw`: one datasheet roof per distinct dtype peak (shared bandwidth
     slope, ridge point labelled), the estimate's achievable roof dashed, and every operator of
     each estimate's prefill and decode step as a point (x: FLOP/byte, y: FLOPs / predicted
@@ -130,12 +132,16 @@ def roofline_chart(hw: HardwareSpec, estimates: Sequence[Estimate] = (),
     from matplotlib.lines import Line2D
 
     fig, (ax,) = _figure()
-    _log_axes(ax, "arithmetic intensity (FLOP / byte)", "attained performance (FLOP/s)",
-              None, "FLOP/s")
+    _log_axes(
+        ax, "arithmetic intensity (FLOP / byte)", "attained performance (FLOP/s)", None, "FLOP/s"
+    )
     bw = hw.memory_bandwidth_bytes_per_s
     peaks = _peaks_by_value(hw)
-    steps = [(phase, e.cases[0].batch, cost) for e in estimates
-             for phase, cost in (("prefill", e.prefill), ("decode", e.decode))]
+    steps = [
+        (phase, e.cases[0].batch, cost)
+        for e in estimates
+        for phase, cost in (("prefill", e.prefill), ("decode", e.decode))
+    ]
     xs = [float(o.intensity_flops_per_byte) for _, _, s in steps for o in s.ops if o.flops > 0]
     xs += [k.intensity_flops_per_byte for k in measured if k.flops > 0 and k.native]
     ridges = [hw.ridge_point_flops_per_byte(dtypes[0]) for _, dtypes in peaks]
@@ -144,23 +150,55 @@ def roofline_chart(hw: HardwareSpec, estimates: Sequence[Estimate] = (),
 
     for i, (peak, dtypes) in enumerate(peaks):
         name, ridge = "/".join(dtypes), ridges[i]
-        ax.plot([lo, ridge, hi], [bw * lo, peak, peak], color="0.25", lw=1.6 if i == 0 else 1,
-                gid=f"roof:{name}")
-        ax.annotate(f"{name}  {si(peak, 'FLOP/s')}", (hi, peak), ha="right", va="bottom",
-                    fontsize=8, xytext=(-4, 2), textcoords="offset points")
+        ax.plot(
+            [lo, ridge, hi],
+            [bw * lo, peak, peak],
+            color="0.25",
+            lw=1.6 if i == 0 else 1,
+            gid=f"roof:{name}",
+        )
+        ax.annotate(
+            f"{name}  {si(peak, 'FLOP/s')}",
+            (hi, peak),
+            ha="right",
+            va="bottom",
+            fontsize=8,
+            xytext=(-4, 2),
+            textcoords="offset points",
+        )
         ax.plot([ridge], [peak], "o", color="0.25", ms=4, gid=f"ridge:{name}")
-        ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, peak), ha="right", va="bottom",
-                    fontsize=8, xytext=(-4, 2), textcoords="offset points")
-    ax.annotate(f"slope: {si(bw, 'B/s')} memory bandwidth", (lo, bw * lo), xytext=(6, 2),
-                textcoords="offset points", fontsize=8)
+        ax.annotate(
+            f"ridge {ridge:.0f} FLOP/B",
+            (ridge, peak),
+            ha="right",
+            va="bottom",
+            fontsize=8,
+            xytext=(-4, 2),
+            textcoords="offset points",
+        )
+    ax.annotate(
+        f"slope: {si(bw, 'B/s')} memory bandwidth",
+        (lo, bw * lo),
+        xytext=(6, 2),
+        textcoords="offset points",
+        fontsize=8,
+    )
 
-    achievable = {(s.ceilings.flops_per_s, s.ceilings.bytes_per_s): s.ceilings
-                  for _, _, s in steps if s.ceilings.name == "achievable"}
+    achievable = {
+        (s.ceilings.flops_per_s, s.ceilings.bytes_per_s): s.ceilings
+        for _, _, s in steps
+        if s.ceilings.name == "achievable"
+    }
     for c in achievable.values():
-        ax.plot([lo, c.ridge_point_flops_per_byte, hi],
-                [c.bytes_per_s * lo, c.flops_per_s, c.flops_per_s],
-                ls="--", color="tab:green", lw=1, gid="roof:achievable",
-                label=f"achievable: {si(c.flops_per_s, 'FLOP/s')}, {si(c.bytes_per_s, 'B/s')}")
+        ax.plot(
+            [lo, c.ridge_point_flops_per_byte, hi],
+            [c.bytes_per_s * lo, c.flops_per_s, c.flops_per_s],
+            ls="--",
+            color="tab:green",
+            lw=1,
+            gid="roof:achievable",
+            label=f"achievable: {si(c.flops_per_s, 'FLOP/s')}, {si(c.bytes_per_s, 'B/s')}",
+        )
 
     batches = sorted({b for _, b, _ in steps})
     kinds = sorted({o.op.kind for _, _, s in steps for o in s.ops if o.flops > 0})
@@ -170,39 +208,68 @@ def roofline_chart(hw: HardwareSpec, estimates: Sequence[Estimate] = (),
         for kind in kinds:
             ops = [o for o in s.ops if o.flops > 0 and o.op.kind == kind]
             if ops:
-                ax.scatter([float(o.intensity_flops_per_byte) for o in ops],
-                           [float(o.attained_flops_per_s) for o in ops], color=colour,
-                           marker=KIND_MARKERS[kind], edgecolor="black", linewidth=0.4, s=40,
-                           zorder=3, gid=f"ops:{phase}:B={batch}:{kind}")
+                ax.scatter(
+                    [float(o.intensity_flops_per_byte) for o in ops],
+                    [float(o.attained_flops_per_s) for o in ops],
+                    color=colour,
+                    marker=KIND_MARKERS[kind],
+                    edgecolor="black",
+                    linewidth=0.4,
+                    s=40,
+                    zorder=3,
+                    gid=f"ops:{phase}:B={batch}:{kind}",
+                )
         right = max((o for o in s.ops if o.flops > 0), key=lambda o: o.intensity_flops_per_byte)
-        ax.annotate(f"{phase} B={batch}", (float(right.intensity_flops_per_byte),
-                                          float(right.attained_flops_per_s)),
-                    xytext=(0, -7) if phase == "prefill" else (6, -4),
-                    ha="right" if phase == "prefill" else "left", va="top",
-                    textcoords="offset points", fontsize=7.5, color=colour, fontweight="bold")
-    handles = [Line2D([], [], ls="", marker=KIND_MARKERS[k], color="0.6", markeredgecolor="black",
-                      label=k) for k in kinds]
-    handles += [Line2D([], [], ls="", marker="o", color=colormaps[PHASE_COLOURMAPS[p]](0.7),
-                       label=p) for p in PHASE_COLOURMAPS if steps]
+        ax.annotate(
+            f"{phase} B={batch}",
+            (float(right.intensity_flops_per_byte), float(right.attained_flops_per_s)),
+            xytext=(0, -7) if phase == "prefill" else (6, -4),
+            ha="right" if phase == "prefill" else "left",
+            va="top",
+            textcoords="offset points",
+            fontsize=7.5,
+            color=colour,
+            fontweight="bold",
+        )
+    handles = [
+        Line2D([], [], ls="", marker=KIND_MARKERS[k], color="0.6", markeredgecolor="black", label=k)
+        for k in kinds
+    ]
+    handles += [
+        Line2D([], [], ls="", marker="o", color=colormaps[PHASE_COLOURMAPS[p]](0.7), label=p)
+        for p in PHASE_COLOURMAPS
+        if steps
+    ]
     measured = [k for k in measured if k.flops > 0 and k.native]  # emulated dtypes: no roof
     for i, fam in enumerate(dict.fromkeys(k.family for k in measured)):
         ks = [k for k in measured if k.family == fam]
-        ax.scatter([k.intensity_flops_per_byte for k in ks], [k.flops_per_s for k in ks],
-                   marker="x", color=f"C{i}", s=40, zorder=4, gid=f"measured:{fam}")
-        handles.append(Line2D([], [], ls="", marker="x", color=f"C{i}",
-                              label=f"measured: {fam}"))
+        ax.scatter(
+            [k.intensity_flops_per_byte for k in ks],
+            [k.flops_per_s for k in ks],
+            marker="x",
+            color=f"C{i}",
+            s=40,
+            zorder=4,
+            gid=f"measured:{fam}",
+        )
+        handles.append(Line2D([], [], ls="", marker="x", color=f"C{i}", label=f"measured: {fam}"))
 
     ax.set_xlim(lo, hi)
     ax.set_ylim(bw * lo, peaks[0][0] * 2.5)
     title = f"{hw.display_name}: roofline (datasheet dense peaks)"
     if estimates:
         e = estimates[0]
-        title += (f"\n{e.model.display_name}, prompt {e.cases[0].prompt_tokens} tokens, "
-                  f"decode at S={e.cases[0].prompt_tokens}, compute {e.precision.compute}")
+        title += (
+            f"\n{e.model.display_name}, prompt {e.cases[0].prompt_tokens} tokens, "
+            f"decode at S={e.cases[0].prompt_tokens}, compute {e.precision.compute}"
+        )
     ax.set_title(title, fontsize=10)
     if achievable or handles:
-        ax.legend(handles=[*ax.get_legend_handles_labels()[0], *handles],
-                  loc="lower right" if measured else "upper left", fontsize=8)
+        ax.legend(
+            handles=[*ax.get_legend_handles_labels()[0], *handles],
+            loc="lower right" if measured else "upper left",
+            fontsize=8,
+        )
     return fig
 
 
@@ -215,16 +282,28 @@ def frontier_chart(estimates: Sequence[Estimate]) -> Figure:
     if not estimates:
         raise InvalidInputError("give at least one estimate to draw a frontier")
     fig, (ax,) = _figure()
-    _log_axes(ax, "time per output token, TPOT (s)", "decode throughput, all sequences (tokens/s)",
-              "s", "tok/s")
+    _log_axes(
+        ax,
+        "time per output token, TPOT (s)",
+        "decode throughput, all sequences (tokens/s)",
+        "s",
+        "tok/s",
+    )
     _label_minor_ticks(ax.xaxis, "s")
     for i, e in enumerate(estimates):
         colour, label = f"C{i}", f"{e.model.display_name} · {e.hardware.display_name}"
         x = np.array([c.tpot_s for c in e.cases])
         y = np.array([c.decode_tokens_per_s for c in e.cases])
         fits = np.array([c.fits for c in e.cases])
-        ax.plot(x[fits], y[fits], "-o", color=colour, ms=5, label=label,
-                gid=f"frontier:{e.model.name}:{e.hardware.name}")
+        ax.plot(
+            x[fits],
+            y[fits],
+            "-o",
+            color=colour,
+            ms=5,
+            label=label,
+            gid=f"frontier:{e.model.name}:{e.hardware.name}",
+        )
         over = ~fits
         if over.any():
             # continue from the last fitting point so the curve stays one piece
@@ -232,27 +311,54 @@ def frontier_chart(estimates: Sequence[Estimate]) -> Figure:
             if fits.any():
                 joined = np.concatenate([[np.flatnonzero(fits)[-1]], joined])
             ax.plot(x[joined], y[joined], ":", color=colour)
-            ax.plot(x[over], y[over], "x", color=colour, ms=7,
-                    gid=f"over-memory:{e.model.name}:{e.hardware.name}")
+            ax.plot(
+                x[over],
+                y[over],
+                "x",
+                color=colour,
+                ms=7,
+                gid=f"over-memory:{e.model.name}:{e.hardware.name}",
+            )
         for c, xi, yi in zip(e.cases, x, y, strict=True):
-            ax.annotate(f"B={c.batch}", (xi, yi), xytext=(5, -10), textcoords="offset points",
-                        fontsize=7, color=colour)
+            ax.annotate(
+                f"B={c.batch}",
+                (xi, yi),
+                xytext=(5, -10),
+                textcoords="offset points",
+                fontsize=7,
+                color=colour,
+            )
         capacity = f"{si(e.fit.budget.usable_bytes, 'B')} usable"
         if fits.any() and over.any():
             last = np.flatnonzero(fits)[-1]
-            ax.annotate(f"memory limit: B={e.cases[last].batch} fits in {capacity} "
-                        f"(largest {e.max_batch})",
-                        (x[last], y[last]), xytext=(14, -34), textcoords="offset points",
-                        ha="left", fontsize=8, color=colour, fontweight="bold",
-                        arrowprops={"arrowstyle": "->", "color": colour})
+            ax.annotate(
+                f"memory limit: B={e.cases[last].batch} fits in {capacity} (largest {e.max_batch})",
+                (x[last], y[last]),
+                xytext=(14, -34),
+                textcoords="offset points",
+                ha="left",
+                fontsize=8,
+                color=colour,
+                fontweight="bold",
+                arrowprops={"arrowstyle": "->", "color": colour},
+            )
         elif not fits.any():
-            ax.annotate(f"nothing fits in {capacity}", (x[0], y[0]), xytext=(5, 8),
-                        textcoords="offset points", fontsize=8, color=colour)
+            ax.annotate(
+                f"nothing fits in {capacity}",
+                (x[0], y[0]),
+                xytext=(5, 8),
+                textcoords="offset points",
+                fontsize=8,
+                color=colour,
+            )
     ax.plot([], [], "x", color="0.3", label="exceeds device memory")
     e = estimates[0]
-    ax.set_title(f"Decode latency vs throughput over batch size\nprompt "
-                 f"{e.cases[0].prompt_tokens} + {e.cases[0].gen_tokens} generated tokens, "
-                 f"{e.precision.weights} weights, {e.ceiling} ceiling", fontsize=10)
+    ax.set_title(
+        f"Decode latency vs throughput over batch size\nprompt "
+        f"{e.cases[0].prompt_tokens} + {e.cases[0].gen_tokens} generated tokens, "
+        f"{e.precision.weights} weights, {e.ceiling} ceiling",
+        fontsize=10,
+    )
     ax.margins(x=0.12, y=0.08)
     ax.legend(loc="lower right", fontsize=8)
     return fig
@@ -266,8 +372,15 @@ def cache_kind(m: ModelSpec) -> str:
     local, total = m.layers_with("local"), m.layers_with("local") + m.layers_with("global")
     if total:
         a = m.attention
-        kind = ("MLA" if a.kind == "mla" else "MQA" if m.kv_heads == 1
-                else "MHA" if m.kv_heads == m.heads else "GQA")
+        kind = (
+            "MLA"
+            if a.kind == "mla"
+            else "MQA"
+            if m.kv_heads == 1
+            else "MHA"
+            if m.kv_heads == m.heads
+            else "GQA"
+        )
         if local:
             kind += f", window {a.sliding_window:,}"
             kind += "" if local == total else f" on {local}/{total} layers"
@@ -289,26 +402,43 @@ def kv_chart(curves: Sequence[KVCurve], devices: Sequence[HardwareSpec] = ()) ->
     if not curves:
         raise InvalidInputError("give at least one model to draw KV memory")
     fig, (ax,) = _figure()
-    _log_axes(ax, "context per sequence, S (tokens)", "KV cache / state, all sequences (bytes)",
-              None, "B")
+    _log_axes(
+        ax, "context per sequence, S (tokens)", "KV cache / state, all sequences (bytes)", None, "B"
+    )
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(LogLocator(base=2, numticks=32))
     ax.xaxis.set_major_formatter(
-        FuncFormatter(lambda v, _pos: f"{v / 1024:g}k" if v >= 1024 else f"{v:g}"))
+        FuncFormatter(lambda v, _pos: f"{v / 1024:g}k" if v >= 1024 else f"{v:g}")
+    )
     for i, c in enumerate(curves):
-        ax.plot(c.context_tokens, c.kv_bytes, ms=4, color=f"C{i}", marker="os^Dv"[i % 5],
-                ls=("-", "--", "-.", ":")[i % 4],
-                label=f"{c.model.display_name}: {cache_kind(c.model)} ({c.precision.kv})",
-                gid=f"kv:{c.model.name}")
+        ax.plot(
+            c.context_tokens,
+            c.kv_bytes,
+            ms=4,
+            color=f"C{i}",
+            marker="os^Dv"[i % 5],
+            ls=("-", "--", "-.", ":")[i % 4],
+            label=f"{c.model.display_name}: {cache_kind(c.model)} ({c.precision.kv})",
+            gid=f"kv:{c.model.name}",
+        )
     for j, hw in enumerate(devices):
-        ax.axhline(hw.memory_bytes, ls="--", lw=1, color=str(0.2 + 0.2 * (j % 3)),
-                   gid=f"memory:{hw.name}")
-        ax.annotate(f"{hw.display_name}: {si(hw.memory_bytes, 'B')}", (0.01, hw.memory_bytes),
-                    xycoords=("axes fraction", "data"), xytext=(0, 3),
-                    textcoords="offset points", fontsize=8)
+        ax.axhline(
+            hw.memory_bytes, ls="--", lw=1, color=str(0.2 + 0.2 * (j % 3)), gid=f"memory:{hw.name}"
+        )
+        ax.annotate(
+            f"{hw.display_name}: {si(hw.memory_bytes, 'B')}",
+            (0.01, hw.memory_bytes),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, 3),
+            textcoords="offset points",
+            fontsize=8,
+        )
     batches = sorted({c.batch for c in curves})
-    ax.set_title(f"KV cache / state vs context, batch {', '.join(map(str, batches))}; each "
-                 "curve ends at the model's max context", fontsize=10)
+    ax.set_title(
+        f"KV cache / state vs context, batch {', '.join(map(str, batches))}; each "
+        "curve ends at the model's max context",
+        fontsize=10,
+    )
     ax.legend(loc="best", fontsize=8)
     return fig
 
@@ -330,35 +460,66 @@ def validation_chart(v: Validation) -> Figure:
     ax.plot([lo, hi], [lo, hi], color="0.3", lw=1, label="measured = predicted", gid="identity")
     for band in sorted({r.band for r in rows}, reverse=True):
         upper = [hi * 10, hi * 10] if band >= 1 else [lo / (1 - band), hi / (1 - band)]
-        ax.fill_between([lo, hi], [lo / (1 + band), hi / (1 + band)], upper,
-                        color="tab:green", alpha=0.08, lw=0, gid=f"band:{band:g}")
+        ax.fill_between(
+            [lo, hi],
+            [lo / (1 + band), hi / (1 + band)],
+            upper,
+            color="tab:green",
+            alpha=0.08,
+            lw=0,
+            gid=f"band:{band:g}",
+        )
     families = list(dict.fromkeys(r.point.family for r in rows))
     for i, fam in enumerate(families):
         ok = [r for r in rows if r.point.family == fam and r.passed]
         if ok:
-            ax.scatter([r.predicted_s for r in ok], [r.measured_s for r in ok], s=30,
-                       color=f"C{i}", zorder=3,
-                       label=f"{fam} (±{ok[0].band:.0%})", gid=f"pass:{fam}")
+            ax.scatter(
+                [r.predicted_s for r in ok],
+                [r.measured_s for r in ok],
+                s=30,
+                color=f"C{i}",
+                zorder=3,
+                label=f"{fam} (±{ok[0].band:.0%})",
+                gid=f"pass:{fam}",
+            )
     failed = [r for r in rows if not r.passed]
     if failed:
-        ax.scatter([r.predicted_s for r in failed], [r.measured_s for r in failed], s=50,
-                   marker="x", color="tab:red", zorder=4, label="outside its band", gid="fail")
+        ax.scatter(
+            [r.predicted_s for r in failed],
+            [r.measured_s for r in failed],
+            s=50,
+            marker="x",
+            color="tab:red",
+            zorder=4,
+            label="outside its band",
+            gid="fail",
+        )
         for r in failed:
-            ax.annotate(r.point.name, (r.predicted_s, r.measured_s), xytext=(4, 4),
-                        textcoords="offset points", fontsize=7, color="tab:red")
+            ax.annotate(
+                r.point.name,
+                (r.predicted_s, r.measured_s),
+                xytext=(4, 4),
+                textcoords="offset points",
+                fontsize=7,
+                color="tab:red",
+            )
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
-    ax.set_title(f"Predicted vs measured on {v.hardware.name} ({v.ceiling} ceiling): "
-                 f"{len(rows) - len(failed)}/{len(rows)} points within their band",
-                 fontsize=10)
+    ax.set_title(
+        f"Predicted vs measured on {v.hardware.name} ({v.ceiling} ceiling): "
+        f"{len(rows) - len(failed)}/{len(rows)} points within their band",
+        fontsize=10,
+    )
     ax.legend(loc="upper left", fontsize=8)
     return fig
 
 
 # ---- serving: latency distributions and throughput vs load -------------------------------
-def serve_chart(latency_samples_s: Mapping[str, Sequence[float]],
-                sweeps: Sequence[RateSweep] = (), latency_name: str = "request latency"
-                ) -> Figure:
+def serve_chart(
+    latency_samples_s: Mapping[str, Sequence[float]],
+    sweeps: Sequence[RateSweep] = (),
+    latency_name: str = "request latency",
+) -> Figure:
     """Empirical CDF of latency samples per serving policy (left), and throughput against
     request arrival rate per policy (right, when `sweeps` are given)."""
     if not latency_samples_s or not all(len(v) for v in latency_samples_s.values()):
@@ -371,8 +532,14 @@ def serve_chart(latency_samples_s: Mapping[str, Sequence[float]],
     ax.set_ylim(0, 1.02)
     for i, (policy, samples) in enumerate(latency_samples_s.items()):
         x = np.sort(np.asarray(samples, dtype=float))
-        ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post", color=f"C{i}",
-                label=policy, gid=f"cdf:{policy}")
+        ax.step(
+            x,
+            np.arange(1, len(x) + 1) / len(x),
+            where="post",
+            color=f"C{i}",
+            label=policy,
+            gid=f"cdf:{policy}",
+        )
     ax.set_title(f"{latency_name} distribution per policy", fontsize=10)
     ax.legend(loc="lower right", fontsize=8)
     if sweeps:
@@ -383,8 +550,15 @@ def serve_chart(latency_samples_s: Mapping[str, Sequence[float]],
         _label_minor_ticks(ax.yaxis, "tok/s")
         for r in sweeps:
             i = names.index(r.policy) if r.policy in names else len(names)
-            ax.plot(r.arrival_rate_per_s, r.throughput_tokens_per_s, "-o", ms=4,
-                    color=f"C{i}", label=r.policy, gid=f"rate:{r.policy}")
+            ax.plot(
+                r.arrival_rate_per_s,
+                r.throughput_tokens_per_s,
+                "-o",
+                ms=4,
+                color=f"C{i}",
+                label=r.policy,
+                gid=f"rate:{r.policy}",
+            )
         ax.set_title("throughput vs offered load", fontsize=10)
         ax.legend(loc="upper left", fontsize=8)
     return fig
@@ -401,25 +575,40 @@ class PlanPoint:
     ttft_p95_s: float
 
 
-def plan_chart(frontier: Sequence[PlanPoint], chosen: PlanPoint | None, slo_tpot_s: float,
-               slo_ttft_s: float, title: str = "") -> Figure:
+def plan_chart(
+    frontier: Sequence[PlanPoint],
+    chosen: PlanPoint | None,
+    slo_tpot_s: float,
+    slo_ttft_s: float,
+    title: str = "",
+) -> Figure:
     """The Pareto frontier of cost per million output tokens against p95 TPOT (left) and p95
     TTFT (right), the SLOs as dashed lines and the chosen deployment as a star."""
     if not frontier:
         raise InvalidInputError("the plan has no frontier point to draw")
     fig, axes = _figure(WIDE_FIGSIZE_IN, 2)
     cost = np.array([p.cost_per_million_tokens_usd for p in frontier])
-    for ax, attr, slo, name in ((axes[0], "tpot_p95_s", slo_tpot_s, "p95 TPOT (s)"),
-                                (axes[1], "ttft_p95_s", slo_ttft_s, "p95 TTFT (s)")):
+    for ax, attr, slo, name in (
+        (axes[0], "tpot_p95_s", slo_tpot_s, "p95 TPOT (s)"),
+        (axes[1], "ttft_p95_s", slo_ttft_s, "p95 TTFT (s)"),
+    ):
         y = np.array([getattr(p, attr) for p in frontier])
         _log_axes(ax, "cost per million output tokens ($)", name, None, "s")
-        ax.scatter(cost, y, s=14, color="C0", label="Pareto frontier (analytic)",
-                   gid=f"frontier:{attr}")
+        ax.scatter(
+            cost, y, s=14, color="C0", label="Pareto frontier (analytic)", gid=f"frontier:{attr}"
+        )
         ax.axhline(slo, color="C3", ls="--", lw=1, label="SLO")
         if chosen is not None:
-            ax.scatter([chosen.cost_per_million_tokens_usd], [getattr(chosen, attr)], s=160,
-                       marker="*", color="C1", zorder=3, label=f"chosen: {chosen.label}",
-                       gid=f"chosen:{attr}")
+            ax.scatter(
+                [chosen.cost_per_million_tokens_usd],
+                [getattr(chosen, attr)],
+                s=160,
+                marker="*",
+                color="C1",
+                zorder=3,
+                label=f"chosen: {chosen.label}",
+                gid=f"chosen:{attr}",
+            )
         ax.legend(loc="upper right", fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)

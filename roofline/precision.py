@@ -30,13 +30,30 @@ from .hardware import HardwareSpec
 from .model import ModelSpec
 
 #: Tensor groups a format can be given for, and the operator-name prefixes that read them.
-WEIGHT_GROUPS: tuple[str, ...] = ("embedding", "attention", "mlp", "experts", "shared_experts",
-                                  "router", "ssm", "norms", "lm_head")
+WEIGHT_GROUPS: tuple[str, ...] = (
+    "embedding",
+    "attention",
+    "mlp",
+    "experts",
+    "shared_experts",
+    "router",
+    "ssm",
+    "norms",
+    "lm_head",
+)
 _OP_PREFIX_GROUP: tuple[tuple[str, str], ...] = (
-    ("attention/", "attention"), ("mla/", "attention"), ("local/", "attention"),
-    ("linear/", "attention"), ("mlp/", "mlp"), ("moe/experts", "experts"),
-    ("moe/shared_experts", "shared_experts"), ("moe/router", "router"),
-    ("embedding", "embedding"), ("lm_head", "lm_head"), ("ssm/", "ssm"), ("norms", "norms"),
+    ("attention/", "attention"),
+    ("mla/", "attention"),
+    ("local/", "attention"),
+    ("linear/", "attention"),
+    ("mlp/", "mlp"),
+    ("moe/experts", "experts"),
+    ("moe/shared_experts", "shared_experts"),
+    ("moe/router", "router"),
+    ("embedding", "embedding"),
+    ("lm_head", "lm_head"),
+    ("ssm/", "ssm"),
+    ("norms", "norms"),
 )
 _ENDS = ("embedding", "lm_head", "norms", "router")  # kept wide by weight-only checkpoints
 
@@ -55,9 +72,17 @@ def group_params(m: ModelSpec) -> dict[str, int]:
     E = m.moe.experts if m.moe else 0
     routed = m.routed_expert_params + m.layers_moe * E * m.expert_bias_params
     router = m.layers_moe * (m.d_model * E + (E if m.linear_bias == "all" else 0))
-    return {"embedding": p.embedding + p.positional, "attention": p.attention, "mlp": p.mlp,
-            "experts": routed, "shared_experts": p.moe - routed - router, "router": router,
-            "ssm": p.ssm, "norms": p.norms, "lm_head": p.lm_head}
+    return {
+        "embedding": p.embedding + p.positional,
+        "attention": p.attention,
+        "mlp": p.mlp,
+        "experts": routed,
+        "shared_experts": p.moe - routed - router,
+        "router": router,
+        "ssm": p.ssm,
+        "norms": p.norms,
+        "lm_head": p.lm_head,
+    }
 
 
 @dataclass(frozen=True)
@@ -67,7 +92,8 @@ class Precision:
     kv: str = "bf16"
     #: exact bits per group for one model (set by `for_model`; not part of equality)
     model_bits: tuple[tuple[str, float], ...] | None = field(
-        default=None, compare=False, repr=False, kw_only=True)
+        default=None, compare=False, repr=False, kw_only=True
+    )
 
     def __post_init__(self) -> None:
         self._split_weights()  # raises on an unknown format or group
@@ -76,11 +102,14 @@ class Precision:
         if a.compute is None:
             raise InvalidInputError(
                 f"'{a.name}' is a weight/KV storage format with no matmul of its own; "
-                "use it with --weights or --kv-format and pick --activations bf16, fp16, fp8 or int8")
+                "use it with --weights or --kv-format and pick --activations bf16, fp16, fp8 "
+                "or int8"
+            )
         if w.element_bits > a.element_bits:
             raise InvalidInputError(
                 f"weights {w.name} are wider than activations {a.name}: no kernel multiplies "
-                f"them; quantise the weights to {a.name} or narrower, or widen --activations")
+                f"them; quantise the weights to {a.name} or narrower, or widen --activations"
+            )
 
     @classmethod
     def uniform(cls, dtype: str) -> Precision:
@@ -92,8 +121,7 @@ class Precision:
         return cls(weights=dtype, activations=base, kv=base)
 
     @classmethod
-    def everywhere(cls, weights: str, activations: str = "bf16", kv: str = "bf16"
-                   ) -> Precision:
+    def everywhere(cls, weights: str, activations: str = "bf16", kv: str = "bf16") -> Precision:
         """`weights` on every tensor group, embedding, LM head and norms included (the
         arithmetic of "params x bits"; real weight-only checkpoints keep the ends wide)."""
         groups = ",".join(f"{g}={weights}" for g in WEIGHT_GROUPS)
@@ -104,8 +132,8 @@ class Precision:
         items = [s.strip() for s in self.weights.split(",") if s.strip()]
         if not items or "=" in items[0]:
             raise InvalidInputError(
-                f"weights '{self.weights}' must start with a base format, e.g. "
-                "'bf16,experts=mxfp4'")
+                f"weights '{self.weights}' must start with a base format, e.g. 'bf16,experts=mxfp4'"
+            )
         base, overrides = items[0].lower(), {}
         if base not in llamacpp.MIXES:
             parse_format(base)
@@ -115,7 +143,8 @@ class Precision:
             if group not in WEIGHT_GROUPS or not fmt.strip():
                 raise InvalidInputError(
                     f"'{item}' in weights: use group=format with a group among "
-                    f"{', '.join(WEIGHT_GROUPS)}")
+                    f"{', '.join(WEIGHT_GROUPS)}"
+                )
             overrides[group] = parse_format(fmt)
         return base, overrides
 
@@ -213,4 +242,5 @@ class Precision:
             raise InvalidInputError(
                 f"{hw.name} has no {self.compute} compute (it has: {have}); keep the "
                 f"{self.weights} weights but set --activations to one it has (weight-only "
-                "kernels dequantise to bf16/fp16)")
+                "kernels dequantise to bf16/fp16)"
+            )

@@ -45,10 +45,29 @@ from .parallel import Parallel
 from .phases import Case, estimate
 from .precision import Precision
 
-METRICS = ("decode_tokens_per_s", "tpot_s", "ttft_s", "prefill_tokens_per_s",
-           "throughput_tokens_per_s", "e2e_s", "memory_bytes")
-REQUIRED = ("id", "model", "hardware", "weights", "kv", "batch", "prompt", "gen", "tp",
-            "metric", "value", "engine")
+METRICS = (
+    "decode_tokens_per_s",
+    "tpot_s",
+    "ttft_s",
+    "prefill_tokens_per_s",
+    "throughput_tokens_per_s",
+    "e2e_s",
+    "memory_bytes",
+)
+REQUIRED = (
+    "id",
+    "model",
+    "hardware",
+    "weights",
+    "kv",
+    "batch",
+    "prompt",
+    "gen",
+    "tp",
+    "metric",
+    "value",
+    "engine",
+)
 #: Engines whose fp8 recipe quantises the GEMM inputs too (W8A8), not only the weights.
 W8A8_FP8_ENGINES = ("tensorrt-llm",)
 
@@ -112,11 +131,22 @@ class Prediction:
 
     def as_dict(self) -> dict:
         r = self.row
-        return {"id": r.id, "model": r.model, "hardware": r.hardware, "engine": r.engine,
-                "engine_profile": self.engine, "metric": r.metric, "published": r.value,
-                "predicted": self.predicted, "error": self.error, "band": self.band,
-                "passed": self.passed, "why": self.why or None, "confidence": r.confidence,
-                "known_gap": r.band_note or None}
+        return {
+            "id": r.id,
+            "model": r.model,
+            "hardware": r.hardware,
+            "engine": r.engine,
+            "engine_profile": self.engine,
+            "metric": r.metric,
+            "published": r.value,
+            "predicted": self.predicted,
+            "error": self.error,
+            "band": self.band,
+            "passed": self.passed,
+            "why": self.why or None,
+            "confidence": r.confidence,
+            "known_gap": r.band_note or None,
+        }
 
 
 def bundled_csv() -> Path:
@@ -156,7 +186,8 @@ def load_rows(path: str | Path) -> list[Row]:
             if missing:
                 raise InvalidInputError(
                     f"{path}: missing column(s) {', '.join(missing)}; a published-measurements "
-                    f"CSV needs {', '.join(REQUIRED)}")
+                    f"CSV needs {', '.join(REQUIRED)}"
+                )
             raw = list(reader)
     except OSError as e:
         raise InvalidInputError(f"{path}: cannot read ({e.strerror})") from None
@@ -171,16 +202,28 @@ def load_rows(path: str | Path) -> list[Row]:
             raise InvalidInputError(f"row {rid}: value '{d['value']}' is not a number") from None
         if not math.isfinite(value) or value <= 0:
             raise InvalidInputError(f"row {rid}: value must be a positive number, got {value}")
-        rows.append(Row(
-            id=rid, model=d["model"], hardware=d["hardware"], weights=d["weights"],
-            kv=d["kv"], batch=max(_int(d["batch"], "batch", rid), 1),
-            prompt=_int(d["prompt"], "prompt", rid), gen=_int(d["gen"], "gen", rid),
-            tp=max(_int(d["tp"], "tp", rid), 1), metric=d["metric"], value=value,
-            engine=d["engine"], source=d.get("source", ""),
-            confidence=d.get("confidence", "") or "medium",
-            rate_includes_prefill=d.get("rate_includes_prefill", "").strip() == "1",
-            per_gpu=d.get("per_gpu", "").strip() == "1",
-            band=_band(d.get("band", ""), rid), band_note=d.get("band_note", "") or ""))
+        rows.append(
+            Row(
+                id=rid,
+                model=d["model"],
+                hardware=d["hardware"],
+                weights=d["weights"],
+                kv=d["kv"],
+                batch=max(_int(d["batch"], "batch", rid), 1),
+                prompt=_int(d["prompt"], "prompt", rid),
+                gen=_int(d["gen"], "gen", rid),
+                tp=max(_int(d["tp"], "tp", rid), 1),
+                metric=d["metric"],
+                value=value,
+                engine=d["engine"],
+                source=d.get("source", ""),
+                confidence=d.get("confidence", "") or "medium",
+                rate_includes_prefill=d.get("rate_includes_prefill", "").strip() == "1",
+                per_gpu=d.get("per_gpu", "").strip() == "1",
+                band=_band(d.get("band", ""), rid),
+                band_note=d.get("band_note", "") or "",
+            )
+        )
     return rows
 
 
@@ -212,12 +255,15 @@ def _metric(row: Row, c: Case, tp: int) -> float:
         return c.throughput_tokens_per_s / (tp if row.per_gpu else 1)
     if m == "memory_bytes":
         return c.memory_bytes
-    raise InvalidInputError(f"row {row.id}: unknown metric '{m}'; use one of: "
-                            f"{', '.join(METRICS)}")
+    raise InvalidInputError(f"row {row.id}: unknown metric '{m}'; use one of: {', '.join(METRICS)}")
 
 
-def predict(row: Row, ceiling: Ceiling = "achievable", engine: str | None = None,
-            specs_dirs: Sequence[str | Path] = ()) -> Prediction:
+def predict(
+    row: Row,
+    ceiling: Ceiling = "achievable",
+    engine: str | None = None,
+    specs_dirs: Sequence[str | Path] = (),
+) -> Prediction:
     """One row's prediction; `engine` overrides the row's own (`none`: hardware layer)."""
     name = engine or row.engine_profile
     try:
@@ -233,8 +279,12 @@ def predict(row: Row, ceiling: Ceiling = "achievable", engine: str | None = None
     return Prediction(row, value, e.engine.name if e.engine else None)
 
 
-def predict_all(rows: Iterable[Row], ceiling: Ceiling = "achievable", engine: str | None = None,
-                specs_dirs: Sequence[str | Path] = ()) -> list[Prediction]:
+def predict_all(
+    rows: Iterable[Row],
+    ceiling: Ceiling = "achievable",
+    engine: str | None = None,
+    specs_dirs: Sequence[str | Path] = (),
+) -> list[Prediction]:
     return [predict(r, ceiling, engine, specs_dirs) for r in rows]
 
 
@@ -257,19 +307,25 @@ class Summary:
 def summarise(preds: Sequence[Prediction], group: str) -> Summary:
     errs = np.array([p.error for p in preds if p.error is not None], dtype=float)
     have = errs.size > 0
-    return Summary(group, len(preds), int(errs.size),
-                   float(np.median(np.abs(errs))) if have else None,
-                   float(np.quantile(np.abs(errs), 0.9)) if have else None,
-                   float(np.median(errs)) if have else None,
-                   sum(p.passed is False for p in preds))
+    return Summary(
+        group,
+        len(preds),
+        int(errs.size),
+        float(np.median(np.abs(errs))) if have else None,
+        float(np.quantile(np.abs(errs), 0.9)) if have else None,
+        float(np.median(errs)) if have else None,
+        sum(p.passed is False for p in preds),
+    )
 
 
 def summaries(preds: Sequence[Prediction]) -> dict[str, list[Summary]]:
     """Per metric, per engine column (first word) and per source, plus the whole set."""
     out: dict[str, list[Summary]] = {"all": [summarise(preds, "all rows")]}
-    for key, of in (("metric", lambda p: p.row.metric),
-                    ("engine", lambda p: p.row.engine_profile),
-                    ("source", lambda p: p.row.source.split(" (")[0][:60])):
+    for key, of in (
+        ("metric", lambda p: p.row.metric),
+        ("engine", lambda p: p.row.engine_profile),
+        ("source", lambda p: p.row.source.split(" (")[0][:60]),
+    ):
         groups: dict[str, list[Prediction]] = {}
         for p in preds:
             groups.setdefault(of(p), []).append(p)

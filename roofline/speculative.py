@@ -80,8 +80,17 @@ class SpeculativeCost:
         return self.target_step_s / self.time_per_token_s
 
     def as_dict(self) -> dict:
-        keys = ("k", "acceptance", "draft_s", "verify_s", "target_step_s", "cycle_s",
-                "expected_tokens_per_step", "time_per_token_s", "speedup")
+        keys = (
+            "k",
+            "acceptance",
+            "draft_s",
+            "verify_s",
+            "target_step_s",
+            "cycle_s",
+            "expected_tokens_per_step",
+            "time_per_token_s",
+            "speedup",
+        )
         return {key: getattr(self, key) for key in keys}
 
 
@@ -105,21 +114,36 @@ def _check_pair(target: ModelSpec, draft: ModelSpec) -> None:
         raise InvalidInputError(
             f"draft {draft.name} has a {draft.vocab_size:,}-token vocabulary but target "
             f"{target.name} has {target.vocab_size:,}: speculative decoding compares the two "
-            "distributions token by token; pick a draft with the target's tokenizer")
+            "distributions token by token; pick a draft with the target's tokenizer"
+        )
 
 
-def _step_s(m: ModelSpec, hw: HardwareSpec, step: Step, precision: Precision,
-            ceiling: Ceiling, par: Parallel, engine: EngineSpec | None) -> ArrayLike:
+def _step_s(
+    m: ModelSpec,
+    hw: HardwareSpec,
+    step: Step,
+    precision: Precision,
+    ceiling: Ceiling,
+    par: Parallel,
+    engine: EngineSpec | None,
+) -> ArrayLike:
     return parallel_step_cost(m, hw, step, precision, par, ceiling, engine).time_s
 
 
-def layer_decode_s(m: ModelSpec, hw: HardwareSpec, step: Step, precision: Precision,
-                   ceiling: Ceiling, engine: EngineSpec | None = None,
-                   par: Parallel = Parallel()) -> ArrayLike:
+def layer_decode_s(
+    m: ModelSpec,
+    hw: HardwareSpec,
+    step: Step,
+    precision: Precision,
+    ceiling: Ceiling,
+    engine: EngineSpec | None = None,
+    par: Parallel = Parallel(),
+) -> ArrayLike:
     """One transformer layer's share of a step: the step of L layers minus that of L−1."""
     fewer = ModelSpec.model_validate(m.model_dump() | {"layers": m.layers - 1})
-    return (_step_s(m, hw, step, precision, ceiling, par, engine)
-            - _step_s(fewer, hw, step, precision, ceiling, par, engine))
+    return _step_s(m, hw, step, precision, ceiling, par, engine) - _step_s(
+        fewer, hw, step, precision, ceiling, par, engine
+    )
 
 
 @dataclass(frozen=True)
@@ -141,57 +165,86 @@ class PairFit:
 
     def as_dict(self) -> dict:
         return self.budget.as_dict() | {
-            "target_bytes": self.target_bytes, "draft_bytes": self.draft_bytes,
-            "needs_bytes": self.needs_bytes, "fits": self.fits}
+            "target_bytes": self.target_bytes,
+            "draft_bytes": self.draft_bytes,
+            "needs_bytes": self.needs_bytes,
+            "fits": self.fits,
+        }
 
 
-def pair_fit(target: ModelSpec, draft: ModelSpec | None, hw: HardwareSpec, batch: int,
-             context: int, k: int, precision: Precision = Precision(),
-             par: Parallel = Parallel(), *,
-             memory_fraction: float = memory.DEFAULT_MEMORY_FRACTION,
-             prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET) -> PairFit:
+def pair_fit(
+    target: ModelSpec,
+    draft: ModelSpec | None,
+    hw: HardwareSpec,
+    batch: int,
+    context: int,
+    k: int,
+    precision: Precision = Precision(),
+    par: Parallel = Parallel(),
+    *,
+    memory_fraction: float = memory.DEFAULT_MEMORY_FRACTION,
+    prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET,
+) -> PairFit:
     """Whether the target and its draft fit together (see module docstring); heads only
     (draft None) leave the target alone. Prompts of S tokens are prefilled under the budget."""
     reach = context + k + 1
-    t = memory_per_gpu(target, precision, par, batch, context, reach,
-                       prefill_token_budget=prefill_token_budget)
+    t = memory_per_gpu(
+        target, precision, par, batch, context, reach, prefill_token_budget=prefill_token_budget
+    )
     draft_bytes = extra = 0.0
     if draft is not None:
-        d = memory_per_gpu(draft, precision, par, batch, context, reach,
-                           prefill_token_budget=prefill_token_budget)
+        d = memory_per_gpu(
+            draft, precision, par, batch, context, reach, prefill_token_budget=prefill_token_budget
+        )
         draft_bytes = float(d.weights_bytes + d.kv_cache_bytes)
         extra = max(float(d.activation_bytes - t.activation_bytes), 0.0)
-    return PairFit(float(t.total_bytes), draft_bytes, extra,
-                   memory.memory_budget(hw, memory_fraction))
+    return PairFit(
+        float(t.total_bytes), draft_bytes, extra, memory.memory_budget(hw, memory_fraction)
+    )
 
 
-def speculative_cost(target: ModelSpec, drafter: Drafter, hw: HardwareSpec, k: int,
-                     acceptance: float, batch: int = 1, context: int = 1024,
-                     precision: Precision = Precision(),
-                     ceiling: Ceiling = "achievable",
-                     engine: EngineSpec | None = None, par: Parallel = Parallel()
-                     ) -> SpeculativeCost:
+def speculative_cost(
+    target: ModelSpec,
+    drafter: Drafter,
+    hw: HardwareSpec,
+    k: int,
+    acceptance: float,
+    batch: int = 1,
+    context: int = 1024,
+    precision: Precision = Precision(),
+    ceiling: Ceiling = "achievable",
+    engine: EngineSpec | None = None,
+    par: Parallel = Parallel(),
+) -> SpeculativeCost:
     """One cycle of K proposals verified by the target, for B sequences at S cached tokens,
     both models on the deployment `par`."""
     if not 1 <= k <= 64:
         raise InvalidInputError(f"K (draft tokens per step) must be in 1..64, got {k}")
     check_acceptance(acceptance)
     if context + k + 1 > target.max_context:
-        raise InvalidInputError(f"context {context} + K + 1 exceeds {target.name}'s max "
-                                f"context of {target.max_context}")
+        raise InvalidInputError(
+            f"context {context} + K + 1 exceeds {target.name}'s max context of {target.max_context}"
+        )
     precision.check(hw)
     plain = Step(batch, 1, context)
     target_step_s = float(_step_s(target, hw, plain, precision, ceiling, par, engine))
-    verify_s = float(_step_s(target, hw, Step(batch, k + 1, context, logits="all"),
-                             precision, ceiling, par, engine))
+    verify_s = float(
+        _step_s(
+            target, hw, Step(batch, k + 1, context, logits="all"), precision, ceiling, par, engine
+        )
+    )
     if drafter.model is not None:
         _check_pair(target, drafter.model)
         S = context + np.arange(k)  # the draft's cache grows by one per proposal
-        draft_s = float(np.sum(_step_s(drafter.model, hw, Step(batch, 1, S), precision,
-                                       ceiling, par, engine)))
+        draft_s = float(
+            np.sum(_step_s(drafter.model, hw, Step(batch, 1, S), precision, ceiling, par, engine))
+        )
     else:
-        draft_s = float(k * drafter.head_layer_fraction  # type: ignore[operator]
-                        * layer_decode_s(target, hw, plain, precision, ceiling, engine, par))
+        draft_s = float(
+            k
+            * drafter.head_layer_fraction  # type: ignore[operator]
+            * layer_decode_s(target, hw, plain, precision, ceiling, engine, par)
+        )
     return SpeculativeCost(k, float(acceptance), draft_s, verify_s, target_step_s)
 
 
@@ -200,17 +253,24 @@ def best_k(costs: list[SpeculativeCost]) -> int:
     return max(costs, key=lambda c: c.speedup).k
 
 
-def break_even_acceptance(target: ModelSpec, drafter: Drafter, hw: HardwareSpec, k: int,
-                          batch: int = 1, context: int = 1024,
-                          precision: Precision = Precision(),
-                          ceiling: Ceiling = "achievable",
-                          engine: EngineSpec | None = None, par: Parallel = Parallel()
-                          ) -> float | None:
+def break_even_acceptance(
+    target: ModelSpec,
+    drafter: Drafter,
+    hw: HardwareSpec,
+    k: int,
+    batch: int = 1,
+    context: int = 1024,
+    precision: Precision = Precision(),
+    ceiling: Ceiling = "achievable",
+    engine: EngineSpec | None = None,
+    par: Parallel = Parallel(),
+) -> float | None:
     """The α below which speculation slows generation down: E(α) = cycle / target step,
     solved by bisection (E rises with α, the costs do not depend on it). None if even α = 1
     does not pay."""
-    c = speculative_cost(target, drafter, hw, k, 1.0, batch, context, precision, ceiling,
-                         engine, par)
+    c = speculative_cost(
+        target, drafter, hw, k, 1.0, batch, context, precision, ceiling, engine, par
+    )
     needed = c.cycle_s / c.target_step_s  # tokens per cycle to break even
     if needed > k + 1:
         return None

@@ -48,5 +48,10 @@ def kv_curve(model: ModelSpec, precision: Precision, batch: int = 1) -> KVCurve:
     W = model.attention.sliding_window
     if W is not None:  # the knee where local layers stop growing, exactly on the grid
         S = np.union1d(S, [W])
-    return KVCurve(model, precision, batch, S,
-                   np.asarray(memory.kv_cache_bytes(model, precision, batch, S), dtype=float))
+    return KVCurve(
+        model,
+        precision,
+        batch,
+        S,
+        np.asarray(memory.kv_cache_bytes(model, precision, batch, S), dtype=float),
+    )

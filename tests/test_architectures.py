@@ -59,7 +59,10 @@ def test_jamba_layer_groups() -> None:
     # 32 layers, attention at i % 8 == 4 (4 layers), MoE at i % 2 == 1 (16 layers);
     # 4 is even, so attention layers carry a dense MLP.
     assert _group_counts(load_model("jamba-v0.1")) == {
-        ("ssm", "dense"): 12, ("ssm", "moe"): 16, ("global", "dense"): 4}
+        ("ssm", "dense"): 12,
+        ("ssm", "moe"): 16,
+        ("global", "dense"): 4,
+    }
 
 
 def test_gemma3_and_minimax_patterns() -> None:
@@ -72,21 +75,23 @@ def test_gemma3_and_minimax_patterns() -> None:
 
 
 def test_deepseek_v3_dense_first_layers() -> None:
-    assert _group_counts(load_model("deepseek-v3")) == {("global", "dense"): 3,
-                                                         ("global", "moe"): 58}
+    assert _group_counts(load_model("deepseek-v3")) == {
+        ("global", "dense"): 3,
+        ("global", "moe"): 58,
+    }
 
 
 # ---- parameters by hand --------------------------------------------------------------------
 def test_deepseek_v2_lite_params_by_hand() -> None:
     D, N, V, L = 2048, 16, 102_400, 27
-    q = D * N * (128 + 64)                          # no q compression: 6,291,456
-    kv_down = D * (512 + 64) + 512                  # latent + rope key, latent norm
-    kv_up = 512 * N * (128 + 128)                   # K_nope and V: 2,097,152
+    q = D * N * (128 + 64)  # no q compression: 6,291,456
+    kv_down = D * (512 + 64) + 512  # latent + rope key, latent norm
+    kv_up = 512 * N * (128 + 128)  # K_nope and V: 2,097,152
     out = N * 128 * D
     attn = q + kv_down + kv_up + out
     assert attn == 13_763_072
-    expert = 3 * D * 1_408                          # gated: 8,650,752
-    moe = 64 * expert + 2 * expert + D * 64         # routed + shared + router
+    expert = 3 * D * 1_408  # gated: 8,650,752
+    moe = 64 * expert + 2 * expert + D * 64  # routed + shared + router
     dense = 3 * D * 10_944
     total = 2 * V * D + L * attn + 26 * moe + dense + (2 * L + 1) * D
     assert total == 15_706_484_224
@@ -98,8 +103,8 @@ def test_deepseek_v2_lite_params_by_hand() -> None:
 
 def test_mixtral_8x7b_params_by_hand() -> None:
     D, L = 4096, 32
-    attn = D * (4096 + 2 * 1024) + 4096 * D         # 41,943,040
-    moe = 8 * 3 * D * 14_336 + D * 8                # 1,409,318,912
+    attn = D * (4096 + 2 * 1024) + 4096 * D  # 41,943,040
+    moe = 8 * 3 * D * 14_336 + D * 8  # 1,409,318,912
     total = 2 * 32_000 * D + L * (attn + moe + 2 * D) + D
     assert total == 46_702_792_704
     m = load_model("mixtral-8x7b")
@@ -110,14 +115,19 @@ def test_mixtral_8x7b_params_by_hand() -> None:
 
 def test_mamba_2p8b_params_and_state_by_hand() -> None:
     D, Di, N_s, R, L = 2560, 5120, 16, 160, 64
-    mixer = (D * 2 * Di                  # in_proj (x, z)
-             + Di * 4 + Di               # depthwise conv + bias
-             + Di * (R + 2 * N_s)        # x_proj -> Δ, B, C
-             + R * Di + Di               # dt_proj + bias
-             + Di * N_s + Di             # A_log, D
-             + Di * D)                   # out_proj
+    mixer = (
+        D * 2 * Di  # in_proj (x, z)
+        + Di * 4
+        + Di  # depthwise conv + bias
+        + Di * (R + 2 * N_s)  # x_proj -> Δ, B, C
+        + R * Di
+        + Di  # dt_proj + bias
+        + Di * N_s
+        + Di  # A_log, D
+        + Di * D
+    )  # out_proj
     assert mixer == 41_241_600
-    total = 50_280 * D + L * (mixer + D) + D        # tied embeddings, one norm per block
+    total = 50_280 * D + L * (mixer + D) + D  # tied embeddings, one norm per block
     m = load_model("mamba-2.8b")
     assert m.total_params == total == 2_768_345_600
     # state per layer: scan d_inner·d_state + conv window d_inner·d_conv
@@ -150,8 +160,11 @@ def test_claim_8_local_attention_flat_beyond_window() -> None:
         assert kv_cache_bytes(m, BF16, 1, S) == expected
     # all-local Mistral-7B-v0.1 stops growing at its window
     mv = load_model("mistral-7b-v0.1")
-    assert kv_cache_bytes(mv, BF16, 1, 4096) == kv_cache_bytes(mv, BF16, 1, 32_768) \
+    assert (
+        kv_cache_bytes(mv, BF16, 1, 4096)
+        == kv_cache_bytes(mv, BF16, 1, 32_768)
         == 32 * 2 * 8 * 128 * 4096 * 2
+    )
 
 
 def test_claim_9_ssm_state_flat_in_context() -> None:
@@ -159,8 +172,9 @@ def test_claim_9_ssm_state_flat_in_context() -> None:
     sizes = {float(kv_cache_bytes(m, BF16, 1, S)) for S in (1, 1024, 1_000_000)}
     assert sizes == {6_553_600 * 2}
     # the state never grows, so the model's trained context is what binds
-    assert context_fit(m, load_hardware("h100-sxm"), BF16, 1) == ContextFit(m.max_context,
-                                                                             "context")
+    assert context_fit(m, load_hardware("h100-sxm"), BF16, 1) == ContextFit(
+        m.max_context, "context"
+    )
 
 
 def test_linear_attention_state_per_head() -> None:
@@ -204,7 +218,7 @@ def test_moe_decode_weight_bytes_follow_experts_touched() -> None:
 
     # B = 1: exactly k = 2 experts per layer; B = 64: 8·(1 − (3/4)^64) ≈ 8 per layer
     assert experts_op(1).weight_elems == pytest.approx(32 * 2 * expert_elems)
-    assert experts_op(64).weight_elems == pytest.approx(32 * 8 * (1 - 0.75 ** 64) * expert_elems)
+    assert experts_op(64).weight_elems == pytest.approx(32 * 8 * (1 - 0.75**64) * expert_elems)
     # FLOPs follow the k experts each token uses
     assert experts_op(64).flops == 32 * 2 * 64 * 2 * expert_elems
 
@@ -213,14 +227,14 @@ def test_mla_absorbed_vs_naive_decode() -> None:
     absorbed = _variant("deepseek-v2-lite", attention={"mla_decode": "absorbed"})
     naive = _variant("deepseek-v2-lite", attention={"mla_decode": "naive"})
     step = Step(1, 1, 8192)
-    assert {"mla/kv_down", "mla/q_absorb", "mla/absorbed_scores", "mla/v_up"} \
-        <= _op_names(absorbed, step)
+    assert {"mla/kv_down", "mla/q_absorb", "mla/absorbed_scores", "mla/v_up"} <= _op_names(
+        absorbed, step
+    )
     assert {"mla/kv_down", "mla/kv_up", "mla/scores+av"} <= _op_names(naive, step)
     a = {o.name: o for o in operators(absorbed, step)}
     n = {o.name: o for o in operators(naive, step)}
     # both read the same latent cache: 27 layers · (8192 + 1) tokens · 576
-    assert a["mla/absorbed_scores"].kv_read_elems == n["mla/kv_up"].kv_read_elems \
-        == 27 * 8193 * 576
+    assert a["mla/absorbed_scores"].kv_read_elems == n["mla/kv_up"].kv_read_elems == 27 * 8193 * 576
     # naive up-projects every cached latent: 2·(S+1)·r·N·(nope + v) FLOPs per layer
     assert n["mla/kv_up"].flops == 27 * 2 * 8193 * 512 * 16 * 256
 
@@ -265,28 +279,73 @@ def test_estimate_runs_for_every_catalog_model(name: str, capsys) -> None:
     m = load_model(name)
     prompt = min(1024, m.max_context // 2)
     par = min_gpus_to_fit(m, load_hardware("h200"), BF16, 8, prompt, prompt + 16)
-    main(["estimate", name, "--hardware", "h200", "--batch", "1,8", "--prompt", str(prompt),
-          "--gen", "16", "--tp", str(par.tp), "--pp", str(par.pp), "--json"])
+    main(
+        [
+            "estimate",
+            name,
+            "--hardware",
+            "h200",
+            "--batch",
+            "1,8",
+            "--prompt",
+            str(prompt),
+            "--gen",
+            "16",
+            "--tp",
+            str(par.tp),
+            "--pp",
+            str(par.pp),
+            "--json",
+        ]
+    )
     out = yaml.safe_load(capsys.readouterr().out)
     assert out["model"] == name and all(c["tpot_s"] > 0 for c in out["cases"])
 
 
-@pytest.mark.parametrize(("name", "family_ops"), [
-    ("deepseek-v3", {"mla/kv_down", "mla/absorbed_scores", "moe/experts",
-                     "moe/shared_experts", "moe/router"}),
-    ("mixtral-8x7b", {"moe/router", "moe/experts"}),
-    ("mamba-2.8b", {"ssm/in_proj", "ssm/conv", "ssm/scan", "ssm/out_proj"}),
-    ("mamba2-2.7b", {"ssm/scan"}),
-    ("jamba-v0.1", {"ssm/scan", "attention/scores+av", "moe/experts", "mlp/up"}),
-    ("minimax-text-01", {"linear/state_update", "attention/scores+av", "moe/experts"}),
-    ("gemma-2-9b", {"local/scores+av", "attention/scores+av"}),
-    ("mistral-7b-v0.1", {"local/scores+av"}),
-])
+@pytest.mark.parametrize(
+    ("name", "family_ops"),
+    [
+        (
+            "deepseek-v3",
+            {
+                "mla/kv_down",
+                "mla/absorbed_scores",
+                "moe/experts",
+                "moe/shared_experts",
+                "moe/router",
+            },
+        ),
+        ("mixtral-8x7b", {"moe/router", "moe/experts"}),
+        ("mamba-2.8b", {"ssm/in_proj", "ssm/conv", "ssm/scan", "ssm/out_proj"}),
+        ("mamba2-2.7b", {"ssm/scan"}),
+        ("jamba-v0.1", {"ssm/scan", "attention/scores+av", "moe/experts", "mlp/up"}),
+        ("minimax-text-01", {"linear/state_update", "attention/scores+av", "moe/experts"}),
+        ("gemma-2-9b", {"local/scores+av", "attention/scores+av"}),
+        ("mistral-7b-v0.1", {"local/scores+av"}),
+    ],
+)
 def test_breakdown_names_family_operators(name: str, family_ops: set[str], capsys) -> None:
     assert family_ops <= _op_names(load_model(name), Step(1, 1, 512))
     par = min_gpus_to_fit(load_model(name), load_hardware("h200"), BF16, 1, 512, 520)
-    main(["estimate", name, "--hardware", "h200", "--batch", "1", "--prompt", "512", "--gen",
-          "8", "--tp", str(par.tp), "--pp", str(par.pp), "--breakdown"])
+    main(
+        [
+            "estimate",
+            name,
+            "--hardware",
+            "h200",
+            "--batch",
+            "1",
+            "--prompt",
+            "512",
+            "--gen",
+            "8",
+            "--tp",
+            str(par.tp),
+            "--pp",
+            str(par.pp),
+            "--breakdown",
+        ]
+    )
     out = capsys.readouterr().out
     assert all(op in out for op in family_ops)
 
@@ -301,28 +360,47 @@ def test_one_grid_call_for_hybrids() -> None:
 
 
 # ---- refusals -----------------------------------------------------------------------------
-BASE = dict(name="bad", display_name="bad", family="test", source="test", layers=4,
-            d_model=64, heads=4, kv_heads=2, head_dim=16, d_ff=128, vocab_size=100,
-            max_context=1024)
+BASE = dict(
+    name="bad",
+    display_name="bad",
+    family="test",
+    source="test",
+    layers=4,
+    d_model=64,
+    heads=4,
+    kv_heads=2,
+    head_dim=16,
+    d_ff=128,
+    vocab_size=100,
+    max_context=1024,
+)
 
 
-@pytest.mark.parametrize(("update", "message"), [
-    ({"kv_heads": 3}, "must be a multiple of kv_heads"),
-    ({"moe": {"experts": 4, "top_k": 8, "expert_d_ff": 32}}, "top_k (8) exceeds experts (4)"),
-    ({"layer_pattern": ["local"], "attention": {"sliding_window": 4096}},
-     "sliding_window (4096) exceeds max_context (1024)"),
-    ({"layer_pattern": ["local", "mlp"]}, "layer_pattern.1"),
-    ({"layer_pattern": ["local", "global"]}, "sliding_window is not set"),
-    ({"layer_pattern": ["ssm"]}, "no ssm block"),
-    ({"attention": {"kind": "mha"}}, "kind 'mha' needs kv_heads = heads"),
-    ({"attention": {"kind": "mla", "kv_lora_rank": 32}}, "kind 'mla' needs qk_rope_head_dim"),
-    ({"attention": {"kv_share_map": [0, 2, 2, 3]}}, "kv_share_map[1] = 2"),
-    ({"attention": {"kv_share": 2, "kv_share_map": [0, 0, 2, 2]}}, "not both"),
-    ({"moe": {"experts": 4, "top_k": 2, "expert_d_ff": 32, "dense_first_layers": 4}},
-     "no layer is a MoE layer"),
-])
-def test_self_contradicting_specs_are_refused(tmp_path: Path, capsys, update: dict,
-                                              message: str) -> None:
+@pytest.mark.parametrize(
+    ("update", "message"),
+    [
+        ({"kv_heads": 3}, "must be a multiple of kv_heads"),
+        ({"moe": {"experts": 4, "top_k": 8, "expert_d_ff": 32}}, "top_k (8) exceeds experts (4)"),
+        (
+            {"layer_pattern": ["local"], "attention": {"sliding_window": 4096}},
+            "sliding_window (4096) exceeds max_context (1024)",
+        ),
+        ({"layer_pattern": ["local", "mlp"]}, "layer_pattern.1"),
+        ({"layer_pattern": ["local", "global"]}, "sliding_window is not set"),
+        ({"layer_pattern": ["ssm"]}, "no ssm block"),
+        ({"attention": {"kind": "mha"}}, "kind 'mha' needs kv_heads = heads"),
+        ({"attention": {"kind": "mla", "kv_lora_rank": 32}}, "kind 'mla' needs qk_rope_head_dim"),
+        ({"attention": {"kv_share_map": [0, 2, 2, 3]}}, "kv_share_map[1] = 2"),
+        ({"attention": {"kv_share": 2, "kv_share_map": [0, 0, 2, 2]}}, "not both"),
+        (
+            {"moe": {"experts": 4, "top_k": 2, "expert_d_ff": 32, "dense_first_layers": 4}},
+            "no layer is a MoE layer",
+        ),
+    ],
+)
+def test_self_contradicting_specs_are_refused(
+    tmp_path: Path, capsys, update: dict, message: str
+) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({**BASE, **update}))
     with pytest.raises(SystemExit) as exc:
@@ -332,8 +410,17 @@ def test_self_contradicting_specs_are_refused(tmp_path: Path, capsys, update: di
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("name", ["llama-3.1-8b", "gemma-2-9b", "gemma-3-27b", "jamba-v0.1",
-                                  "characterai-style-illustrative", "deepseek-v2-lite"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "llama-3.1-8b",
+        "gemma-2-9b",
+        "gemma-3-27b",
+        "jamba-v0.1",
+        "characterai-style-illustrative",
+        "deepseek-v2-lite",
+    ],
+)
 @pytest.mark.parametrize("batch", [1, 7])
 def test_max_context_is_the_edge_of_memory(name: str, batch: int) -> None:
     """The longest context is the last S that fits (S + 1 does not), or the model's trained
@@ -357,8 +444,8 @@ def test_tensor_parallel_splits_experts_like_mlps() -> None:
     """Mixtral-8x7B on TP 2: heads, kv heads, every expert's F and the vocabulary halve;
     router and norms are replicated."""
     D, L = 4096, 32
-    attn = D * (16 * 128 + 2 * 4 * 128) + 16 * 128 * D      # 20,971,520
-    moe = 8 * 3 * D * (14_336 // 2) + D * 8                  # 704,675,840
+    attn = D * (16 * 128 + 2 * 4 * 128) + 16 * 128 * D  # 20,971,520
+    moe = 8 * 3 * D * (14_336 // 2) + D * 8  # 704,675,840
     total = 2 * 16_000 * D + L * (attn + moe + 2 * D) + D
     assert tp_shard(load_model("mixtral-8x7b"), 2).total_params == total == 23_352_053_760
 

@@ -26,8 +26,9 @@ def test_diffusion_is_n_full_forwards() -> None:
     assert c.diffusion_step_s == pytest.approx(float(step))
     assert c.diffusion_s == pytest.approx(64 * float(step))
     assert c.diffusion_tokens_per_s == pytest.approx(256 / c.diffusion_s)
-    assert c.autoregressive_s == pytest.approx(c.autoregressive_ttft_s
-                                               + 255 * c.autoregressive_tpot_s)
+    assert c.autoregressive_s == pytest.approx(
+        c.autoregressive_ttft_s + 255 * c.autoregressive_tpot_s
+    )
 
 
 def test_fewer_steps_is_faster_and_one_token_per_step_is_slower() -> None:

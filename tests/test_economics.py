@@ -77,8 +77,10 @@ def test_bundled_prices_and_overrides():
 
 def test_price_yaml_file(tmp_path):
     f = tmp_path / "prices.yaml"
-    f.write_text("devices:\n  h100-sxm:\n    on_demand_usd_per_gpu_hour: 1.5\n"
-                 "    source: contract\n    date: '2026-12-01'\n")
+    f.write_text(
+        "devices:\n  h100-sxm:\n    on_demand_usd_per_gpu_hour: 1.5\n"
+        "    source: contract\n    date: '2026-12-01'\n"
+    )
     t = parse_price_options([str(f), "h200=3"])
     assert t.usd_per_gpu_hour("h100-sxm") == 1.5
     assert t.usd_per_gpu_hour("h200") == 3
@@ -89,8 +91,9 @@ def test_price_yaml_file(tmp_path):
         parse_price_options([str(f)])
 
 
-@pytest.mark.parametrize("bad, needle", [("h100-sxm=abc", "not a number"),
-                                         ("h100-sxm=0", "must be positive")])
+@pytest.mark.parametrize(
+    "bad, needle", [("h100-sxm=abc", "not a number"), ("h100-sxm=0", "must be positive")]
+)
 def test_bad_price_option(bad, needle):
     with pytest.raises(InvalidInputError, match=needle):
         parse_price_options([bad])
@@ -118,18 +121,19 @@ def test_estimate_economics_by_hand():
     c = e.cases[1]
     # $3.49/h over B·G/E2E tokens/s, one GPU
     assert full[1].cost_per_million_tokens_usd == pytest.approx(
-        3.49 / 3600 / c.throughput_tokens_per_s * 1e6)
+        3.49 / 3600 / c.throughput_tokens_per_s * 1e6
+    )
     # busy half the time: the same $/h over half the tokens
     assert half[1].cost_per_million_tokens_usd == pytest.approx(
-        2 * full[1].cost_per_million_tokens_usd)
+        2 * full[1].cost_per_million_tokens_usd
+    )
     # batching spreads the same power over more tokens
     assert full[1].joules_per_token < full[0].joules_per_token
     pm = power_model(hw)
     for x in full:
         assert pm.idle_w < x.power_w <= pm.tdp_w
     assert half[0].power_w == pytest.approx((full[0].power_w + pm.idle_w) / 2)
-    assert math.isclose(full[0].joules_per_token,
-                        full[0].power_w / full[0].tokens_per_s)
+    assert math.isclose(full[0].joules_per_token, full[0].power_w / full[0].tokens_per_s)
     with pytest.raises(InvalidInputError, match="utilisation"):
         estimate_economics(e, 3.49, utilisation=0)
 
@@ -150,7 +154,8 @@ def test_serve_economics_by_hand():
     # one H100 prefill replica ($3.49/h) + one H200 decode replica ($4.59/h)
     assert e.usd_per_hour == pytest.approx(3.49 + 4.59)
     assert e.cost_per_million_tokens_usd == pytest.approx(
-        8.08 / 3600 / s.throughput_tokens_per_s * 1e6)
+        8.08 / 3600 / s.throughput_tokens_per_s * 1e6
+    )
     T = s.duration_s
     busy = [x.busy_s for x in s.result.engines]  # prefill engine, then decode engine
     joules = (700 * busy[0] + 80.3 * (T - busy[0])) + (700 * busy[1] + 80.3 * (T - busy[1]))
@@ -172,15 +177,17 @@ def test_estimate_json_carries_cost_and_energy(capsys) -> None:
 
     from conftest import run_cli
 
-    code, out, _ = run_cli(capsys, "estimate", "llama-3.1-8b", "--batch", "1,16", "--price",
-                           "h100-sxm=2", "--json")
+    code, out, _ = run_cli(
+        capsys, "estimate", "llama-3.1-8b", "--batch", "1,16", "--price", "h100-sxm=2", "--json"
+    )
     d = json.loads(out)
     assert code == 0 and d["economics"]["price_usd_per_gpu_hour"] == 2.0
     for case, econ in zip(d["cases"], d["economics"]["cases"], strict=True):
         expected = 2.0 / 3600 / case["throughput_tokens_per_s"] * 1e6
         assert econ["cost_per_million_output_tokens_usd"] == pytest.approx(expected)
         assert econ["joules_per_output_token"] == pytest.approx(
-            econ["power_w_per_gpu"] / case["throughput_tokens_per_s"])
+            econ["power_w_per_gpu"] / case["throughput_tokens_per_s"]
+        )
 
 
 def test_unpriced_device_says_how_to_price_it(capsys) -> None:

@@ -24,21 +24,36 @@ from roofline.precision import Precision
 def _hw(**terms) -> HardwareSpec:
     """A toy GPU: 100 TFLOP/s bf16, 1 TB/s, 100 compute units, every fraction 1."""
     return HardwareSpec(
-        name="toy", display_name="toy", vendor="none", memory_bytes=80 * 2**30,
+        name="toy",
+        display_name="toy",
+        vendor="none",
+        memory_bytes=80 * 2**30,
         memory_source="test: 80 GiB",
-        memory_bandwidth_gb_per_s=1000, dense_peak_tflops={"bf16": 100}, compute_units=100,
-        achievable=Achievable(matmul_fraction={"bf16": 1.0}, memory_bandwidth_fraction=1.0,
-                              source="test", **terms),
-        source="test")
+        memory_bandwidth_gb_per_s=1000,
+        dense_peak_tflops={"bf16": 100},
+        compute_units=100,
+        achievable=Achievable(
+            matmul_fraction={"bf16": 1.0}, memory_bandwidth_fraction=1.0, source="test", **terms
+        ),
+        source="test",
+    )
 
 
 def _engine(**fields) -> EngineSpec:
     base = dict(
-        name="toy-engine", display_name="toy", version="0", launches="fused",
-        cuda_graphs=False, host_launch_us=0.0, host_step_us=0.0,
-        attention=dict(kernel="k", decode_memory_fraction=1.0, prefill_compute_fraction=1.0,
-                       source="test"),
-        all_reduce=dict(kind="ring", latency_us=0.0, source="test"), source="test")
+        name="toy-engine",
+        display_name="toy",
+        version="0",
+        launches="fused",
+        cuda_graphs=False,
+        host_launch_us=0.0,
+        host_step_us=0.0,
+        attention=dict(
+            kernel="k", decode_memory_fraction=1.0, prefill_compute_fraction=1.0, source="test"
+        ),
+        all_reduce=dict(kind="ring", latency_us=0.0, source="test"),
+        source="test",
+    )
     return EngineSpec.model_validate(base | fields)
 
 
@@ -46,18 +61,21 @@ BF16 = Precision()
 
 
 # ---- wave quantisation -----------------------------------------------------------------------
-@pytest.mark.parametrize("M, N, units, expected", [
-    # M = 128 rows on 128-row tiles, N = 4096 → 32 tiles on 108 units: one wave, 32 busy
-    (128, 4096, 108, 128 * 4096 / (1 * 108 * 128 * 128)),
-    # M = 1 still computes a 16-row tile (the smallest MMA): 1/16 of each tile is useful
-    (1, 4096, 108, 1 * 4096 / (1 * 108 * 16 * 128)),
-    # M = 200 pads to two 128-row tiles; N = 4352 = 34 tiles → 68 tiles, one wave of 132
-    (200, 4352, 132, 200 * 4352 / (1 * 132 * 128 * 128)),
-    # 133 tiles on 132 units take two waves: half the second wave is idle
-    (128, 133 * 128, 132, 128 * 133 * 128 / (2 * 132 * 128 * 128)),
-    # a full machine: 8 × 33 = 264 tiles = exactly two waves of 132, nothing wasted
-    (1024, 33 * 128, 132, 1.0),
-])
+@pytest.mark.parametrize(
+    "M, N, units, expected",
+    [
+        # M = 128 rows on 128-row tiles, N = 4096 → 32 tiles on 108 units: one wave, 32 busy
+        (128, 4096, 108, 128 * 4096 / (1 * 108 * 128 * 128)),
+        # M = 1 still computes a 16-row tile (the smallest MMA): 1/16 of each tile is useful
+        (1, 4096, 108, 1 * 4096 / (1 * 108 * 16 * 128)),
+        # M = 200 pads to two 128-row tiles; N = 4352 = 34 tiles → 68 tiles, one wave of 132
+        (200, 4352, 132, 200 * 4352 / (1 * 132 * 128 * 128)),
+        # 133 tiles on 132 units take two waves: half the second wave is idle
+        (128, 133 * 128, 132, 128 * 133 * 128 / (2 * 132 * 128 * 128)),
+        # a full machine: 8 × 33 = 264 tiles = exactly two waves of 132, nothing wasted
+        (1024, 33 * 128, 132, 1.0),
+    ],
+)
 def test_gemm_shape_efficiency_by_hand(M: int, N: int, units: int, expected: float) -> None:
     assert gemm_shape_efficiency(M, N, (128, 128), units) == pytest.approx(expected, rel=1e-12)
 
@@ -67,16 +85,22 @@ def test_tile_prologue_and_epilogue_cost_k0_steps_of_the_k_loop() -> None:
     waves; K = 512 with K0 = 512 halves the useful share, K = 4096 keeps 4096 / 4608."""
     full = gemm_shape_efficiency(1024, 33 * 128, (128, 128), 132)
     assert full == pytest.approx(1.0)
-    assert gemm_shape_efficiency(1024, 33 * 128, (128, 128), 132, 512, 512) == \
-        pytest.approx(0.5)
-    assert gemm_shape_efficiency(1024, 33 * 128, (128, 128), 132, 4096, 512) == \
-        pytest.approx(4096 / 4608)
+    assert gemm_shape_efficiency(1024, 33 * 128, (128, 128), 132, 512, 512) == pytest.approx(0.5)
+    assert gemm_shape_efficiency(1024, 33 * 128, (128, 128), 132, 4096, 512) == pytest.approx(
+        4096 / 4608
+    )
 
 
 def test_wave_quantisation_slows_the_compute_side_of_a_matmul() -> None:
     """M = 128, N = K = 4096 (one layer): 2·128·4096² FLOPs at 100 TFLOP/s · 32/100 busy."""
-    op = Op("mm", "matmul", flops=2 * 128 * 4096 * 4096, weight_elems=4096 * 4096,
-            act_elems=128 * 2 * 4096, weight_rows=4096)
+    op = Op(
+        "mm",
+        "matmul",
+        flops=2 * 128 * 4096 * 4096,
+        weight_elems=4096 * 4096,
+        act_elems=128 * 2 * 4096,
+        weight_rows=4096,
+    )
     plain = op_cost(op, BF16, Ceilings.of(_hw(), "bf16", "achievable"))
     tiled = op_cost(op, BF16, Ceilings.of(_hw(gemm_tile=(128, 128)), "bf16", "achievable"))
     assert plain.compute_s == pytest.approx(2 * 128 * 4096**2 / 100e12)
@@ -99,8 +123,15 @@ def test_launch_count_times_floor_eager_and_fused() -> None:
 def test_gemm_overhead_replaces_the_floor_once_per_gemm() -> None:
     """A projection in 3 layers with RoPE (eager: 1 GEMM + 10 elementwise kernels per layer):
     33 launches at the 2 µs floor, plus (8 − 2) µs more for each of the 3 GEMM kernels."""
-    op = Op("qkv", "matmul", flops=2 * 3 * 64 * 64, weight_elems=3 * 64 * 64,
-            weight_rows=3 * 64, launches=33, instances=3)
+    op = Op(
+        "qkv",
+        "matmul",
+        flops=2 * 3 * 64 * 64,
+        weight_elems=3 * 64 * 64,
+        weight_rows=3 * 64,
+        launches=33,
+        instances=3,
+    )
     c = Ceilings.of(_hw(kernel_overhead_us=2.0, gemm_overhead_us=8.0), "bf16", "achievable")
     assert op_cost(op, BF16, c).overhead_s == pytest.approx(33 * 2e-6 + 3 * (8 - 2) * 1e-6)
 
@@ -108,18 +139,24 @@ def test_gemm_overhead_replaces_the_floor_once_per_gemm() -> None:
 def test_engine_extra_kernels_ride_on_attention_layers() -> None:
     """A fused engine with 2 extra kernels per layer (RoPE, KV write): the attention core of
     32 layers launches 32 · (1 + 2) = 96 kernels."""
-    op = Op("attention/scores+av", "attention", flops=1, kv_read_elems=1, launches=96,
-            instances=32)
-    c = Ceilings.of(_hw(kernel_overhead_us=1.0), "bf16", "achievable",
-                    _engine(extra_launches_per_layer=2))
+    op = Op("attention/scores+av", "attention", flops=1, kv_read_elems=1, launches=96, instances=32)
+    c = Ceilings.of(
+        _hw(kernel_overhead_us=1.0), "bf16", "achievable", _engine(extra_launches_per_layer=2)
+    )
     assert op_cost(op, BF16, c).overhead_s == pytest.approx(96 * 1e-6)
 
 
 def test_decode_attention_fixed_cost_only_in_decode() -> None:
     op = Op("attention/scores+av", "attention", flops=1, kv_read_elems=1, instances=32)
-    eng = _engine(attention=dict(kernel="k", decode_memory_fraction=1.0,
-                                 prefill_compute_fraction=1.0, decode_fixed_us=12.0,
-                                 source="test"))
+    eng = _engine(
+        attention=dict(
+            kernel="k",
+            decode_memory_fraction=1.0,
+            prefill_compute_fraction=1.0,
+            decode_fixed_us=12.0,
+            source="test",
+        )
+    )
     c = Ceilings.of(_hw(), "bf16", "achievable", eng)
     assert op_cost(op, BF16, c, decode=True).overhead_s == pytest.approx(32 * 12e-6)
     assert op_cost(op, BF16, c, decode=False).overhead_s == 0
@@ -137,8 +174,9 @@ def test_host_launches_bound_a_step_of_tiny_kernels() -> None:
     assert s.host_launch_s == pytest.approx(launches * 50e-6)
     assert bool(s.host_bound)
     assert float(s.time_s) == pytest.approx(launches * 50e-6 + 300e-6)
-    graphed = step_cost(m, hw, Step(1, 1, 16), BF16, engine=eng.model_copy(
-        update={"cuda_graphs": True}))
+    graphed = step_cost(
+        m, hw, Step(1, 1, 16), BF16, engine=eng.model_copy(update={"cuda_graphs": True})
+    )
     assert graphed.host_launch_s == 0
     assert float(graphed.time_s) == pytest.approx(float(graphed.device_s) + 300e-6)
 
@@ -155,8 +193,11 @@ def test_weight_only_kernel_streams_at_its_fraction() -> None:
     """w4a16 at batch 1 on a Marlin-like kernel reaching 0.5 of the bandwidth: a 4096² int4
     weight (0.5 B per element, no groups) streams in 4096² · 0.5 B / (0.5 · 1 TB/s)."""
     op = Op("mm", "matmul", flops=2 * 4096 * 4096, weight_elems=4096 * 4096, weight_rows=4096)
-    eng = _engine(matmul={"w4a16": dict(kernel="k", memory_fraction=0.5, compute_fraction=0.25,
-                                        source="test")})
+    eng = _engine(
+        matmul={
+            "w4a16": dict(kernel="k", memory_fraction=0.5, compute_fraction=0.25, source="test")
+        }
+    )
     p = Precision(weights="int4", activations="bf16")
     c = op_cost(op, p, Ceilings.of(_hw(), "bf16", "achievable", eng))
     assert c.memory_s == pytest.approx(4096 * 4096 * 0.5 / (0.5 * 1e12))
@@ -168,8 +209,11 @@ def test_weight_only_kernel_streams_at_its_fraction() -> None:
 
 def test_engine_matmul_widths_are_checked() -> None:
     with pytest.raises(ValueError, match="w<4|8|16>a<8|16>"):
-        _engine(matmul={"int4": dict(kernel="k", memory_fraction=0.5, compute_fraction=0.5,
-                                     source="test")})
+        _engine(
+            matmul={
+                "int4": dict(kernel="k", memory_fraction=0.5, compute_fraction=0.5, source="test")
+            }
+        )
 
 
 # ---- collectives with the engine's all-reduce -----------------------------------------------
@@ -189,8 +233,9 @@ def test_tp_all_reduce_uses_the_engine_algorithm_and_residual_format() -> None:
 # ---- every bundled profile -------------------------------------------------------------------
 def test_every_engine_profile_loads_with_sources() -> None:
     specs = engine_catalog().load_all()
-    assert {"hf-transformers", "gpt-fast", "vllm", "sglang", "tensorrt-llm",
-            "llama.cpp"} <= {e.name for e in specs}
+    assert {"hf-transformers", "gpt-fast", "vllm", "sglang", "tensorrt-llm", "llama.cpp"} <= {
+        e.name for e in specs
+    }
     for e in specs:
         assert e.source and e.attention.source and e.all_reduce.source, e.name
         assert all(k.source for k in e.matmul.values()), e.name
@@ -201,17 +246,26 @@ ENGINES = [None, *engine_catalog().names()]
 
 
 @settings(max_examples=60, deadline=None)
-@given(model=st.sampled_from(["llama-2-7b", "mixtral-8x7b", "mistral-7b-v0.1", "qwen2.5-7b",
-                              "deepseek-v2-lite"]),
-       hardware=st.sampled_from(["a100-sxm-80gb", "h100-sxm", "l40s", "rtx-4090", "mi300x"]),
-       engine=st.sampled_from(ENGINES), batch=st.integers(1, 256),
-       context=st.integers(0, 3000), new=st.sampled_from([1, 1, 7, 128, 512]),
-       weights=st.sampled_from(["bf16", "int8", "int4-g128"]))
-def test_no_engine_predicts_faster_than_the_datasheet(model, hardware, engine, batch, context,
-                                                      new, weights) -> None:
+@given(
+    model=st.sampled_from(
+        ["llama-2-7b", "mixtral-8x7b", "mistral-7b-v0.1", "qwen2.5-7b", "deepseek-v2-lite"]
+    ),
+    hardware=st.sampled_from(["a100-sxm-80gb", "h100-sxm", "l40s", "rtx-4090", "mi300x"]),
+    engine=st.sampled_from(ENGINES),
+    batch=st.integers(1, 256),
+    context=st.integers(0, 3000),
+    new=st.sampled_from([1, 1, 7, 128, 512]),
+    weights=st.sampled_from(["bf16", "int8", "int4-g128"]),
+)
+def test_no_engine_predicts_faster_than_the_datasheet(
+    model, hardware, engine, batch, context, new, weights
+) -> None:
     m, hw = load_model(model), load_hardware(hardware)
-    p = Precision(weights=weights, activations="bf16" if hw.supports("bf16") else "fp16",
-                  kv="bf16" if hw.supports("bf16") else "fp16")
+    p = Precision(
+        weights=weights,
+        activations="bf16" if hw.supports("bf16") else "fp16",
+        kv="bf16" if hw.supports("bf16") else "fp16",
+    )
     eng = load_engine(engine) if engine else None
     step = Step(batch, new, context)
     fast = float(step_cost(m, hw, step, p, "datasheet").time_s)
@@ -223,8 +277,7 @@ def test_no_engine_predicts_faster_than_the_datasheet(model, hardware, engine, b
 def test_tp_with_an_engine_is_never_faster_than_the_datasheet(tp: int) -> None:
     m, hw = load_model("llama-2-70b"), load_hardware("a100-sxm-80gb")
     for name in engine_catalog().names():
-        real = estimate(m, hw, [1, 64], 128, 64, parallel=Parallel(tp=tp),
-                        engine=load_engine(name))
+        real = estimate(m, hw, [1, 64], 128, 64, parallel=Parallel(tp=tp), engine=load_engine(name))
         fast = estimate(m, hw, [1, 64], 128, 64, ceiling="datasheet", parallel=Parallel(tp=tp))
         for r, f in zip(real.cases, fast.cases, strict=True):
             assert r.ttft_s >= f.ttft_s and r.tpot_s >= f.tpot_s, name
@@ -232,8 +285,17 @@ def test_tp_with_an_engine_is_never_faster_than_the_datasheet(tp: int) -> None:
 
 # ---- the CLI ---------------------------------------------------------------------------------
 def test_estimate_names_its_engine(capsys) -> None:
-    code, out, _ = run_cli(capsys, "estimate", "llama-2-7b", "--engine", "trt-llm", "--json",
-                           "--batch", "1", "--breakdown")
+    code, out, _ = run_cli(
+        capsys,
+        "estimate",
+        "llama-2-7b",
+        "--engine",
+        "trt-llm",
+        "--json",
+        "--batch",
+        "1",
+        "--breakdown",
+    )
     d = json.loads(out)
     assert code == 0 and d["engine"] == "tensorrt-llm"
     dec = d["breakdown"]["decode"]
@@ -247,8 +309,10 @@ def test_hf_slower_than_tensorrt_llm_and_the_terms_say_why(capsys) -> None:
     """The seeds' naive deployment against a tuned one: the same kernels' bytes, but eager
     launches the host cannot keep up with."""
     m, hw = load_model("llama-2-7b"), load_hardware("a100-sxm-80gb")
-    hf, trt = (step_cost(m, hw, Step(1, 1, 1024), BF16, engine=load_engine(n))
-               for n in ("hf-transformers", "tensorrt-llm"))
+    hf, trt = (
+        step_cost(m, hw, Step(1, 1, 1024), BF16, engine=load_engine(n))
+        for n in ("hf-transformers", "tensorrt-llm")
+    )
     assert float(hf.time_s) > 1.5 * float(trt.time_s)
     assert bool(hf.host_bound) and not bool(trt.host_bound)
     assert float(hf.terms_s["host_exposed_s"]) > 0 == float(trt.terms_s["host_exposed_s"])
@@ -266,8 +330,9 @@ def test_engines_list_and_show(capsys) -> None:
 
 
 def test_serve_names_its_engine(capsys) -> None:
-    code, out, _ = run_cli(capsys, "serve", "tiny-llama-30m", "--requests", "10", "--engine",
-                           "sglang", "--json")
+    code, out, _ = run_cli(
+        capsys, "serve", "tiny-llama-30m", "--requests", "10", "--engine", "sglang", "--json"
+    )
     assert code == 0 and json.loads(out)["engine"] == "sglang"
 
 
@@ -278,6 +343,11 @@ def test_serve_pure_decode_steps_skip_host_launches_under_graphs() -> None:
     eng = load_engine("vllm")
     c = mixed_step_cost(m, hw, BF16, "achievable", Parallel(), eng)
     decode = c.step_s(np.ones(4), np.full(4, 100.0))
-    ref = step_cost(m, hw.model_copy(update={"achievable": hw.achievable.model_copy(
-        update={"gemm_tile": None})}), Step(4, 1, 100), BF16, engine=eng)
+    ref = step_cost(
+        m,
+        hw.model_copy(update={"achievable": hw.achievable.model_copy(update={"gemm_tile": None})}),
+        Step(4, 1, 100),
+        BF16,
+        engine=eng,
+    )
     assert decode == pytest.approx(float(ref.time_s), rel=1e-9)

@@ -21,8 +21,10 @@ def test_metrics_follow_their_definitions():
     for c in e.cases:
         assert c.ttft_s == pytest.approx(float(prefill_s(m, hw, c.batch, P, ceiling="datasheet")))
         # TPOT averages the G-1 decode steps, step j seeing S = P + j - 1 cached tokens
-        steps = [float(decode_step_s(m, hw, c.batch, P + j - 1, ceiling="datasheet"))
-                 for j in range(1, G)]
+        steps = [
+            float(decode_step_s(m, hw, c.batch, P + j - 1, ceiling="datasheet"))
+            for j in range(1, G)
+        ]
         assert c.tpot_s == pytest.approx(sum(steps) / (G - 1), rel=1e-12)
         assert c.e2e_s == pytest.approx(c.ttft_s + (G - 1) * c.tpot_s)
         assert c.throughput_tokens_per_s == pytest.approx(c.batch * G / c.e2e_s)
@@ -42,19 +44,29 @@ def test_grid_in_one_call_matches_pointwise():
             assert grid[i, j] == pytest.approx(float(decode_step_s(m, hw, int(b), int(s))))
 
 
-
-
 def test_json_output_has_the_documented_keys(capsys):
-    code, out, _ = run_cli(capsys, "estimate", "llama-2-7b", "--hardware", "H100",
-                           "--batch", "1,4", "--json")
+    code, out, _ = run_cli(
+        capsys, "estimate", "llama-2-7b", "--hardware", "H100", "--batch", "1,4", "--json"
+    )
     assert code == 0
     data = json.loads(out)
     assert {"model", "hardware", "ceiling", "cases"} <= set(data)
     assert data["model"] == "llama-2-7b" and data["hardware"] == "h100-sxm"
     assert [c["batch"] for c in data["cases"]] == [1, 4]
-    keys = {"batch", "prompt_tokens", "gen_tokens", "weights_bytes", "kv_cache_bytes",
-            "memory_bytes", "fits", "ttft_s", "tpot_s", "e2e_s", "decode_tokens_per_s",
-            "throughput_tokens_per_s"}
+    keys = {
+        "batch",
+        "prompt_tokens",
+        "gen_tokens",
+        "weights_bytes",
+        "kv_cache_bytes",
+        "memory_bytes",
+        "fits",
+        "ttft_s",
+        "tpot_s",
+        "e2e_s",
+        "decode_tokens_per_s",
+        "throughput_tokens_per_s",
+    }
     assert all(keys <= set(c) for c in data["cases"])
 
 
@@ -63,25 +75,33 @@ def test_datasheet_ceiling_is_said(capsys):
     assert code == 0 and json.loads(out)["ceiling"] == "datasheet"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["estimate", "llama-9"], "unknown model 'llama-9'"),
-    (["estimate", "llama-2-7b", "--hardware", "h1000"], "did you mean"),
-    (["estimate", "llama-2-7b", "--batch", "0"], "batch size must be at least 1"),
-    (["estimate", "llama-2-7b", "--batch", "-4"], "at least 1"),
-    (["estimate", "llama-2-7b", "--batch", "one"], "comma-separated integers"),
-    (["estimate", "llama-2-7b", "--prompt", "-5"], "--prompt must be at least 1"),
-    (["estimate", "llama-2-7b", "--gen", "0"], "--gen must be at least 1"),
-    (["estimate", "llama-2-7b", "--dtype", "fp5"], "unknown dtype 'fp5'"),
-    (["estimate", "llama-2-7b", "--ceiling", "magic"], "unknown ceiling"),
-    (["estimate", "llama-2-13b", "--batch", "256", "--require-fit"], "batch 256 needs"),
-    # 70,553,706,496 params · 2 B = 141.1 GB > 0.9 · 85.52 GB; over TP 2 each GPU holds ~70.6 GB
-    (["estimate", "llama-3.1-70b", "--batch", "1", "--require-fit"],
-     "smallest that fits batch 1: --tp 2"),
-    (["estimate", "llama-2-7b", "--memory-fraction", "1.5"], "--memory-fraction must be in"),
-    (["estimate", "llama-2-7b", "--prefill-token-budget", "-1"], "--prefill-token-budget"),
-    (["estimate", "llama-2-7b", "--hardware", "a100-sxm-80gb", "--dtype", "fp8"], "no fp8 compute"),
-    (["hardware", "show", "nope"], "unknown hardware 'nope'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["estimate", "llama-9"], "unknown model 'llama-9'"),
+        (["estimate", "llama-2-7b", "--hardware", "h1000"], "did you mean"),
+        (["estimate", "llama-2-7b", "--batch", "0"], "batch size must be at least 1"),
+        (["estimate", "llama-2-7b", "--batch", "-4"], "at least 1"),
+        (["estimate", "llama-2-7b", "--batch", "one"], "comma-separated integers"),
+        (["estimate", "llama-2-7b", "--prompt", "-5"], "--prompt must be at least 1"),
+        (["estimate", "llama-2-7b", "--gen", "0"], "--gen must be at least 1"),
+        (["estimate", "llama-2-7b", "--dtype", "fp5"], "unknown dtype 'fp5'"),
+        (["estimate", "llama-2-7b", "--ceiling", "magic"], "unknown ceiling"),
+        (["estimate", "llama-2-13b", "--batch", "256", "--require-fit"], "batch 256 needs"),
+        # 70,553,706,496 params · 2 B = 141.1 GB > 0.9 · 85.52 GB; over TP 2 each GPU holds ~70.6 GB
+        (
+            ["estimate", "llama-3.1-70b", "--batch", "1", "--require-fit"],
+            "smallest that fits batch 1: --tp 2",
+        ),
+        (["estimate", "llama-2-7b", "--memory-fraction", "1.5"], "--memory-fraction must be in"),
+        (["estimate", "llama-2-7b", "--prefill-token-budget", "-1"], "--prefill-token-budget"),
+        (
+            ["estimate", "llama-2-7b", "--hardware", "a100-sxm-80gb", "--dtype", "fp8"],
+            "no fp8 compute",
+        ),
+        (["hardware", "show", "nope"], "unknown hardware 'nope'"),
+    ],
+)
 def test_bad_input_is_one_clear_line(args, message, refused):
     refused(args, message)
 
@@ -92,8 +112,9 @@ def test_broken_and_invalid_yaml_name_the_file_and_field(capsys, tmp_path):
     code, _, err = run_cli(capsys, "estimate", str(broken))
     assert code == 1 and str(broken) in err and "broken YAML" in err
     invalid = tmp_path / "neg.yaml"
-    invalid.write_text((load_model("llama-2-7b").model_dump_json()).replace(
-        '"layers":32', '"layers":-32'))
+    invalid.write_text(
+        (load_model("llama-2-7b").model_dump_json()).replace('"layers":32', '"layers":-32')
+    )
     code, _, err = run_cli(capsys, "estimate", str(invalid))
     assert code == 1 and "field 'layers'" in err and len(err.strip().splitlines()) == 1
 
@@ -102,11 +123,16 @@ def test_user_spec_folder_by_option_and_environment(capsys, tmp_path, monkeypatc
     folder = tmp_path / "mine" / "model_specs"
     folder.mkdir(parents=True)
     spec = load_model("llama-2-7b").model_dump(mode="json") | {
-        "name": "my-7b", "aliases": ["My 7B"], "layers": 16}
+        "name": "my-7b",
+        "aliases": ["My 7B"],
+        "layers": 16,
+    }
     import yaml
+
     (folder / "my-7b.yaml").write_text(yaml.safe_dump(spec))
-    code, out, _ = run_cli(capsys, "models", "list", "--json", "--specs-dir",
-                           str(tmp_path / "mine"))
+    code, out, _ = run_cli(
+        capsys, "models", "list", "--json", "--specs-dir", str(tmp_path / "mine")
+    )
     assert code == 0 and "my-7b" in [m["name"] for m in json.loads(out)]
     monkeypatch.setenv("ROOFLINE_SPECS_PATH", str(tmp_path / "mine"))
     code, out, _ = run_cli(capsys, "estimate", "My 7B", "--json")
@@ -121,8 +147,9 @@ def test_precision_changes_bytes_not_flops():
     assert b.tpot_s < a.tpot_s
 
 
-@pytest.mark.parametrize("model, hw", [("llama-2-13b", "h100-sxm"), ("llama-3.1-70b", "h200"),
-                                       ("qwen2.5-7b", "l4")])
+@pytest.mark.parametrize(
+    "model, hw", [("llama-2-13b", "h100-sxm"), ("llama-3.1-70b", "h200"), ("qwen2.5-7b", "l4")]
+)
 def test_max_batch_is_the_fitting_edge(model, hw):
     m, dev = load_model(model), load_hardware(hw)
     e = estimate(m, dev, [1], prompt=1024, gen=256)
@@ -133,11 +160,14 @@ def test_max_batch_is_the_fitting_edge(model, hw):
     assert [c.fits for c in edge.cases] == [True, False]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["hardware", "show"], "Missing argument"),
-    (["estimate", "--batchh", "3"], "No such option: --batchh"),
-    (["no-such-command"], "No such command"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["hardware", "show"], "Missing argument"),
+        (["estimate", "--batchh", "3"], "No such option: --batchh"),
+        (["no-such-command"], "No such command"),
+    ],
+)
 def test_usage_errors_are_one_line_too(capsys, args, message):
     code, _, err = run_cli(capsys, *args)
     assert code == 2  # click's usage-error status
@@ -163,9 +193,20 @@ def test_seed_claim_5_comes_out_of_estimate(capsys):
     + activations of an 8,192-token prefill chunk (8192 · 37,888 · 2 B = 620.8 MB) and 256
     fp32 logits rows (32.8 MB) = 241.43 GB when decoding starts; at the end of 256 generated
     tokens the KV is 256 · 1280 · 819,200 B = 268.4 GB, 295.1 GB in all."""
-    code, out, _ = run_cli(capsys, "estimate", "llama-2-13b", "--hardware", "h100-sxm",
-                           "--batch", "1,64,256", "--prompt", "1024", "--ceiling", "datasheet",
-                           "--json")
+    code, out, _ = run_cli(
+        capsys,
+        "estimate",
+        "llama-2-13b",
+        "--hardware",
+        "h100-sxm",
+        "--batch",
+        "1,64,256",
+        "--prompt",
+        "1024",
+        "--ceiling",
+        "datasheet",
+        "--json",
+    )
     assert code == 0
     data = json.loads(out)
     row = data["cases"][2]
@@ -192,8 +233,9 @@ def test_seed_claim_5_comes_out_of_estimate(capsys):
 
 def test_a_sweep_shows_every_row_and_exits_zero(capsys):
     batches = [2**i for i in range(11)]  # 1, 2, 4, …, 1024
-    code, out, err = run_cli(capsys, "estimate", "llama-2-13b", "--batch",
-                             ",".join(map(str, batches)))
+    code, out, err = run_cli(
+        capsys, "estimate", "llama-2-13b", "--batch", ",".join(map(str, batches))
+    )
     assert code == 0 and err == ""
     for b in batches:
         assert f"\n│ {b:>5} │" in out
@@ -204,8 +246,7 @@ def test_a_sweep_shows_every_row_and_exits_zero(capsys):
     assert expected == 47
     assert f"largest batch that fits at 1,280 tokens: {expected} (binding: KV)" in out
     assert "does not fit: batch 1024 needs" in out and "--tp" in out
-    code, _, err = run_cli(capsys, "estimate", "llama-2-13b", "--batch", "1,1024",
-                           "--require-fit")
+    code, _, err = run_cli(capsys, "estimate", "llama-2-13b", "--batch", "1,1024", "--require-fit")
     assert code == 1 and "batch 1024 needs" in err and err.count("\n") == 1
 
 
@@ -228,8 +269,11 @@ def test_memory_fraction_and_budget_move_the_edge_as_derived():
     # --memory-fraction 0.92 (the seeds' author on H100): (0.92 · 85.52e9 − 26.03e9 − 620.8 MB)
     # / 1,048,704,000 B = 49.6 → 49
     e = estimate(m, hw, [1], 1024, 256, memory_fraction=0.92)
-    assert e.max_batch == int((0.92 * H100_BYTES - W13 - act13(8192, 0))
-                              // (1280 * KV13_PER_TOKEN + V13 * 4)) == 49
+    assert (
+        e.max_batch
+        == int((0.92 * H100_BYTES - W13 - act13(8192, 0)) // (1280 * KV13_PER_TOKEN + V13 * 4))
+        == 49
+    )
     assert e.fit.budget.reserve_bytes == pytest.approx(0.08 * H100_BYTES)
     # No budget: the whole batch's B · 1024 prompt tokens at once, 1024 · 75,776 B more per
     # sequence: (76.97e9 − 26.03e9) / (1,048,704,000 + 1024 · 75,776) = 45.3 → 45

@@ -21,8 +21,15 @@ from roofline.parallel import Parallel, memory_per_gpu, parallel_step_cost
 from roofline.phases import estimate
 from roofline.precision import Precision
 
-MOE_MODELS = ["mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "deepseek-v2-lite",
-              "deepseek-v3", "jamba-v0.1", "minimax-text-01"]
+MOE_MODELS = [
+    "mixtral-8x7b",
+    "mixtral-8x22b",
+    "qwen3-30b-a3b",
+    "deepseek-v2-lite",
+    "deepseek-v3",
+    "jamba-v0.1",
+    "minimax-text-01",
+]
 
 
 def _op(cost, name: str):
@@ -81,8 +88,10 @@ def test_deepseek_v3_ep8_decode_step() -> None:
     assert 32 * q < touched <= 32
     assert experts.weight_elems == pytest.approx(58 * touched * per_expert, rel=1e-9)
     # attention runs on the GPU's own 8 sequences
-    assert _op(c.compute, "mla/absorbed_scores").op.flops == \
-        _op(step_cost(m, hw, Step(8, 1, 2048), p), "mla/absorbed_scores").op.flops
+    assert (
+        _op(c.compute, "mla/absorbed_scores").op.flops
+        == _op(step_cost(m, hw, Step(8, 1, 2048), p), "mla/absorbed_scores").op.flops
+    )
 
 
 def _expected_max_binomial_by_hand(n: int, p: float, r: int) -> float:
@@ -107,8 +116,9 @@ def test_busiest_rank_at_batch_1_top8_of_256_on_ep8() -> None:
     assert busiest_rank_experts(256, 8, 1, 1) == pytest.approx(8)
 
 
-@pytest.mark.parametrize("name, ep", [("mixtral-8x7b", 2), ("qwen3-30b-a3b", 8),
-                                      ("deepseek-v3", 8)])
+@pytest.mark.parametrize(
+    "name, ep", [("mixtral-8x7b", 2), ("qwen3-30b-a3b", 8), ("deepseek-v3", 8)]
+)
 def test_ep_busiest_rank_does_at_least_its_share(name: str, ep: int) -> None:
     """The busiest of n ranks runs at least 1/n of one GPU's expert work, and its excess over
     the mean shrinks as the batch grows (relative spread of a binomial ∝ 1/√(B·k))."""
@@ -145,8 +155,12 @@ def test_ep_max_batch_counts_every_gpu_of_the_group() -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.sampled_from(MOE_MODELS), st.sampled_from([1, 2, 4, 8, 16]),
-       st.sampled_from([1, 2, 4, 8, 16]), st.integers(1, 64))
+@given(
+    st.sampled_from(MOE_MODELS),
+    st.sampled_from([1, 2, 4, 8, 16]),
+    st.sampled_from([1, 2, 4, 8, 16]),
+    st.integers(1, 64),
+)
 def test_more_ep_never_more_weight_bytes_per_gpu(name: str, a: int, b: int, batch: int) -> None:
     m = load_model(name)
     lo, hi = sorted((a, b))
@@ -172,11 +186,14 @@ def test_cli_ep_json_shows_gpus_and_less_memory(capsys: pytest.CaptureFixture[st
         assert c2["memory_bytes_per_gpu"] < c1["memory_bytes_per_gpu"]
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["estimate", "mixtral-8x7b", "--ep", "3"], "does not divide mixtral-8x7b's 8 routed"),
-    (["estimate", "mixtral-8x7b", "--ep", "16"], "does not divide"),
-    (["estimate", "mixtral-8x7b", "--ep", "2", "--tp", "2"], "with --tp 2"),
-    (["estimate", "llama-3.1-8b", "--ep", "2"], "dense model"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["estimate", "mixtral-8x7b", "--ep", "3"], "does not divide mixtral-8x7b's 8 routed"),
+        (["estimate", "mixtral-8x7b", "--ep", "16"], "does not divide"),
+        (["estimate", "mixtral-8x7b", "--ep", "2", "--tp", "2"], "with --tp 2"),
+        (["estimate", "llama-3.1-8b", "--ep", "2"], "dense model"),
+    ],
+)
 def test_cli_refuses_unmodelled_ep(argv: list[str], needle: str, refused) -> None:
     refused(argv, needle)

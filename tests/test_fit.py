@@ -36,11 +36,13 @@ def test_one_max_batch_across_estimate_kv_and_serve(capsys):
     m, hw = load_model("llama-2-13b"), load_hardware("h100-sxm")
     e = estimate(m, hw, [1], 1024, 256, BF16, prefill_token_budget=2048)
     assert e.max_batch == by_hand and e.fit.binding == "KV"
-    code, out, _ = run_cli(capsys, "kv", "llama-2-13b", "--context", "1280",
-                           "--prefill-token-budget", "2048", "--json")
+    code, out, _ = run_cli(
+        capsys, "kv", "llama-2-13b", "--context", "1280", "--prefill-token-budget", "2048", "--json"
+    )
     assert code == 0 and json.loads(out)[0]["max_batch"] == by_hand
-    code, out, _ = run_cli(capsys, "estimate", "llama-2-13b", "--prefill-token-budget", "2048",
-                           "--json")
+    code, out, _ = run_cli(
+        capsys, "estimate", "llama-2-13b", "--prefill-token-budget", "2048", "--json"
+    )
     assert code == 0 and json.loads(out)["max_batch"] == by_hand
     # serve: the same usable memory less weights and a 2,048-token step over 48 sequences,
     # (76,968,728,985.6 − 26,031,728,640 − 155,189,248 − 48 · 128,000) / 819,200 = 61,982
@@ -102,8 +104,9 @@ def test_kv_says_when_the_weights_fill_the_device_and_takes_tp(capsys):
     # TP 2: each GPU holds 4 of 8 kv heads, 2 · 80 · 4 · 128 · 2 B = 163,840 B per token, and
     # ⌈128,256 / 2⌉ · 4 B of logits; its 8,192-token chunk has D = 8192 and F/2 = 14,336 wide
     # rows, 8192 · (2 · 8192 + 2 · 14336) · 2 B. Weights per GPU from the sharded spec.
-    code, out, _ = run_cli(capsys, "kv", "llama-3.1-70b", "--context", "4096", "--tp", "2",
-                           "--json")
+    code, out, _ = run_cli(
+        capsys, "kv", "llama-3.1-70b", "--context", "4096", "--tp", "2", "--json"
+    )
     (row,) = json.loads(out)
     w = row["memory"]["weights_bytes"]
     assert w == pytest.approx(70_553_706_496, rel=1e-3)  # half of 141.1 GB, norms replicated
@@ -118,17 +121,26 @@ def test_memory_fraction_is_a_parameter_of_the_core():
     full = memory.max_batch(m, hw, BF16, 1280, 1024, memory_fraction=1.0)
     seeds_h100 = memory.max_batch(m, hw, BF16, 1280, 1024, memory_fraction=0.92)
     assert full == int((H100_BYTES - W13 - 8192 * HIDDEN13) // (1280 * KV13 + LOGITS13)) == 56
-    assert seeds_h100 == int((0.92 * H100_BYTES - W13 - 8192 * HIDDEN13)
-                             // (1280 * KV13 + LOGITS13)) == 49
+    assert (
+        seeds_h100
+        == int((0.92 * H100_BYTES - W13 - 8192 * HIDDEN13) // (1280 * KV13 + LOGITS13))
+        == 49
+    )
     with pytest.raises(Exception, match="memory-fraction"):
         memory.max_batch(m, hw, BF16, 1280, memory_fraction=0)
     assert memory.max_batch(m, hw, BF16, 1280, 1024, Parallel(tp=2)) > 2 * full * 0.9
 
 
-@pytest.mark.parametrize("engine, fraction, budget", [
-    # engine_specs/: SGLang mem_fraction_static 0.88, chunked_prefill_size 8192; llama.cpp
-    # 0.95 of memory and 512-token batches; `none`: the defaults, vLLM's 0.9 and 8192
-    ("sglang", 0.88, 8192), ("llama.cpp", 0.95, 512), ("none", 0.9, 8192)])
+@pytest.mark.parametrize(
+    "engine, fraction, budget",
+    [
+        # engine_specs/: SGLang mem_fraction_static 0.88, chunked_prefill_size 8192; llama.cpp
+        # 0.95 of memory and 512-token batches; `none`: the defaults, vLLM's 0.9 and 8192
+        ("sglang", 0.88, 8192),
+        ("llama.cpp", 0.95, 512),
+        ("none", 0.9, 8192),
+    ],
+)
 def test_the_engine_profile_supplies_fraction_and_budget(capsys, engine, fraction, budget):
     """Llama-2-13B, 1024 + 256 tokens: (f · 85,520,809,984 − 26,031,728,640 − N · 75,776)
     / (1280 · 819,200 + 128,000); SGLang: (75,258,312,785.9 − 26.03e9 − 620.8 MB)
@@ -138,11 +150,11 @@ def test_the_engine_profile_supplies_fraction_and_budget(capsys, engine, fractio
     assert code == 0
     assert data["memory"]["memory_fraction"] == fraction
     assert data["memory"]["prefill_token_budget"] == budget
-    expected = int((fraction * H100_BYTES - W13 - budget * HIDDEN13)
-                   // (1280 * KV13 + LOGITS13))
+    expected = int((fraction * H100_BYTES - W13 - budget * HIDDEN13) // (1280 * KV13 + LOGITS13))
     assert data["max_batch"] == expected
     if engine == "sglang":
         assert expected == 46
-    code, out, _ = run_cli(capsys, "kv", "llama-2-13b", "--context", "1280", "--engine", engine,
-                           "--json")
+    code, out, _ = run_cli(
+        capsys, "kv", "llama-2-13b", "--context", "1280", "--engine", engine, "--json"
+    )
     assert json.loads(out)[0]["max_batch"] == expected

@@ -22,36 +22,40 @@ HALF = 2  # bytes of ggml_half (fp16)
 # Bytes of one block and the weights it holds, member by member as ggml/src/ggml-common.h
 # declares them (QK4_0 = QK8_0 = QK4_NL = 32, QK_K = 256).
 BLOCKS = [
-    ("q4_0", HALF + 32 // 2, 32),                          # d; qs[16]              = 18
-    ("q4_1", 2 * HALF + 32 // 2, 32),                      # d, m; qs[16]           = 20
-    ("q5_0", HALF + 4 + 32 // 2, 32),                      # d; qh[4]; qs[16]       = 22
-    ("q5_1", 2 * HALF + 4 + 32 // 2, 32),                  # d, m; qh[4]; qs[16]    = 24
-    ("q8_0", HALF + 32, 32),                               # d; qs[32]              = 34
-    ("q2_k", 256 // 16 + 256 // 4 + 2 * HALF, 256),        # scales[16]; qs[64]; d, dmin = 84
-    ("q3_k", 256 // 8 + 256 // 4 + 12 + HALF, 256),        # hmask[32]; qs[64]; scales[12]; d = 110
-    ("q4_k", 2 * HALF + 12 + 256 // 2, 256),               # d, dmin; scales[12]; qs[128] = 144
-    ("q5_k", 2 * HALF + 12 + 256 // 8 + 256 // 2, 256),    # + qh[32]               = 176
+    ("q4_0", HALF + 32 // 2, 32),  # d; qs[16]              = 18
+    ("q4_1", 2 * HALF + 32 // 2, 32),  # d, m; qs[16]           = 20
+    ("q5_0", HALF + 4 + 32 // 2, 32),  # d; qh[4]; qs[16]       = 22
+    ("q5_1", 2 * HALF + 4 + 32 // 2, 32),  # d, m; qh[4]; qs[16]    = 24
+    ("q8_0", HALF + 32, 32),  # d; qs[32]              = 34
+    ("q2_k", 256 // 16 + 256 // 4 + 2 * HALF, 256),  # scales[16]; qs[64]; d, dmin = 84
+    ("q3_k", 256 // 8 + 256 // 4 + 12 + HALF, 256),  # hmask[32]; qs[64]; scales[12]; d = 110
+    ("q4_k", 2 * HALF + 12 + 256 // 2, 256),  # d, dmin; scales[12]; qs[128] = 144
+    ("q5_k", 2 * HALF + 12 + 256 // 8 + 256 // 2, 256),  # + qh[32]               = 176
     ("q6_k", 256 // 2 + 256 // 4 + 256 // 16 + HALF, 256),  # ql[128]; qh[64]; scales[16]; d = 210
-    ("iq4_nl", HALF + 32 // 2, 32),                        # d; qs[16]              = 18
-    ("iq4_xs", HALF + 2 + 256 // 64 + 256 // 2, 256),      # d; scales_h; scales_l[4]; qs[128] = 136
+    ("iq4_nl", HALF + 32 // 2, 32),  # d; qs[16]              = 18
+    ("iq4_xs", HALF + 2 + 256 // 64 + 256 // 2, 256),  # d; scales_h; scales_l[4]; qs[128] = 136
 ]
 
 
-@pytest.mark.parametrize(("name", "block_bytes", "block_weights"), BLOCKS,
-                         ids=[b[0] for b in BLOCKS])
+@pytest.mark.parametrize(
+    ("name", "block_bytes", "block_weights"), BLOCKS, ids=[b[0] for b in BLOCKS]
+)
 def test_gguf_bits_from_block_structs(name: str, block_bytes: int, block_weights: int) -> None:
     assert parse_format(name).bits == pytest.approx(8 * block_bytes / block_weights, rel=1e-12)
 
 
-@pytest.mark.parametrize(("name", "bits"), [
-    ("Q4_0", 144 / 32),     # 32 x 4 bits + one fp16 scale = 144 bits per 32 weights = 4.5
-    ("Q8_0", 272 / 32),     # 32 x 8 + 16 = 272 / 32 = 8.5
-    ("Q4_K", 1152 / 256),   # 144 B = 1152 bits per 256 = 4.5
-    ("Q6_K", 1680 / 256),   # 210 B = 1680 bits per 256 = 6.5625
-    ("q4f16_1", 4 + 16 / 32),  # MLC: int4, groups of 32, one fp16 scale, symmetric = 4.5
-    ("q4f32_1", 4 + 32 / 32),  # fp32 scale = 5.0
-    ("q3f16_1", 3 + 16 / 40),  # int3 in groups of 40 = 3.4
-])
+@pytest.mark.parametrize(
+    ("name", "bits"),
+    [
+        ("Q4_0", 144 / 32),  # 32 x 4 bits + one fp16 scale = 144 bits per 32 weights = 4.5
+        ("Q8_0", 272 / 32),  # 32 x 8 + 16 = 272 / 32 = 8.5
+        ("Q4_K", 1152 / 256),  # 144 B = 1152 bits per 256 = 4.5
+        ("Q6_K", 1680 / 256),  # 210 B = 1680 bits per 256 = 6.5625
+        ("q4f16_1", 4 + 16 / 32),  # MLC: int4, groups of 32, one fp16 scale, symmetric = 4.5
+        ("q4f32_1", 4 + 32 / 32),  # fp32 scale = 5.0
+        ("q3f16_1", 3 + 16 / 40),  # int3 in groups of 40 = 3.4
+    ],
+)
 def test_named_bits(name: str, bits: float) -> None:
     assert parse_format(name).bits == pytest.approx(bits, rel=1e-12)
     assert parse_format(name.lower()) == parse_format(name.upper())
@@ -70,8 +74,10 @@ ENDS_7B = 2 * 32_000 * 4_096 + 65 * 4_096  # embedding + LM head + 65 RMSNorm sc
 def test_llama_2_7b_int4_g128_weighs_3_9_gb() -> None:
     """Embedding, LM head and norms in bf16 (2 B), the other weights at 4 + 20/128 bits."""
     m = load_model("llama-2-7b")
-    assert group_params(m)["embedding"] + group_params(m)["lm_head"] + group_params(m)[
-        "norms"] == ENDS_7B
+    assert (
+        group_params(m)["embedding"] + group_params(m)["lm_head"] + group_params(m)["norms"]
+        == ENDS_7B
+    )
     expected = ENDS_7B * 2 + (LLAMA2_7B - ENDS_7B) * (4 + (16 + 4) / 128) / 8
     assert expected == pytest.approx(3.889e9, rel=1e-3)
     assert memory.weights_bytes(m, Precision("int4-g128")) == pytest.approx(expected, rel=1e-12)
@@ -113,13 +119,23 @@ def test_group_params_add_up() -> None:
         assert sum(group_params(m).values()) == m.total_params, name
 
 
-@pytest.mark.parametrize(("op", "group"), [
-    ("attention/qkv", "attention"), ("mla/q_proj", "attention"), ("local/scores+av", "attention"),
-    ("linear/qkv", "attention"), ("mlp/down", "mlp"), ("moe/experts", "experts"),
-    ("moe/shared_experts", "shared_experts"), ("moe/router", "router"),
-    ("embedding", "embedding"), ("lm_head", "lm_head"), ("ssm/in_proj", "ssm"),
-    ("norms+residual", "norms"),
-])
+@pytest.mark.parametrize(
+    ("op", "group"),
+    [
+        ("attention/qkv", "attention"),
+        ("mla/q_proj", "attention"),
+        ("local/scores+av", "attention"),
+        ("linear/qkv", "attention"),
+        ("mlp/down", "mlp"),
+        ("moe/experts", "experts"),
+        ("moe/shared_experts", "shared_experts"),
+        ("moe/router", "router"),
+        ("embedding", "embedding"),
+        ("lm_head", "lm_head"),
+        ("ssm/in_proj", "ssm"),
+        ("norms+residual", "norms"),
+    ],
+)
 def test_operator_groups(op: str, group: str) -> None:
     assert weight_group(op) == group
 
@@ -160,10 +176,14 @@ def test_llama_2_7b_q4_k_m_from_its_mix() -> None:
     D, F, V = 4_096, 11_008, 32_000
     q4k, q6k = 4.5 / 8, 6.5625 / 8  # bytes per weight
     per_layer_q4k = 3 * D * D + 2 * D * F  # q, k, o, gate, up
-    total = (V * D * q4k + V * D * q6k                      # token_embd, output
-             + 32 * per_layer_q4k * q4k
-             + 16 * (D * D + F * D) * q6k + 16 * (D * D + F * D) * q4k  # attn_v, ffn_down
-             + 65 * D * 4)                                  # norms, F32
+    total = (
+        V * D * q4k
+        + V * D * q6k  # token_embd, output
+        + 32 * per_layer_q4k * q4k
+        + 16 * (D * D + F * D) * q6k
+        + 16 * (D * D + F * D) * q4k  # attn_v, ffn_down
+        + 65 * D * 4
+    )  # norms, F32
     assert total == 4_080_263_168
     m = load_model("llama-2-7b")
     assert memory.weights_bytes(m, Precision("Q4_K_M")) == total
@@ -197,10 +217,13 @@ def test_mix_bytes_moved_match_memory_once_resolved() -> None:
     assert float(s.weight_bytes) == pytest.approx(memory.weights_bytes(m, p), rel=1e-12)
 
 
-@pytest.mark.parametrize(("mix", "attn_v", "ffn_down"), [
-    ("q3_k_m", "2 x q5_k, rest q4_k", "first L/16 q5_k, rest q4_k"),
-    ("q4_k_s", "first 4 q5_k", "first L/8 q5_k"),
-])
+@pytest.mark.parametrize(
+    ("mix", "attn_v", "ffn_down"),
+    [
+        ("q3_k_m", "2 x q5_k, rest q4_k", "first L/16 q5_k, rest q4_k"),
+        ("q4_k_s", "first 4 q5_k", "first L/8 q5_k"),
+    ],
+)
 def test_other_mixes_follow_their_rules(mix: str, attn_v: str, ffn_down: str) -> None:
     m = load_model("llama-2-7b")
     typed = llamacpp.tensor_types(mix, m)
@@ -228,14 +251,35 @@ def test_mix_tensors_cover_every_parameter() -> None:
 
 
 def test_estimate_runs_with_a_mix(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "estimate", "llama-2-7b", "--hardware", "m2-ultra",
-                           "--weights", "Q4_K_M", "--batch", "1", "--json")
+    code, out, _ = run_cli(
+        capsys,
+        "estimate",
+        "llama-2-7b",
+        "--hardware",
+        "m2-ultra",
+        "--weights",
+        "Q4_K_M",
+        "--batch",
+        "1",
+        "--json",
+    )
     assert code == 0
     assert json.loads(out)["cases"][0]["weights_bytes"] == 4_080_263_168
 
 
-@pytest.mark.parametrize("name", ["llama-2-7b", "llama-3.1-70b", "mixtral-8x7b", "qwen3-30b-a3b",
-                                  "gemma-3-27b", "gpt-oss-20b", "deepseek-v3", "jamba-v0.1"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "llama-2-7b",
+        "llama-3.1-70b",
+        "mixtral-8x7b",
+        "qwen3-30b-a3b",
+        "gemma-3-27b",
+        "gpt-oss-20b",
+        "deepseek-v3",
+        "jamba-v0.1",
+    ],
+)
 def test_mixes_lie_between_their_block_types(name: str) -> None:
     """A K file type only promotes tensors above its base type (never past Q6_K, Q8_0 aside):
     all-Q3_K <= Q3_K_S <= Q3_K_M <= Q3_K_L <= all-Q6_K, likewise for Q4_K and Q5_K (norms

@@ -28,8 +28,13 @@ def _add(w, name: str, shape: tuple[int, ...], qtype) -> None:
     w.add_tensor(name, raw, raw_dtype=qtype)
 
 
-def _write(path: Path, arch: str, file_type: int, tensors: list[tuple[str, tuple, object]],
-           moe: tuple[int, int, int] | None = None) -> None:
+def _write(
+    path: Path,
+    arch: str,
+    file_type: int,
+    tensors: list[tuple[str, tuple, object]],
+    moe: tuple[int, int, int] | None = None,
+) -> None:
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-{arch}")
     w.add_block_count(L)
@@ -56,19 +61,24 @@ def _llama_q4_k_m() -> list[tuple[str, tuple, object]]:
     use_more_bits(i, 2) = i < 0 or i >= 14 // 8 = 1 or i % 3 == 2 -> only layer 1, so attn_v
     and ffn_down are Q6_K in layer 1 and Q4_K in layer 0; output Q6_K; token_embd Q4_K;
     norms F32."""
-    ts = [("token_embd.weight", (V, D), T.Q4_K), ("output_norm.weight", (D,), T.F32),
-          ("output.weight", (V, D), T.Q6_K)]
+    ts = [
+        ("token_embd.weight", (V, D), T.Q4_K),
+        ("output_norm.weight", (D,), T.F32),
+        ("output.weight", (V, D), T.Q6_K),
+    ]
     for i in range(L):
         more = T.Q6_K if i == 1 else T.Q4_K
-        ts += [(f"blk.{i}.attn_norm.weight", (D,), T.F32),
-               (f"blk.{i}.attn_q.weight", (N * H, D), T.Q4_K),
-               (f"blk.{i}.attn_k.weight", (K * H, D), T.Q4_K),
-               (f"blk.{i}.attn_v.weight", (K * H, D), more),
-               (f"blk.{i}.attn_output.weight", (D, N * H), T.Q4_K),
-               (f"blk.{i}.ffn_norm.weight", (D,), T.F32),
-               (f"blk.{i}.ffn_gate.weight", (F, D), T.Q4_K),
-               (f"blk.{i}.ffn_up.weight", (F, D), T.Q4_K),
-               (f"blk.{i}.ffn_down.weight", (D, F), more)]
+        ts += [
+            (f"blk.{i}.attn_norm.weight", (D,), T.F32),
+            (f"blk.{i}.attn_q.weight", (N * H, D), T.Q4_K),
+            (f"blk.{i}.attn_k.weight", (K * H, D), T.Q4_K),
+            (f"blk.{i}.attn_v.weight", (K * H, D), more),
+            (f"blk.{i}.attn_output.weight", (D, N * H), T.Q4_K),
+            (f"blk.{i}.ffn_norm.weight", (D,), T.F32),
+            (f"blk.{i}.ffn_gate.weight", (F, D), T.Q4_K),
+            (f"blk.{i}.ffn_up.weight", (F, D), T.Q4_K),
+            (f"blk.{i}.ffn_down.weight", (D, F), more),
+        ]
     return ts
 
 
@@ -78,8 +88,16 @@ def test_llama_q4_k_m_round_trip(tmp_path: Path) -> None:
     f = read_gguf(path)
     assert f.architecture == "llama" and f.file_type == "q4_k_m"
     spec = spec_from_gguf(f, "tiny-llama", str(path))
-    assert (spec.layers, spec.d_model, spec.heads, spec.kv_heads, spec.head_dim, spec.d_ff,
-            spec.vocab_size, spec.tied_embeddings) == (L, D, N, K, H, F, V, False)
+    assert (
+        spec.layers,
+        spec.d_model,
+        spec.heads,
+        spec.kv_heads,
+        spec.head_dim,
+        spec.d_ff,
+        spec.vocab_size,
+        spec.tied_embeddings,
+    ) == (L, D, N, K, H, F, V, False)
     assert spec.checkpoint_weights == "q4_k_m"
     # elements: 2 V·D + L·(D·(N+2K)·H + N·H·D + 3·D·F + 2 D) + D
     elems = 2 * V * D + L * (D * (N + 2 * K) * H + N * H * D + 3 * D * F + 2 * D) + D
@@ -87,10 +105,14 @@ def test_llama_q4_k_m_round_trip(tmp_path: Path) -> None:
     # bytes in the file: Q4_K 144 B / 256, Q6_K 210 B / 256, F32 4 B
     q4k, q6k = 144 / 256, 210 / 256
     v, down = K * H * D, D * F  # Q4_K in layer 0, Q6_K in layer 1
-    file_bytes = (V * D * q4k + V * D * q6k                       # token_embd, output
-                  + L * (N * H * D + K * H * D + N * H * D + 2 * D * F) * q4k  # q, k, o, gate, up
-                  + (v + down) * q4k + (v + down) * q6k           # attn_v, ffn_down
-                  + (2 * L + 1) * D * 4)                          # norms
+    file_bytes = (
+        V * D * q4k
+        + V * D * q6k  # token_embd, output
+        + L * (N * H * D + K * H * D + N * H * D + 2 * D * F) * q4k  # q, k, o, gate, up
+        + (v + down) * q4k
+        + (v + down) * q6k  # attn_v, ffn_down
+        + (2 * L + 1) * D * 4
+    )  # norms
     assert f.tensor_bytes == file_bytes
     # the replayed Q4_K_M rules give the same bytes as the file's tensor table
     check = check_gguf(spec, f)
@@ -101,21 +123,26 @@ def _qwen3moe_q8_0() -> list[tuple[str, tuple, object]]:
     """A 2-layer qwen3moe with 4 experts (top-2, F_e = 256), every matrix Q8_0 but output
     Q6_K (what llama-quantize Q8_0 would not do; a hand-made mix), router and norms F32."""
     E, Fe = 4, 256
-    ts = [("token_embd.weight", (V, D), T.Q8_0), ("output_norm.weight", (D,), T.F32),
-          ("output.weight", (V, D), T.Q6_K)]
+    ts = [
+        ("token_embd.weight", (V, D), T.Q8_0),
+        ("output_norm.weight", (D,), T.F32),
+        ("output.weight", (V, D), T.Q6_K),
+    ]
     for i in range(L):
-        ts += [(f"blk.{i}.attn_norm.weight", (D,), T.F32),
-               (f"blk.{i}.attn_q.weight", (N * H, D), T.Q8_0),
-               (f"blk.{i}.attn_k.weight", (K * H, D), T.Q8_0),
-               (f"blk.{i}.attn_v.weight", (K * H, D), T.Q8_0),
-               (f"blk.{i}.attn_output.weight", (D, N * H), T.Q8_0),
-               (f"blk.{i}.attn_q_norm.weight", (H,), T.F32),
-               (f"blk.{i}.attn_k_norm.weight", (H,), T.F32),
-               (f"blk.{i}.ffn_norm.weight", (D,), T.F32),
-               (f"blk.{i}.ffn_gate_inp.weight", (E, D), T.F32),
-               (f"blk.{i}.ffn_gate_exps.weight", (E, Fe, D), T.Q8_0),
-               (f"blk.{i}.ffn_up_exps.weight", (E, Fe, D), T.Q8_0),
-               (f"blk.{i}.ffn_down_exps.weight", (E, D, Fe), T.Q8_0)]
+        ts += [
+            (f"blk.{i}.attn_norm.weight", (D,), T.F32),
+            (f"blk.{i}.attn_q.weight", (N * H, D), T.Q8_0),
+            (f"blk.{i}.attn_k.weight", (K * H, D), T.Q8_0),
+            (f"blk.{i}.attn_v.weight", (K * H, D), T.Q8_0),
+            (f"blk.{i}.attn_output.weight", (D, N * H), T.Q8_0),
+            (f"blk.{i}.attn_q_norm.weight", (H,), T.F32),
+            (f"blk.{i}.attn_k_norm.weight", (H,), T.F32),
+            (f"blk.{i}.ffn_norm.weight", (D,), T.F32),
+            (f"blk.{i}.ffn_gate_inp.weight", (E, D), T.F32),
+            (f"blk.{i}.ffn_gate_exps.weight", (E, Fe, D), T.Q8_0),
+            (f"blk.{i}.ffn_up_exps.weight", (E, Fe, D), T.Q8_0),
+            (f"blk.{i}.ffn_down_exps.weight", (E, D, Fe), T.Q8_0),
+        ]
     return ts
 
 
@@ -140,19 +167,30 @@ def test_gguf_of_a_catalog_shape_matches_the_catalog(tmp_path: Path) -> None:
     m = load_model("tiny-llama-30m")
     d, f_, v, kv = m.d_model, m.d_ff, m.vocab_size, m.kv_heads * m.head_dim
     w = gguf.GGUFWriter(str(tmp_path / "t.gguf"), "llama")
-    for add, value in ((w.add_block_count, m.layers), (w.add_context_length, m.max_context),
-                       (w.add_embedding_length, d), (w.add_feed_forward_length, f_),
-                       (w.add_head_count, m.heads), (w.add_head_count_kv, m.kv_heads),
-                       (w.add_file_type, 2)):  # 2 = MOSTLY_Q4_0
+    for add, value in (
+        (w.add_block_count, m.layers),
+        (w.add_context_length, m.max_context),
+        (w.add_embedding_length, d),
+        (w.add_feed_forward_length, f_),
+        (w.add_head_count, m.heads),
+        (w.add_head_count_kv, m.kv_heads),
+        (w.add_file_type, 2),
+    ):  # 2 = MOSTLY_Q4_0
         add(value)
     q = T.Q4_0
     _add(w, "token_embd.weight", (v, d), q)
     _add(w, "output_norm.weight", (d,), T.F32)
     _add(w, "output.weight", (v, d), q)
     for i in range(m.layers):
-        for name, shape in (("attn_q", (m.q_dim, d)), ("attn_k", (kv, d)), ("attn_v", (kv, d)),
-                            ("attn_output", (d, m.q_dim)), ("ffn_gate", (f_, d)),
-                            ("ffn_up", (f_, d)), ("ffn_down", (d, f_))):
+        for name, shape in (
+            ("attn_q", (m.q_dim, d)),
+            ("attn_k", (kv, d)),
+            ("attn_v", (kv, d)),
+            ("attn_output", (d, m.q_dim)),
+            ("ffn_gate", (f_, d)),
+            ("ffn_up", (f_, d)),
+            ("ffn_down", (d, f_)),
+        ):
             _add(w, f"blk.{i}.{name}.weight", shape, q)
         _add(w, f"blk.{i}.attn_norm.weight", (d,), T.F32)
         _add(w, f"blk.{i}.ffn_norm.weight", (d,), T.F32)
@@ -162,8 +200,17 @@ def test_gguf_of_a_catalog_shape_matches_the_catalog(tmp_path: Path) -> None:
     w.close()
     f = read_gguf(tmp_path / "t.gguf")
     spec = spec_from_gguf(f, "t", "t.gguf")
-    fields = ("layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab_size",
-              "tied_embeddings", "max_context")
+    fields = (
+        "layers",
+        "d_model",
+        "heads",
+        "kv_heads",
+        "head_dim",
+        "d_ff",
+        "vocab_size",
+        "tied_embeddings",
+        "max_context",
+    )
     assert {k: getattr(spec, k) for k in fields} == {k: getattr(m, k) for k in fields}
     assert isinstance(spec, ModelSpec) and spec.total_params == m.total_params
     assert spec.checkpoint_weights == "q4_0"

@@ -15,14 +15,43 @@ from roofline.hardware import HardwareSpec
 BUNDLED = Path(hardware_specs.__file__).parent
 
 EXPECTED_NAMES = {
-    "h100-sxm", "h100-pcie", "h100-nvl", "h200", "h20", "b200", "gb200",
-    "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-40gb", "a100-pcie-80gb",
-    "a10g", "a10", "l4", "l40s", "v100-sxm2-32gb", "t4",
-    "rtx-4090", "rtx-3090", "rtx-5090",
-    "mi300x", "mi325x", "mi250x", "gaudi2", "gaudi3",
-    "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e",
-    "m2-ultra", "m3-max", "m4-max",
-    "apple-m1-max", "m2-max", "m3-ultra", "rtx-3090-ti", "mi250x-gcd",
+    "h100-sxm",
+    "h100-pcie",
+    "h100-nvl",
+    "h200",
+    "h20",
+    "b200",
+    "gb200",
+    "a100-sxm-40gb",
+    "a100-sxm-80gb",
+    "a100-pcie-40gb",
+    "a100-pcie-80gb",
+    "a10g",
+    "a10",
+    "l4",
+    "l40s",
+    "v100-sxm2-32gb",
+    "t4",
+    "rtx-4090",
+    "rtx-3090",
+    "rtx-5090",
+    "mi300x",
+    "mi325x",
+    "mi250x",
+    "gaudi2",
+    "gaudi3",
+    "tpu-v4",
+    "tpu-v5e",
+    "tpu-v5p",
+    "tpu-v6e",
+    "m2-ultra",
+    "m3-max",
+    "m4-max",
+    "apple-m1-max",
+    "m2-max",
+    "m3-ultra",
+    "rtx-3090-ti",
+    "mi250x-gcd",
 }
 
 KIND_BY_VENDOR = {"nvidia": "gpu", "amd": "gpu", "intel": "npu", "google": "tpu", "apple": "soc"}
@@ -187,12 +216,19 @@ def test_fp8_on_a100_is_refused() -> None:
 
 
 # ---- device memory in bytes, binary units ------------------------------------------------
-@pytest.mark.parametrize("name, mib", [
-    # nvidia-smi memory.total on the card: 'NVIDIA H100 80GB HBM3' 81559MiB,
-    # 'NVIDIA H200' 143771MiB, 'NVIDIA A100-SXM4-80GB' 81920MiB (public nvidia-smi outputs)
-    ("h100-sxm", 81_559), ("h200", 143_771), ("a100-sxm-80gb", 81_920)])
-def test_memory_is_the_driver_visible_byte_count(name: str, mib: int,
-                                                  specs: dict[str, HardwareSpec]) -> None:
+@pytest.mark.parametrize(
+    "name, mib",
+    [
+        # nvidia-smi memory.total on the card: 'NVIDIA H100 80GB HBM3' 81559MiB,
+        # 'NVIDIA H200' 143771MiB, 'NVIDIA A100-SXM4-80GB' 81920MiB (public nvidia-smi outputs)
+        ("h100-sxm", 81_559),
+        ("h200", 143_771),
+        ("a100-sxm-80gb", 81_920),
+    ],
+)
+def test_memory_is_the_driver_visible_byte_count(
+    name: str, mib: int, specs: dict[str, HardwareSpec]
+) -> None:
     assert specs[name].memory_bytes == mib * 2**20
     assert "nvidia-smi" in specs[name].memory_source
 

@@ -20,31 +20,34 @@ def _import(capsys, folder: str, *extra: str) -> str:
     return capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("folder", "catalog_name"), [
-    ("Llama-2-13b-hf", "llama-2-13b"),
-    ("Mistral-7B-v0.1", "mistral-7b-v0.1"),
-    ("Mixtral-8x7B-v0.1", "mixtral-8x7b"),
-    ("Qwen2.5-7B", "qwen2.5-7b"),
-    ("Qwen3-30B-A3B", "qwen3-30b-a3b"),
-    ("gemma-2-9b", "gemma-2-9b"),
-    ("gemma-3-27b-pt", "gemma-3-27b"),
-    ("DeepSeek-V2-Lite", "deepseek-v2-lite"),
-    ("DeepSeek-V3", "deepseek-v3"),
-    ("falcon-40b", "falcon-40b"),
-    ("mamba-2.8b-hf", "mamba-2.8b"),
-    ("mamba2-2.7b", "mamba2-2.7b"),
-    ("Jamba-v0.1", "jamba-v0.1"),
-    # issue 14
-    ("Meta-Llama-3-8B", "llama-3-8b"),
-    ("gpt-j-6b", "gpt-j-6b"),
-    ("dbrx-base", "dbrx"),
-    ("gpt-oss-20b", "gpt-oss-20b"),
-    ("Qwen3-8B", "qwen3-8b"),
-    ("Qwen3-235B-A22B", "qwen3-235b-a22b"),
-    ("phi-4", "phi-4"),
-    ("gemma-3-4b-pt", "gemma-3-4b"),
-    ("Mistral-Small-24B-Base-2501", "mistral-small-24b"),
-])
+@pytest.mark.parametrize(
+    ("folder", "catalog_name"),
+    [
+        ("Llama-2-13b-hf", "llama-2-13b"),
+        ("Mistral-7B-v0.1", "mistral-7b-v0.1"),
+        ("Mixtral-8x7B-v0.1", "mixtral-8x7b"),
+        ("Qwen2.5-7B", "qwen2.5-7b"),
+        ("Qwen3-30B-A3B", "qwen3-30b-a3b"),
+        ("gemma-2-9b", "gemma-2-9b"),
+        ("gemma-3-27b-pt", "gemma-3-27b"),
+        ("DeepSeek-V2-Lite", "deepseek-v2-lite"),
+        ("DeepSeek-V3", "deepseek-v3"),
+        ("falcon-40b", "falcon-40b"),
+        ("mamba-2.8b-hf", "mamba-2.8b"),
+        ("mamba2-2.7b", "mamba2-2.7b"),
+        ("Jamba-v0.1", "jamba-v0.1"),
+        # issue 14
+        ("Meta-Llama-3-8B", "llama-3-8b"),
+        ("gpt-j-6b", "gpt-j-6b"),
+        ("dbrx-base", "dbrx"),
+        ("gpt-oss-20b", "gpt-oss-20b"),
+        ("Qwen3-8B", "qwen3-8b"),
+        ("Qwen3-235B-A22B", "qwen3-235b-a22b"),
+        ("phi-4", "phi-4"),
+        ("gemma-3-4b-pt", "gemma-3-4b"),
+        ("Mistral-Small-24B-Base-2501", "mistral-small-24b"),
+    ],
+)
 def test_import_matches_catalog(tmp_path: Path, capsys, folder: str, catalog_name: str) -> None:
     out = tmp_path / "spec.yaml"
     main(["models", "import", str(FIXTURES / folder / "config.json"), "-o", str(out)])
@@ -53,19 +56,27 @@ def test_import_matches_catalog(tmp_path: Path, capsys, folder: str, catalog_nam
     assert imported.total_params == catalog.total_params
     assert imported.kv_elems_per_token == catalog.kv_elems_per_token
     assert imported.state_elems_per_sequence == catalog.state_elems_per_sequence
-    assert [(g.kind, g.count) for g in imported.layer_groups] == \
-        [(g.kind, g.count) for g in catalog.layer_groups]
+    assert [(g.kind, g.count) for g in imported.layer_groups] == [
+        (g.kind, g.count) for g in catalog.layer_groups
+    ]
     assert imported.checkpoint_weights == catalog.checkpoint_weights
     assert imported.active_params == catalog.active_params
 
 
-@pytest.mark.parametrize(("folder", "published", "source"), [
-    ("gpt-neox-20b", 20_554_567_680, "EleutherAI/gpt-neox-20b safetensors metadata (20.6B)"),
-    ("Phi-3-mini-4k-instruct", 3_821_079_552,
-     "microsoft/Phi-3-mini-4k-instruct safetensors metadata (model card: 3.8B)"),
-])
-def test_import_without_catalog_spec_matches_published(capsys, folder: str, published: int,
-                                                       source: str) -> None:
+@pytest.mark.parametrize(
+    ("folder", "published", "source"),
+    [
+        ("gpt-neox-20b", 20_554_567_680, "EleutherAI/gpt-neox-20b safetensors metadata (20.6B)"),
+        (
+            "Phi-3-mini-4k-instruct",
+            3_821_079_552,
+            "microsoft/Phi-3-mini-4k-instruct safetensors metadata (model card: 3.8B)",
+        ),
+    ],
+)
+def test_import_without_catalog_spec_matches_published(
+    capsys, folder: str, published: int, source: str
+) -> None:
     text = _import(capsys, folder)
     assert f"{published:,} parameters" in text, source
 
@@ -106,8 +117,15 @@ def test_awq_checkpoint_gets_its_formats(tmp_path: Path, capsys) -> None:
     from roofline.precision import Precision
 
     out = tmp_path / "awq.yaml"
-    main(["models", "import", str(FIXTURES / "Qwen2.5-7B-Instruct-AWQ" / "config.json"),
-          "-o", str(out)])
+    main(
+        [
+            "models",
+            "import",
+            str(FIXTURES / "Qwen2.5-7B-Instruct-AWQ" / "config.json"),
+            "-o",
+            str(out),
+        ]
+    )
     capsys.readouterr()
     spec = load_model(str(out))
     assert spec.checkpoint_weights == "int4-g128"
@@ -118,22 +136,43 @@ def test_awq_checkpoint_gets_its_formats(tmp_path: Path, capsys) -> None:
     assert memory.weights_bytes(spec, p) == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.parametrize(("q", "weights"), [
-    ({"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True}, "int4-g128-sym"),
-    ({"quant_method": "gptq", "bits": 4, "group_size": 32, "sym": False}, "int4-g32"),
-    ({"quant_method": "gptq", "bits": 8, "group_size": -1, "sym": True}, "int8"),
-    ({"quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": False}, "int4-g64-sym"),
-    ({"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]},
-     "fp8,embedding=bf16,lm_head=bf16,norms=bf16"),
-    ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
-      "bnb_4bit_use_double_quant": True}, "nf4-dq"),
-    # NVIDIA ModelOpt (e.g. nvidia/*-FP4 checkpoints): NVFP4 blocks of 16, head kept bf16
-    ({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16,
-      "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head"]},
-     "nvfp4,embedding=bf16,lm_head=bf16,norms=bf16"),
-    ({"quant_method": "modelopt", "quant_algo": "FP8"},
-     "fp8,embedding=bf16,lm_head=bf16,norms=bf16"),
-])
+@pytest.mark.parametrize(
+    ("q", "weights"),
+    [
+        ({"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True}, "int4-g128-sym"),
+        ({"quant_method": "gptq", "bits": 4, "group_size": 32, "sym": False}, "int4-g32"),
+        ({"quant_method": "gptq", "bits": 8, "group_size": -1, "sym": True}, "int8"),
+        ({"quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": False}, "int4-g64-sym"),
+        (
+            {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]},
+            "fp8,embedding=bf16,lm_head=bf16,norms=bf16",
+        ),
+        (
+            {
+                "quant_method": "bitsandbytes",
+                "load_in_4bit": True,
+                "bnb_4bit_quant_type": "nf4",
+                "bnb_4bit_use_double_quant": True,
+            },
+            "nf4-dq",
+        ),
+        # NVIDIA ModelOpt (e.g. nvidia/*-FP4 checkpoints): NVFP4 blocks of 16, head kept bf16
+        (
+            {
+                "quant_method": "modelopt",
+                "quant_algo": "NVFP4",
+                "group_size": 16,
+                "kv_cache_quant_algo": "FP8",
+                "exclude_modules": ["lm_head"],
+            },
+            "nvfp4,embedding=bf16,lm_head=bf16,norms=bf16",
+        ),
+        (
+            {"quant_method": "modelopt", "quant_algo": "FP8"},
+            "fp8,embedding=bf16,lm_head=bf16,norms=bf16",
+        ),
+    ],
+)
 def test_quantization_config_formats(q: dict, weights: str) -> None:
     from roofline.hf_import import checkpoint_weights
     from roofline.precision import Precision

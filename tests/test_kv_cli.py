@@ -24,8 +24,14 @@ def test_json_fields(capsys) -> None:
     rows = _kv_json(capsys, "llama-3.1-8b", "mamba-2.8b", "--context", "4096")
     assert [r["model"] for r in rows] == ["llama-3.1-8b", "mamba-2.8b"]
     for r in rows:
-        assert {"model", "context", "kv_bytes_per_token", "kv_bytes_per_sequence",
-                "decode_read_bytes", "max_batch"} <= set(r)
+        assert {
+            "model",
+            "context",
+            "kv_bytes_per_token",
+            "kv_bytes_per_sequence",
+            "decode_read_bytes",
+            "max_batch",
+        } <= set(r)
     # Llama-3.1-8B: 2 · 32 layers · 8 kv heads · 128 · 2 B = 131,072 B per token
     assert rows[0]["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2 == 131_072
     assert rows[0]["kv_bytes_per_sequence"] == 131_072 * 4096
@@ -49,7 +55,8 @@ def test_claim_13_70b_at_128k(capsys) -> None:
     (row,) = _kv_json(capsys, "llama-3.1-70b", "--context", "131072")
     assert row["kv_bytes_per_sequence"] == gqa
     mha_spec = ModelSpec.model_validate(
-        {**load_model("llama-3.1-70b").model_dump(), "kv_heads": 64})
+        {**load_model("llama-3.1-70b").model_dump(), "kv_heads": 64}
+    )
     assert kv_cache_bytes(mha_spec, BF16, 1, 131_072) == mha
 
 
@@ -67,8 +74,7 @@ def test_claim_6_gqa_on_llama_2_13b() -> None:
     gqa = ModelSpec.model_validate({**mha.model_dump(), "kv_heads": 8})
     w = weights_bytes(mha, BF16)
     assert w == 13_015_864_320 * 2
-    assert mha.total_params - gqa.total_params == 40 * 2 * 5120 * (5120 - 1024) \
-        == 1_677_721_600
+    assert mha.total_params - gqa.total_params == 40 * 2 * 5120 * (5120 - 1024) == 1_677_721_600
     assert kv_cache_bytes(gqa, BF16, 1, 1024) == 2 * 40 * 8 * 128 * 2 * 1024 == 167_772_160
     assert kv_cache_bytes(mha, BF16, 1, 1024) == 5 * 167_772_160
     total_64 = w + kv_cache_bytes(gqa, BF16, 64, 1024)
@@ -88,5 +94,7 @@ def test_kv_table_and_refusals(capsys) -> None:
     main(["kv", "llama-2-13b", "--context", "8192"])  # past the trained context: a warning
     out, err = capsys.readouterr()
     assert "llama-2-13b" in out
-    assert err == ("warning: 8,192 tokens exceed llama-2-13b's trained context of 4,096; "
-                   "estimated anyway (engines run past it with rope scaling)\n")
+    assert err == (
+        "warning: 8,192 tokens exceed llama-2-13b's trained context of 4,096; "
+        "estimated anyway (engines run past it with rope scaling)\n"
+    )

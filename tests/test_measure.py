@@ -45,8 +45,9 @@ def test_gemm_counts_match_torch(M, N, K):
     assert nbytes == 4 * (M * K + K * N + M * N)  # A, W, C in fp32
 
 
-@pytest.mark.parametrize("kernel,moved,flops_per_elem", [("copy", 2, 0), ("read", 1, 0),
-                                                         ("triad", 3, 2)])
+@pytest.mark.parametrize(
+    "kernel,moved,flops_per_elem", [("copy", 2, 0), ("read", 1, 0), ("triad", 3, 2)]
+)
 def test_stream_counts(kernel, moved, flops_per_elem):
     flops, nbytes = op_flops_bytes(stream_case(kernel, 1000, "fp32", CPU).op, "fp32")
     assert (flops, nbytes) == (flops_per_elem * 1000, moved * 1000 * 4)
@@ -70,9 +71,11 @@ def test_prefill_attention_counts_causal_pairs():
 
 
 def test_llama_stack_matches_calculator():
-    m = load_model("tiny-llama-30m").model_copy(update=dict(layers=2, d_model=64, heads=4,
-                                                            kv_heads=2, head_dim=16, d_ff=128,
-                                                            vocab_size=100))
+    m = load_model("tiny-llama-30m").model_copy(
+        update=dict(
+            layers=2, d_model=64, heads=4, kv_heads=2, head_dim=16, d_ff=128, vocab_size=100
+        )
+    )
     stack = LlamaStack(m, batch=2, max_tokens=12, dtype=torch.float32, device=CPU)
     assert sum(p.numel() for p in stack.parameters()) == m.total_params
     # K and V caches together hold 2 · L · K · H values per token per sequence
@@ -86,7 +89,9 @@ def test_llama_stack_matches_calculator():
 def test_cpu_flags_to_flops_per_cycle():
     assert cpu_flops_per_cycle({"avx", "avx2", "fma"}) == {"fp32": 32}
     assert cpu_flops_per_cycle({"avx512f", "avx512_bf16", "avx2", "fma"}) == {
-        "fp32": 64, "bf16": 128}
+        "fp32": 64,
+        "bf16": 128,
+    }
     assert cpu_flops_per_cycle({"sse2"}) == {"fp32": 8}
 
 
@@ -121,8 +126,7 @@ def tiny_results(tmp_path_factory):
             continue
         small.append(type(p)(p.family, p.kernel, p.dtype, s, p.model, p.native))
     original = suite.plan
-    suite.plan = lambda *a: type(plan)(tuple(small), Budget(0.0, 0.01, min_repeats=2),
-                                       plan.models)
+    suite.plan = lambda *a: type(plan)(tuple(small), Budget(0.0, 0.01, min_repeats=2), plan.models)
     try:
         r = run(info, "ci", ("fp32",))
     finally:
@@ -139,10 +143,25 @@ def test_results_round_trip_and_calibrate(tiny_results, tmp_path, capsys):
     assert hw.achievable.memory_bandwidth_fraction <= 1 and "fp32" in hw.dense_peak_tflops
     out = tmp_path / "me.yaml"
     main(["calibrate", str(tiny_results), "-o", str(out)])
-    main(["estimate", "tiny-llama-30m", "--hardware", str(out), "--dtype", "fp32",
-          "--batch", "1", "--prompt", "16", "--gen", "4", "--json"])
+    main(
+        [
+            "estimate",
+            "tiny-llama-30m",
+            "--hardware",
+            str(out),
+            "--dtype",
+            "fp32",
+            "--batch",
+            "1",
+            "--prompt",
+            "16",
+            "--gen",
+            "4",
+            "--json",
+        ]
+    )
     out_text = capsys.readouterr().out
-    est = json.loads(out_text[out_text.index("\n{") + 1:])
+    est = json.loads(out_text[out_text.index("\n{") + 1 :])
     assert est["hardware"] == hw.name and est["cases"][0]["tpot_s"] > 0
 
 
@@ -165,17 +184,28 @@ def test_validate_predictions_come_from_the_calculator(tiny_results):
             from roofline.precision import Precision
 
             s = row.point.shape
-            assert row.predicted_s == pytest.approx(float(decode_step_s(
-                r.models[row.point.model], v.hardware, s["B"], s["S"],
-                Precision.uniform("fp32"))))
+            assert row.predicted_s == pytest.approx(
+                float(
+                    decode_step_s(
+                        r.models[row.point.model],
+                        v.hardware,
+                        s["B"],
+                        s["S"],
+                        Precision.uniform("fp32"),
+                    )
+                )
+            )
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["measure", "--device", "cuda:0"], "--device cpu"),
-    (["measure", "--device", "tpu"], "unknown device"),
-    (["validate", "/nonexistent.json"], "cannot read results"),
-    (["measure", "--device", "cpu", "--threads", "999"], "--threads must be between"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["measure", "--device", "cuda:0"], "--device cpu"),
+        (["measure", "--device", "tpu"], "unknown device"),
+        (["validate", "/nonexistent.json"], "cannot read results"),
+        (["measure", "--device", "cpu", "--threads", "999"], "--threads must be between"),
+    ],
+)
 def test_bad_inputs_one_line(argv, needle, capsys):
     if argv[-1] == "cuda:0" and torch.cuda.is_available():
         pytest.skip("a GPU is present")

@@ -25,42 +25,82 @@ FALCON_40B_STORED_HEAD_COPY = 65_024 * 8_192  # 532,676,608
 # (name, published total, where the number comes from, elements the published number counts
 #  twice because a tied tensor is stored twice)
 PUBLISHED = [
-    ("llama-2-7b", 6_738_415_616,
-     "HF safetensors metadata, meta-llama/Llama-2-7b-hf (6,738,149,376 without the "
-     "32*2*4096 + 4096 = 266,240 RMSNorm weights)", 0),
+    (
+        "llama-2-7b",
+        6_738_415_616,
+        "HF safetensors metadata, meta-llama/Llama-2-7b-hf (6,738,149,376 without the "
+        "32*2*4096 + 4096 = 266,240 RMSNorm weights)",
+        0,
+    ),
     ("llama-2-13b", 13_015_864_320, "HF safetensors metadata, meta-llama/Llama-2-13b-hf", 0),
     ("llama-2-70b", 68_976_648_192, "HF safetensors metadata, meta-llama/Llama-2-70b-hf", 0),
     ("llama-3.1-8b", 8_030_261_248, "HF safetensors metadata, meta-llama/Llama-3.1-8B", 0),
     ("llama-3.1-70b", 70_553_706_496, "HF safetensors metadata, meta-llama/Llama-3.1-70B", 0),
-    ("llama-3.2-1b", 1_235_814_400,
-     "HF safetensors metadata, meta-llama/Llama-3.2-1B (tied embeddings stored once)", 0),
-    ("llama-3.1-405b", 405_853_388_800,
-     "HF safetensors metadata, meta-llama/Llama-3.1-405B (BF16)", 0),
+    (
+        "llama-3.2-1b",
+        1_235_814_400,
+        "HF safetensors metadata, meta-llama/Llama-3.2-1B (tied embeddings stored once)",
+        0,
+    ),
+    (
+        "llama-3.1-405b",
+        405_853_388_800,
+        "HF safetensors metadata, meta-llama/Llama-3.1-405B (BF16)",
+        0,
+    ),
     ("mistral-7b", 7_248_023_552, "HF safetensors metadata, mistralai/Mistral-7B-v0.3", 0),
-    ("qwen2.5-7b", 7_615_616_512,
-     "HF safetensors metadata, Qwen/Qwen2.5-7B (model card: 7.61B)", 0),
-    ("qwen2.5-72b", 72_706_203_648,
-     "HF safetensors metadata, Qwen/Qwen2.5-72B (model card: 72.7B)", 0),
-    ("falcon-40b", 41_835_970_560,
-     "tiiuae/falcon-40b pytorch_model.bin.index.json total_size 83,671,941,120 B / 2 B (bf16); "
-     "the '41.8B' figure; counts the tied lm_head copy", FALCON_40B_STORED_HEAD_COPY),
-    ("gpt-3-175b", 175_000_000_000,
-     "Brown et al. 2020, arXiv:2005.14165, Table 2.1: 175.0B (rounded; formula gives 174.6B)", 0),
+    (
+        "qwen2.5-7b",
+        7_615_616_512,
+        "HF safetensors metadata, Qwen/Qwen2.5-7B (model card: 7.61B)",
+        0,
+    ),
+    (
+        "qwen2.5-72b",
+        72_706_203_648,
+        "HF safetensors metadata, Qwen/Qwen2.5-72B (model card: 72.7B)",
+        0,
+    ),
+    (
+        "falcon-40b",
+        41_835_970_560,
+        "tiiuae/falcon-40b pytorch_model.bin.index.json total_size 83,671,941,120 B / 2 B (bf16); "
+        "the '41.8B' figure; counts the tied lm_head copy",
+        FALCON_40B_STORED_HEAD_COPY,
+    ),
+    (
+        "gpt-3-175b",
+        175_000_000_000,
+        "Brown et al. 2020, arXiv:2005.14165, Table 2.1: 175.0B (rounded; formula gives 174.6B)",
+        0,
+    ),
     # Architectures beyond the dense transformer (issue 3). Exact numbers where the checkpoint
     # metadata gives them, else the rounded headline figure of the card/paper named.
-    ("mistral-7b-v0.1", 7_241_732_096,
-     "HF safetensors metadata, mistralai/Mistral-7B-v0.1 (sliding window 4096)", 0),
+    (
+        "mistral-7b-v0.1",
+        7_241_732_096,
+        "HF safetensors metadata, mistralai/Mistral-7B-v0.1 (sliding window 4096)",
+        0,
+    ),
     ("mixtral-8x7b", 46_702_792_704, "HF safetensors metadata, mistralai/Mixtral-8x7B-v0.1", 0),
     ("mixtral-8x22b", 141_000_000_000, "Mistral AI announcement, April 2024: 141B total", 0),
     ("qwen3-30b-a3b", 30_500_000_000, "Qwen/Qwen3-30B-A3B model card: 30.5B total", 0),
     ("deepseek-v2-lite", 15_700_000_000, "deepseek-ai/DeepSeek-V2-Lite model card: 15.7B", 0),
-    ("deepseek-v3", 671_000_000_000,
-     "DeepSeek-V3 report, arXiv:2412.19437: 671B total (Hub 685B adds the 14B MTP module)", 0),
+    (
+        "deepseek-v3",
+        671_000_000_000,
+        "DeepSeek-V3 report, arXiv:2412.19437: 671B total (Hub 685B adds the 14B MTP module)",
+        0,
+    ),
     ("gemma-2-9b", 9_240_000_000, "google/gemma-2-9b Hub page: 9.24B params", 0),
     ("gemma-2-27b", 27_200_000_000, "google/gemma-2-27b Hub page: 27.2B params", 0),
-    ("gemma-3-27b", 1_416_000_000 + 25_600_000_000,
-     "Gemma 3 report, arXiv:2503.19786, Table 1: 1,416M embedding + 25,600M non-embedding "
-     "(417M vision encoder excluded)", 0),
+    (
+        "gemma-3-27b",
+        1_416_000_000 + 25_600_000_000,
+        "Gemma 3 report, arXiv:2503.19786, Table 1: 1,416M embedding + 25,600M non-embedding "
+        "(417M vision encoder excluded)",
+        0,
+    ),
     ("mamba-2.8b", 2_770_000_000, "state-spaces/mamba-2.8b Hub page: 2.77B params", 0),
     ("mamba2-2.7b", 2_700_000_000, "Dao & Gu 2024, arXiv:2405.21060: Mamba-2 2.7B", 0),
     ("jamba-v0.1", 51_600_000_000, "ai21labs/Jamba-v0.1 Hub page: 51.6B params", 0),
@@ -69,8 +109,12 @@ PUBLISHED = [
     # Issue 14: the models people run today.
     ("llama-3-8b", 8_030_261_248, "HF safetensors metadata, meta-llama/Meta-Llama-3-8B", 0),
     ("llama-3-70b", 70_553_706_496, "HF safetensors metadata, meta-llama/Meta-Llama-3-70B", 0),
-    ("llama-3.3-70b", 70_553_706_496,
-     "HF safetensors metadata, meta-llama/Llama-3.3-70B-Instruct", 0),
+    (
+        "llama-3.3-70b",
+        70_553_706_496,
+        "HF safetensors metadata, meta-llama/Llama-3.3-70B-Instruct",
+        0,
+    ),
     ("gpt-j-6b", 6_053_381_344, "EleutherAI/gpt-j-6b model card: n_parameters 6,053,381,344", 0),
     ("llama-3.2-3b", 3_210_000_000, "meta-llama/Llama-3.2-3B model card: 3.21B", 0),
     ("qwen3-8b", 8_200_000_000, "Qwen/Qwen3-8B model card: 8.2B (6.95B non-embedding)", 0),
@@ -78,15 +122,31 @@ PUBLISHED = [
     ("qwen3-235b-a22b", 235_000_000_000, "Qwen/Qwen3-235B-A22B model card: 235B total", 0),
     ("qwen2.5-32b", 32_800_000_000, "HF safetensors metadata, Qwen/Qwen2.5-32B: 32.8B", 0),
     ("phi-4", 14_700_000_000, "HF safetensors metadata, microsoft/phi-4: 14.7B", 0),
-    ("mistral-small-24b", 23_600_000_000,
-     "HF safetensors metadata, mistralai/Mistral-Small-24B-Base-2501: 23.6B", 0),
-    ("mistral-nemo-12b", 12_200_000_000,
-     "HF safetensors metadata, mistralai/Mistral-Nemo-Base-2407: 12.2B", 0),
+    (
+        "mistral-small-24b",
+        23_600_000_000,
+        "HF safetensors metadata, mistralai/Mistral-Small-24B-Base-2501: 23.6B",
+        0,
+    ),
+    (
+        "mistral-nemo-12b",
+        12_200_000_000,
+        "HF safetensors metadata, mistralai/Mistral-Nemo-Base-2407: 12.2B",
+        0,
+    ),
     ("dbrx", 132_000_000_000, "Databricks DBRX announcement and model card: 132B total", 0),
-    ("gemma-3-4b", 675_000_000 + 3_209_000_000,
-     "Gemma 3 report, arXiv:2503.19786, Table 1: 675M embedding + 3,209M non-embedding", 0),
-    ("gemma-3-12b", 1_012_000_000 + 10_759_000_000,
-     "Gemma 3 report, arXiv:2503.19786, Table 1: 1,012M embedding + 10,759M non-embedding", 0),
+    (
+        "gemma-3-4b",
+        675_000_000 + 3_209_000_000,
+        "Gemma 3 report, arXiv:2503.19786, Table 1: 675M embedding + 3,209M non-embedding",
+        0,
+    ),
+    (
+        "gemma-3-12b",
+        1_012_000_000 + 10_759_000_000,
+        "Gemma 3 report, arXiv:2503.19786, Table 1: 1,012M embedding + 10,759M non-embedding",
+        0,
+    ),
     ("gpt-oss-20b", 20_910_000_000, "OpenAI gpt-oss model card, Table 1: 20.91B total", 0),
     ("gpt-oss-120b", 116_830_000_000, "OpenAI gpt-oss model card, Table 1: 116.83B total", 0),
 ]
@@ -99,8 +159,9 @@ def _spec_files() -> list[Path]:
 @pytest.mark.parametrize(
     ("name", "published", "source", "stored_twice"), PUBLISHED, ids=[p[0] for p in PUBLISHED]
 )
-def test_total_params_match_published(name: str, published: int, source: str,
-                                      stored_twice: int) -> None:
+def test_total_params_match_published(
+    name: str, published: int, source: str, stored_twice: int
+) -> None:
     total = load_model(name).total_params
     counted_like_published = total + stored_twice
     rel = abs(counted_like_published - published) / published
@@ -118,17 +179,17 @@ def test_every_spec_with_a_published_count_is_checked_here() -> None:
 
 def test_llama_2_13b_hand_derivation() -> None:
     """Llama-2-13B counted by hand from its config.json (V=32000, D=5120, F=13824, L=40)."""
-    embedding = 32_000 * 5_120                     # 163,840,000 (lm_head the same, untied)
-    attention_per_layer = 4 * 5_120 * 5_120        # q, k, v, o: 104,857,600
-    mlp_per_layer = 3 * 5_120 * 13_824             # gate, up, down: 212,336,640
-    norms_per_layer = 2 * 5_120                    # two RMSNorm scales: 10,240
+    embedding = 32_000 * 5_120  # 163,840,000 (lm_head the same, untied)
+    attention_per_layer = 4 * 5_120 * 5_120  # q, k, v, o: 104,857,600
+    mlp_per_layer = 3 * 5_120 * 13_824  # gate, up, down: 212,336,640
+    norms_per_layer = 2 * 5_120  # two RMSNorm scales: 10,240
     final_norm = 5_120
     assert embedding == 163_840_000
     assert attention_per_layer == 104_857_600
     assert mlp_per_layer == 212_336_640
-    total = (2 * embedding
-             + 40 * (attention_per_layer + mlp_per_layer + norms_per_layer)
-             + final_norm)
+    total = (
+        2 * embedding + 40 * (attention_per_layer + mlp_per_layer + norms_per_layer) + final_norm
+    )
     assert total == 13_015_864_320
 
     spec = load_model("llama-2-13b")
@@ -187,9 +248,9 @@ def test_gpt_j_6b_hand_derivation() -> None:
     (D) on the MLP, and a V-wide bias on the untied LM head. One LayerNorm (scale + bias) per
     layer feeds attention and MLP in parallel, plus ln_f."""
     D, F, V, L = 4_096, 4 * 4_096, 50_400, 28
-    attention = 4 * D * D                       # q, k, v, out: 67,108,864
-    mlp = 2 * D * F + F + D                     # fc_in, fc_out + biases: 134,238,208
-    layer_norm = 2 * D                          # ln_1 scale + bias
+    attention = 4 * D * D  # q, k, v, out: 67,108,864
+    mlp = 2 * D * F + F + D  # fc_in, fc_out + biases: 134,238,208
+    layer_norm = 2 * D  # ln_1 scale + bias
     total = V * D + L * (attention + mlp + layer_norm) + 2 * D + (D * V + V)
     assert total == 6_050_882_784
     spec = load_model("EleutherAI/gpt-j-6b")
@@ -204,11 +265,16 @@ def test_gpt_j_6b_hand_derivation() -> None:
     assert 6_053_381_344 - total == 2_498_560
 
 
-@pytest.mark.parametrize(("alias", "name"), [
-    ("meta-llama/Meta-Llama-3-8B", "llama-3-8b"), ("Llama-3-8B", "llama-3-8b"),
-    ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.3-70b"), ("EleutherAI/gpt-j-6b", "gpt-j-6b"),
-    ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),
-])
+@pytest.mark.parametrize(
+    ("alias", "name"),
+    [
+        ("meta-llama/Meta-Llama-3-8B", "llama-3-8b"),
+        ("Llama-3-8B", "llama-3-8b"),
+        ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.3-70b"),
+        ("EleutherAI/gpt-j-6b", "gpt-j-6b"),
+        ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),
+    ],
+)
 def test_issue_14_aliases(alias: str, name: str) -> None:
     assert load_model(alias).name == name
 
@@ -254,8 +320,9 @@ def test_gpt_oss_checkpoint_formats() -> None:
     assert 13.5e9 < got < 16e9
 
 
-@pytest.mark.parametrize("name", [s.name for s in model_catalog().load_all()
-                                  if s.checkpoint_weights])
+@pytest.mark.parametrize(
+    "name", [s.name for s in model_catalog().load_all() if s.checkpoint_weights]
+)
 def test_checkpoint_weights_parse(name: str) -> None:
     from roofline.precision import Precision
 
@@ -267,17 +334,34 @@ def test_qwen3_235b_active_is_22b() -> None:
     assert load_model("qwen3-235b-a22b").active_params == pytest.approx(22e9, rel=0.01)
 
 
-ISSUE_14 = ["llama-3-8b", "llama-3-70b", "llama-3.3-70b", "gpt-j-6b", "llama-3.2-3b", "qwen3-8b",
-            "qwen3-32b", "qwen3-235b-a22b", "qwen2.5-32b", "phi-4", "mistral-small-24b",
-            "mistral-nemo-12b", "dbrx", "gemma-3-4b", "gemma-3-12b", "deepseek-r1",
-            "gpt-oss-20b", "gpt-oss-120b"]
+ISSUE_14 = [
+    "llama-3-8b",
+    "llama-3-70b",
+    "llama-3.3-70b",
+    "gpt-j-6b",
+    "llama-3.2-3b",
+    "qwen3-8b",
+    "qwen3-32b",
+    "qwen3-235b-a22b",
+    "qwen2.5-32b",
+    "phi-4",
+    "mistral-small-24b",
+    "mistral-nemo-12b",
+    "dbrx",
+    "gemma-3-4b",
+    "gemma-3-12b",
+    "deepseek-r1",
+    "gpt-oss-20b",
+    "gpt-oss-120b",
+]
 _TP8 = {"llama-3-70b", "llama-3.3-70b", "qwen3-235b-a22b", "dbrx", "gpt-oss-120b"}
 
 
 @pytest.mark.parametrize("weights", ["bf16", "q4_k_m", "int4-g128,lm_head=int4-g128"])
 @pytest.mark.parametrize("name", ISSUE_14)
-def test_estimate_runs_on_issue_14_models(name: str, weights: str,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_estimate_runs_on_issue_14_models(
+    name: str, weights: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
 
     from conftest import run_cli
@@ -285,9 +369,23 @@ def test_estimate_runs_on_issue_14_models(name: str, weights: str,
     tp = ["--tp", "8"] if name in _TP8 else []
     if name == "deepseek-r1":  # 671B in bf16: 170 GB per GPU at TP 8
         tp = ["--tp", "8", "--pp", "2"]
-    code, out, err = run_cli(capsys, "estimate", name, "--hardware", "h200", "--batch", "1",
-                             "--prompt", "512", "--gen", "16", "--weights", weights, *tp,
-                             "--json")
+    code, out, err = run_cli(
+        capsys,
+        "estimate",
+        name,
+        "--hardware",
+        "h200",
+        "--batch",
+        "1",
+        "--prompt",
+        "512",
+        "--gen",
+        "16",
+        "--weights",
+        weights,
+        *tp,
+        "--json",
+    )
     assert code == 0, err
     case = json.loads(out)["cases"][0]
     assert case["weights_bytes"] > 0 and case["tpot_s"] > 0

@@ -26,8 +26,22 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(tmp / "dist"), str(src)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp / "dist"),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (built,) = (tmp / "dist").glob("roofline-*.whl")
     return built
 
@@ -44,17 +58,49 @@ def test_wheel_keeps_everything_under_roofline(wheel: Path) -> None:
 
 def test_installed_wheel_runs_from_another_folder(wheel: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    "--target", str(site), str(wheel)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
     env = {**os.environ, "PYTHONPATH": str(site)}
     env.pop("ROOFLINE_SPECS_PATH", None)
-    for command, folder in (("hardware", "hardware_specs"), ("models", "model_specs"),
-                            ("engines", "engine_specs")):
-        out = subprocess.run([sys.executable, "-m", "roofline", command, "list", "--json"],
-                             cwd=tmp_path, env=env, check=True, capture_output=True, text=True)
+    for command, folder in (
+        ("hardware", "hardware_specs"),
+        ("models", "model_specs"),
+        ("engines", "engine_specs"),
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "roofline", command, "list", "--json"],
+            cwd=tmp_path,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         assert len(json.loads(out.stdout)) == len(list((ROOT / folder).glob("*.yaml")))
     where = subprocess.run(
-        [sys.executable, "-c", "import roofline.kernels as k, roofline.engine_specs as e; "
-         "print(k.__file__); print(e.__file__)"],
-        cwd=tmp_path, env=env, check=True, capture_output=True, text=True).stdout.split()
+        [
+            sys.executable,
+            "-c",
+            "import roofline.kernels as k, roofline.engine_specs as e; "
+            "print(k.__file__); print(e.__file__)",
+        ],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     assert all(Path(p).is_relative_to(site / "roofline") for p in where)

@@ -28,8 +28,9 @@ from roofline.parallel import (
 from roofline.phases import estimate
 from roofline.precision import Precision
 
-NVLINK = Interconnect(kind="nvlink", bandwidth_gb_per_s_per_direction=450, latency_us=1.0,
-                      bus_bandwidth_fraction=0.8)
+NVLINK = Interconnect(
+    kind="nvlink", bandwidth_gb_per_s_per_direction=450, latency_us=1.0, bus_bandwidth_fraction=0.8
+)
 
 
 def test_collective_formulas() -> None:
@@ -45,12 +46,15 @@ def test_collective_formulas() -> None:
     assert all_reduce_s(M, 4, Link.of(NVLINK, 4)) == pytest.approx(2 * 3 / 4 * M / 450e9)
 
 
-@pytest.mark.parametrize("algorithm, expected", [
-    # 8 GPUs, M = 64 KiB, β = 360 GB/s, λ = 1 µs, call = 5 µs
-    ("ring", 2 * 7 / 8 * 65536 / 360e9 + 2 * 7 * 1e-6 + 5e-6),
-    ("two-shot", 2 * 7 / 8 * 65536 / 360e9 + 2 * 1e-6 + 5e-6),
-    ("one-shot", 7 * 65536 / 360e9 + 1e-6 + 5e-6),
-])
+@pytest.mark.parametrize(
+    "algorithm, expected",
+    [
+        # 8 GPUs, M = 64 KiB, β = 360 GB/s, λ = 1 µs, call = 5 µs
+        ("ring", 2 * 7 / 8 * 65536 / 360e9 + 2 * 7 * 1e-6 + 5e-6),
+        ("two-shot", 2 * 7 / 8 * 65536 / 360e9 + 2 * 1e-6 + 5e-6),
+        ("one-shot", 7 * 65536 / 360e9 + 1e-6 + 5e-6),
+    ],
+)
 def test_all_reduce_algorithms(algorithm: str, expected: float) -> None:
     link = Link(360e9, hop_s=1e-6, call_s=5e-6, algorithm=algorithm)  # type: ignore[arg-type]
     assert all_reduce_s(65536, 8, link) == pytest.approx(expected)
@@ -70,8 +74,11 @@ def test_tp4_shard_of_llama_70b() -> None:
     r = tp_shard(m, 4)
     assert (r.heads, r.kv_heads, r.d_ff, r.vocab_size) == (16, 2, 7168, 32064)
     D = 8192
-    per_rank = 80 * (D * (16 + 2 * 2) * 128 + 16 * 128 * D + 3 * D * 7168) + 2 * 32064 * D \
+    per_rank = (
+        80 * (D * (16 + 2 * 2) * 128 + 16 * 128 * D + 3 * D * 7168)
+        + 2 * 32064 * D
         + (80 * 2 + 1) * D
+    )
     assert r.total_params == per_rank
     mem = memory_per_gpu(m, Precision(weights="fp8"), Parallel(tp=4), 1, 1024, 1280)
     # fp8 weights with bf16 activations are weight-only: the embedding and LM head shards
@@ -128,8 +135,11 @@ def test_replicas_multiply_throughput_only() -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.sampled_from(["llama-3.1-8b", "llama-3.1-70b", "llama-2-13b", "qwen2.5-7b"]),
-       st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8]))
+@given(
+    st.sampled_from(["llama-3.1-8b", "llama-3.1-70b", "llama-2-13b", "qwen2.5-7b"]),
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([1, 2, 4, 8]),
+)
 def test_more_tp_never_more_weight_bytes_per_gpu(name: str, a: int, b: int) -> None:
     m = load_model(name)
     lo, hi = sorted((a, b))
@@ -143,32 +153,53 @@ def test_more_tp_never_more_weight_bytes_per_gpu(name: str, a: int, b: int) -> N
 def test_min_gpus_to_fit() -> None:
     h100 = load_hardware("h100-sxm")
     # 70B bf16 = 141 GB: TP 2 puts 70.6 GB on each 80 GB GPU
-    assert min_gpus_to_fit(load_model("llama-3.1-70b"), h100, Precision(), 1, 1024, 2048) \
-        == Parallel(tp=2)
+    assert min_gpus_to_fit(
+        load_model("llama-3.1-70b"), h100, Precision(), 1, 1024, 2048
+    ) == Parallel(tp=2)
     # 405B bf16 = 812 GB: TP 8 leaves 101 GB per GPU, so two stages of TP 8
-    assert min_gpus_to_fit(load_model("llama-3.1-405b"), h100, Precision(), 1, 1024, 2048) \
-        == Parallel(tp=8, pp=2)
+    assert min_gpus_to_fit(
+        load_model("llama-3.1-405b"), h100, Precision(), 1, 1024, 2048
+    ) == Parallel(tp=8, pp=2)
 
 
 def test_estimate_json_has_gpus_and_memory_per_gpu(capsys: pytest.CaptureFixture[str]) -> None:
-    main(["estimate", "llama-3.1-70b", "--hardware", "h100-sxm", "--tp", "4", "--weights",
-          "fp8", "--kv", "fp8", "--batch", "1,8", "--json"])
+    main(
+        [
+            "estimate",
+            "llama-3.1-70b",
+            "--hardware",
+            "h100-sxm",
+            "--tp",
+            "4",
+            "--weights",
+            "fp8",
+            "--kv",
+            "fp8",
+            "--batch",
+            "1,8",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     for case in out["cases"]:
         assert case["gpus"] == 4
         assert case["memory_bytes_per_gpu"] == pytest.approx(
-            case["weights_bytes"] + case["kv_cache_bytes"] + case["activation_bytes"])
+            case["weights_bytes"] + case["kv_cache_bytes"] + case["activation_bytes"]
+        )
         assert case["memory_bytes"] == pytest.approx(4 * case["memory_bytes_per_gpu"])
         assert case["fits"]
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["estimate", "llama-3.1-8b", "--tp", "3"], "does not divide"),
-    (["estimate", "llama-3.1-70b", "--tp", "12"], "does not divide"),
-    (["estimate", "llama-3.1-8b", "--tp", "0"], "at least 1"),
-    (["estimate", "llama-3.1-8b", "--ep", "2"], "no experts"),
-    (["estimate", "llama-3.1-8b", "--pp", "64"], "exceeds"),
-    (["estimate", "llama-3.1-8b", "--hardware", "m3-max", "--tp", "2"], "no interconnect"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["estimate", "llama-3.1-8b", "--tp", "3"], "does not divide"),
+        (["estimate", "llama-3.1-70b", "--tp", "12"], "does not divide"),
+        (["estimate", "llama-3.1-8b", "--tp", "0"], "at least 1"),
+        (["estimate", "llama-3.1-8b", "--ep", "2"], "no experts"),
+        (["estimate", "llama-3.1-8b", "--pp", "64"], "exceeds"),
+        (["estimate", "llama-3.1-8b", "--hardware", "m3-max", "--tp", "2"], "no interconnect"),
+    ],
+)
 def test_cli_refuses_bad_parallelism(argv: list[str], needle: str, refused) -> None:
     refused(argv, needle)

@@ -107,7 +107,8 @@ def test_toy_optimum_moves_with_the_slo():
     cheap4 = (points.group == 0) & (points.replicas == 4)
     assert points.status[cheap4][0] == TPOT
     assert points.tpot_p95_s[cheap4][0] == pytest.approx(
-        0.02 + (2 / 3 + 1.645 * math.sqrt(2 / 3)) * 0.01)
+        0.02 + (2 / 3 + 1.645 * math.sqrt(2 / 3)) * 0.01
+    )
     cheap5 = (points.group == 0) & (points.replicas == 5)
     assert points.status[cheap5][0] == OK
 
@@ -131,9 +132,30 @@ def test_pareto_mask_large_random_against_brute_force():
     assert (pareto_mask(*x.T) == brute_nondominated(x)).all()
 
 
-PLAN = ["plan", "llama-3.1-8b", "--rate", "4", "--prompt", "512", "--gen", "128",
-        "--slo-ttft", "0.5", "--slo-tpot", "0.03", "--hardware", "h100-sxm,a100-sxm-80gb",
-        "--max-gpus", "4", "--max-batches", "16,64", "--confirm", "3", "--requests", "300"]
+PLAN = [
+    "plan",
+    "llama-3.1-8b",
+    "--rate",
+    "4",
+    "--prompt",
+    "512",
+    "--gen",
+    "128",
+    "--slo-ttft",
+    "0.5",
+    "--slo-tpot",
+    "0.03",
+    "--hardware",
+    "h100-sxm,a100-sxm-80gb",
+    "--max-gpus",
+    "4",
+    "--max-batches",
+    "16,64",
+    "--confirm",
+    "3",
+    "--requests",
+    "300",
+]
 
 
 @pytest.fixture(scope="module")
@@ -150,8 +172,7 @@ def planned():
 def test_plan_json_frontier_is_non_dominated(planned):
     f = planned["frontier"]
     assert f
-    x = np.array([[c["cost_per_million_tokens_usd"], c["tpot_p95_s"], c["ttft_p95_s"]]
-                  for c in f])
+    x = np.array([[c["cost_per_million_tokens_usd"], c["tpot_p95_s"], c["ttft_p95_s"]] for c in f])
     assert brute_nondominated(x).all()
     chosen = planned["chosen"]
     assert chosen["simulated"]["meets_slo"]
@@ -160,7 +181,8 @@ def test_plan_json_frontier_is_non_dominated(planned):
     # the chosen one is the cheapest the simulator confirmed
     passed = [k for k in planned["confirmed"] if k["simulated"]["meets_slo"]]
     assert chosen["cost_per_million_tokens_usd"] == min(
-        k["cost_per_million_tokens_usd"] for k in passed)
+        k["cost_per_million_tokens_usd"] for k in passed
+    )
 
 
 def test_plan_commands_reproduce_the_simulation(planned, capsys):
@@ -179,24 +201,60 @@ def test_plan_commands_reproduce_the_simulation(planned, capsys):
 def test_plan_table_output(capsys):
     main(PLAN)
     out = capsys.readouterr().out
-    for needle in ("chosen", "Pareto frontier", "rejected regions", "roofline serve",
-                   "price h100-sxm"):
+    for needle in (
+        "chosen",
+        "Pareto frontier",
+        "rejected regions",
+        "roofline serve",
+        "price h100-sxm",
+    ):
         assert needle in out
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["plan", "llama-3.1-405b", "--rate", "1", "--hardware", "l4,a10g", "--max-gpus", "8"],
-     "memory: llama-3.1-405b fits on none of l4, a10g"),
-    (["plan", "llama-3.1-8b", "--rate", "1", "--hardware", "h100-sxm", "--slo-tpot", "0.0001"],
-     "TPOT SLO 0.1 ms is below the achievable roofline"),
-    (["plan", "llama-3.1-8b", "--rate", "1", "--hardware", "h100-sxm", "--slo-ttft", "0.0001"],
-     "raise --slo-ttft to at least"),
-    (["plan", "llama-3.1-70b", "--rate", "500", "--hardware", "h100-sxm", "--max-gpus", "8"],
-     "throughput: no deployment within --max-gpus 8 sustains 500 req/s"),
-    (["plan", "llama-3.1-8b", "--rate", "1", "--hardware", "gb200"],
-     "--price gb200=USD_PER_GPU_HOUR"),
-    (["plan", "llama-3.1-8b", "--hardware", "h100-sxm"], "give --rate"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (
+            ["plan", "llama-3.1-405b", "--rate", "1", "--hardware", "l4,a10g", "--max-gpus", "8"],
+            "memory: llama-3.1-405b fits on none of l4, a10g",
+        ),
+        (
+            [
+                "plan",
+                "llama-3.1-8b",
+                "--rate",
+                "1",
+                "--hardware",
+                "h100-sxm",
+                "--slo-tpot",
+                "0.0001",
+            ],
+            "TPOT SLO 0.1 ms is below the achievable roofline",
+        ),
+        (
+            [
+                "plan",
+                "llama-3.1-8b",
+                "--rate",
+                "1",
+                "--hardware",
+                "h100-sxm",
+                "--slo-ttft",
+                "0.0001",
+            ],
+            "raise --slo-ttft to at least",
+        ),
+        (
+            ["plan", "llama-3.1-70b", "--rate", "500", "--hardware", "h100-sxm", "--max-gpus", "8"],
+            "throughput: no deployment within --max-gpus 8 sustains 500 req/s",
+        ),
+        (
+            ["plan", "llama-3.1-8b", "--rate", "1", "--hardware", "gb200"],
+            "--price gb200=USD_PER_GPU_HOUR",
+        ),
+        (["plan", "llama-3.1-8b", "--hardware", "h100-sxm"], "give --rate"),
+    ],
+)
 def test_infeasible_requirements_give_one_line(refused, argv, needle):
     refused(argv, needle)
 
@@ -224,8 +282,12 @@ def test_plan_chart_draws_frontier_and_chosen(tmp_path):
     pts = [plots.PlanPoint("a", 1.0, 0.02, 0.5), plots.PlanPoint("b", 2.0, 0.01, 0.2)]
     fig = plots.plan_chart(pts, pts[0], 0.05, 1.0, "toy")
     gids = {a.get_gid() for ax in fig.axes for a in ax.collections}
-    assert {"frontier:tpot_p95_s", "chosen:tpot_p95_s", "frontier:ttft_p95_s",
-            "chosen:ttft_p95_s"} <= gids
+    assert {
+        "frontier:tpot_p95_s",
+        "chosen:tpot_p95_s",
+        "frontier:ttft_p95_s",
+        "chosen:ttft_p95_s",
+    } <= gids
     out = plots.save(fig, tmp_path / "plan.svg")
     assert out.read_text().count("<svg") == 1
 
@@ -233,11 +295,26 @@ def test_plan_chart_draws_frontier_and_chosen(tmp_path):
 def test_plan_from_a_trace(tmp_path, capsys, refused):
     # 101 arrivals 0.25 s apart: (101 - 1) / 25 s = 4 req/s; mean lengths 512 and 128
     rows = ["arrival_s,input_tokens,output_tokens"] + [
-        f"{i * 0.25},{256 if i % 2 else 768},128" for i in range(101)]
+        f"{i * 0.25},{256 if i % 2 else 768},128" for i in range(101)
+    ]
     f = tmp_path / "trace.csv"
     f.write_text("\n".join(rows) + "\n")
-    argv = ["plan", "llama-3.1-8b", "--trace", str(f), "--hardware", "h100-sxm",
-            "--max-gpus", "2", "--max-batches", "16,64", "--confirm", "2", "--slo-tpot", "0.03"]
+    argv = [
+        "plan",
+        "llama-3.1-8b",
+        "--trace",
+        str(f),
+        "--hardware",
+        "h100-sxm",
+        "--max-gpus",
+        "2",
+        "--max-batches",
+        "16,64",
+        "--confirm",
+        "2",
+        "--slo-tpot",
+        "0.03",
+    ]
     main([*argv, "--json"])
     r = json.loads(capsys.readouterr().out)
     assert r["requirement"]["rate_per_s"] == pytest.approx(4.0)
@@ -275,7 +352,15 @@ def test_a_candidate_the_simulator_refuses_makes_room_for_the_next(monkeypatch):
     monkeypatch.setattr(planmod, "confirm", first_refused)
     req = Requirement(4, 512, 128, 0.5, 0.03)
     space = Space(("h100-sxm",), max_gpus=2, max_batches=(16, 64), serving="aggregated")
-    r = planmod.plan(load_model("llama-3.1-8b"), [load_hardware("h100-sxm")], req, space,
-                     load_prices(), confirm_top=2, requests=100, engine=None)
+    r = planmod.plan(
+        load_model("llama-3.1-8b"),
+        [load_hardware("h100-sxm")],
+        req,
+        space,
+        load_prices(),
+        confirm_top=2,
+        requests=100,
+        engine=None,
+    )
     assert r.unconfirmed == ((calls[0], "cannot cost this one"),)
     assert len(r.confirmed) == 2 and calls[0] not in {c.label for c in r.confirmed}

@@ -71,11 +71,17 @@ def test_roofline_operator_points_are_the_estimates_numbers(tmp_path):
     for e in estimates:
         b = e.cases[0].batch
         for phase, step in (("prefill", e.prefill), ("decode", e.decode)):
-            drawn = np.concatenate([
-                by_gid(fig, f"ops:{phase}:B={b}:{kind}").get_offsets()
-                for kind in ("matmul", "attention", "elementwise")])
-            expected = [(float(o.intensity_flops_per_byte), float(o.attained_flops_per_s))
-                        for o in step.ops if o.flops > 0]
+            drawn = np.concatenate(
+                [
+                    by_gid(fig, f"ops:{phase}:B={b}:{kind}").get_offsets()
+                    for kind in ("matmul", "attention", "elementwise")
+                ]
+            )
+            expected = [
+                (float(o.intensity_flops_per_byte), float(o.attained_flops_per_s))
+                for o in step.ops
+                if o.flops > 0
+            ]
             np.testing.assert_allclose(sorted(map(tuple, drawn)), sorted(expected))
             # the embedding gather has no FLOPs and no place on a log axis
             assert len(drawn) == len(step.ops) - 1
@@ -96,9 +102,10 @@ def test_roofline_measured_overlay():
     for fam in ("gemm_sweep", "decode_step"):
         pts = [p for p in r.points if p.family == fam and p.native]
         # x = FLOPs / bytes (the calculator's counts), y = FLOPs / measured median time
-        np.testing.assert_allclose(by_gid(fig, f"measured:{fam}").get_offsets(),
-                                   [[p.flops / p.bytes, p.flops / p.timing.median_s]
-                                    for p in pts])
+        np.testing.assert_allclose(
+            by_gid(fig, f"measured:{fam}").get_offsets(),
+            [[p.flops / p.bytes, p.flops / p.timing.median_s] for p in pts],
+        )
     # the emulated bf16 GEMM has no roof on this CPU and is left out
     peak = [p for p in r.points if p.family == "gemm_peak"]
     assert any(not p.native for p in peak)
@@ -133,8 +140,10 @@ def test_frontier_overlays_models_and_devices(tmp_path):
     fig = plots.frontier_chart(es)
     rendered(fig, tmp_path, "frontier.svg")
     assert (tmp_path / "frontier.svg").read_text().lstrip().startswith("<?xml")
-    assert len([a for a in fig.axes[0].get_lines()
-                if (a.get_gid() or "").startswith("frontier:")]) == 4
+    assert (
+        len([a for a in fig.axes[0].get_lines() if (a.get_gid() or "").startswith("frontier:")])
+        == 4
+    )
 
 
 # ---- KV memory ---------------------------------------------------------------------------
@@ -196,13 +205,21 @@ def test_validation_chart(tmp_path):
     v = validate(load_results(MEASURED), cpu, "achievable")
     fig = plots.validation_chart(v)
     assert png_size(rendered(fig, tmp_path)) == CHART_PX
-    drawn = [xy for fam in dict.fromkeys(r.point.family for r in v.rows if r.gated)
-             for xy in (by_gid(fig, f"pass:{fam}").get_offsets().tolist()
-                        if any(r.passed and r.gated and r.point.family == fam for r in v.rows)
-                        else [])]
-    expected = [[r.predicted_s, r.measured_s] for fam in dict.fromkeys(
-        r.point.family for r in v.rows if r.gated) for r in v.rows
-        if r.gated and r.passed and r.point.family == fam]
+    drawn = [
+        xy
+        for fam in dict.fromkeys(r.point.family for r in v.rows if r.gated)
+        for xy in (
+            by_gid(fig, f"pass:{fam}").get_offsets().tolist()
+            if any(r.passed and r.gated and r.point.family == fam for r in v.rows)
+            else []
+        )
+    ]
+    expected = [
+        [r.predicted_s, r.measured_s]
+        for fam in dict.fromkeys(r.point.family for r in v.rows if r.gated)
+        for r in v.rows
+        if r.gated and r.passed and r.point.family == fam
+    ]
     np.testing.assert_allclose(drawn, expected)
     # a band of ±50%: |pred − meas| / meas ≤ 0.5  ⇔  pred / 1.5 ≤ meas ≤ pred / 0.5
     band = by_gid(fig, "band:0.5").get_paths()[0].vertices
@@ -225,8 +242,10 @@ def test_validation_chart_marks_failures(tmp_path):
 
 def test_serve_chart(tmp_path):
     latencies = {"static batching": [0.3, 0.1, 0.2, 0.4], "continuous": [0.05, 0.08]}
-    sweeps = [plots.RateSweep("static batching", [1, 2, 4], [900, 1700, 2000]),
-              plots.RateSweep("continuous", [1, 2, 4], [950, 1900, 3600])]
+    sweeps = [
+        plots.RateSweep("static batching", [1, 2, 4], [900, 1700, 2000]),
+        plots.RateSweep("continuous", [1, 2, 4], [950, 1900, 3600]),
+    ]
     fig = plots.serve_chart(latencies, sweeps, "TTFT")
     assert png_size(rendered(fig, tmp_path)) == WIDE_PX
     cdf = by_gid(fig, "cdf:static batching").get_xydata()
@@ -245,12 +264,34 @@ def test_cli_serve_chart_plots_the_simulation_results(tmp_path, monkeypatch):
     drawn = []
     monkeypatch.setattr(plots, "save", lambda fig, path: drawn.append(fig) or path)
     out = tmp_path / "serve.png"
-    main(["plot", "serve", "llama-3.1-8b", "-H", "h100-sxm", "--rate", "4", "--requests", "30",
-          "--input-tokens", "200", "--output-tokens", "30", "--compare", "static,chunked",
-          "--latency", "ttft", "--sweep-rate", "-o", str(out)])
+    main(
+        [
+            "plot",
+            "serve",
+            "llama-3.1-8b",
+            "-H",
+            "h100-sxm",
+            "--rate",
+            "4",
+            "--requests",
+            "30",
+            "--input-tokens",
+            "200",
+            "--output-tokens",
+            "30",
+            "--compare",
+            "static,chunked",
+            "--latency",
+            "ttft",
+            "--sweep-rate",
+            "-o",
+            str(out),
+        ]
+    )
     (fig,) = drawn
-    _, _, policies, run = prepare_runs("llama-3.1-8b", "h100-sxm", ["static", "chunked"], 30,
-                                       input_tokens=200, output_tokens=30)
+    _, _, policies, run = prepare_runs(
+        "llama-3.1-8b", "h100-sxm", ["static", "chunked"], 30, input_tokens=200, output_tokens=30
+    )
     for i, p in enumerate(policies):
         ttft = np.sort(run(i, 4.0).ttft_s)
         cdf = by_gid(fig, f"cdf:{p.name}").get_xydata()
@@ -258,20 +299,34 @@ def test_cli_serve_chart_plots_the_simulation_results(tmp_path, monkeypatch):
         np.testing.assert_array_equal(cdf[:, 1], np.arange(1, 31) / 30)
         points = sorted(sweep_rate(lambda r, i=i: run(i, r), 4.0, 0.9).points)
         line = [a for a in fig.axes[1].get_lines() if a.get_gid() == f"rate:{p.name}"][0]
-        np.testing.assert_array_equal(line.get_xydata(), [[r, s.throughput_tokens_per_s]
-                                                          for r, s in points])
+        np.testing.assert_array_equal(
+            line.get_xydata(), [[r, s.throughput_tokens_per_s] for r, s in points]
+        )
     monkeypatch.undo()
     assert png_size(rendered(fig, tmp_path)) == WIDE_PX
 
 
 # ---- through the CLI ---------------------------------------------------------------------
-@pytest.mark.parametrize("args", [
-    ["roofline", "-H", "h100-sxm", "-m", "llama-3.1-8b", "--batch", "1,64", "--prompt", "512"],
-    ["batch", "llama-2-13b", "-H", "h100-sxm", "-H", "a100-sxm-80gb", "--batch", "1,32,64"],
-    ["kv", "llama-2-13b", "llama-3.1-8b", "-H", "l4"],
-    ["serve", "mixtral-8x7b", "-H", "h200", "--requests", "20", "--input-tokens", "100",
-     "--output-tokens", "10"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["roofline", "-H", "h100-sxm", "-m", "llama-3.1-8b", "--batch", "1,64", "--prompt", "512"],
+        ["batch", "llama-2-13b", "-H", "h100-sxm", "-H", "a100-sxm-80gb", "--batch", "1,32,64"],
+        ["kv", "llama-2-13b", "llama-3.1-8b", "-H", "l4"],
+        [
+            "serve",
+            "mixtral-8x7b",
+            "-H",
+            "h200",
+            "--requests",
+            "20",
+            "--input-tokens",
+            "100",
+            "--output-tokens",
+            "10",
+        ],
+    ],
+)
 def test_cli_writes_charts(tmp_path, capsys, args):
     out = tmp_path / "c.png"
     main(["plot", *args, "-o", str(out)])
@@ -285,16 +340,21 @@ def test_cli_frontier_as_text_without_output(capsys):
     assert "Llama 2 13B" in out and "decode tok/s" in out and "no" in out
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["roofline", "-o", "chart.pdf"], "give a file ending in .png or .svg"),
-    (["roofline", "-o", "no/such/dir/c.png"], "does not exist; create it first"),
-    (["batch", "no-such-model", "-o", "c.png"], "no-such-model"),
-    (["roofline", "-m", "llama-2-7b", "--ceiling", "fast", "-o", "c.png"], "unknown ceiling"),
-    (["kv", "llama-2-7b", "--batch", "0", "-o", "c.png"], "--batch must be at least 1"),
-    (["serve", "llama-2-7b", "--latency", "p99", "--requests", "5", "-o", "c.png"],
-     "unknown latency 'p99'"),
-    (["serve", "llada-8b", "-o", "c.png"], "diffusion LM"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["roofline", "-o", "chart.pdf"], "give a file ending in .png or .svg"),
+        (["roofline", "-o", "no/such/dir/c.png"], "does not exist; create it first"),
+        (["batch", "no-such-model", "-o", "c.png"], "no-such-model"),
+        (["roofline", "-m", "llama-2-7b", "--ceiling", "fast", "-o", "c.png"], "unknown ceiling"),
+        (["kv", "llama-2-7b", "--batch", "0", "-o", "c.png"], "--batch must be at least 1"),
+        (
+            ["serve", "llama-2-7b", "--latency", "p99", "--requests", "5", "-o", "c.png"],
+            "unknown latency 'p99'",
+        ),
+        (["serve", "llada-8b", "-o", "c.png"], "diffusion LM"),
+    ],
+)
 def test_cli_bad_inputs_one_line(tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:

@@ -27,21 +27,29 @@ def _two_tb_per_s() -> HardwareSpec:
     return HardwareSpec.model_validate(a100.model_dump() | {"memory_bandwidth_gb_per_s": 2000})
 
 
-@pytest.mark.parametrize("name, bits", [
-    ("fp32", 32), ("bf16", 16), ("fp16", 16), ("fp8", 8), ("fp8-e5m2", 8), ("int8", 8),
-    ("int4", 4),
-    # GPTQ/AWQ: fp16 scale + a zero point packed at the element width per group (issue 12.4)
-    ("int4-g128", 4 + (16 + 4) / 128),  # 4.15625
-    ("int4-g32", 4 + (16 + 4) / 32),  # 4.625
-    ("int8-g64", 8 + (16 + 8) / 64),  # 8.375
-    ("int4-g128-sym", 4 + 16 / 128),  # symmetric (Marlin): scale only, 4.125
-    ("INT8-G128-SYM", 8 + 16 / 128),  # names are case-insensitive
-    ("int4-g64-z16", 4 + (16 + 16) / 64),  # gpt-fast/torchao tinygemm: bf16 scale+zero, 4.5
-    ("nf4", 4 + 32 / 64),  # fp32 absmax per block of 64 = 4.5
-    ("nf4-dq", 4 + 8 / 64 + 32 / (64 * 256)),  # 8-bit absmax, fp32 per 256 blocks = 4.127
-    ("mxfp4", 4 + 8 / 32),  # E8M0 scale per 32 = 4.25
-    ("nvfp4", 4 + 8 / 16),  # E4M3 scale per 16 = 4.5
-])
+@pytest.mark.parametrize(
+    "name, bits",
+    [
+        ("fp32", 32),
+        ("bf16", 16),
+        ("fp16", 16),
+        ("fp8", 8),
+        ("fp8-e5m2", 8),
+        ("int8", 8),
+        ("int4", 4),
+        # GPTQ/AWQ: fp16 scale + a zero point packed at the element width per group (issue 12.4)
+        ("int4-g128", 4 + (16 + 4) / 128),  # 4.15625
+        ("int4-g32", 4 + (16 + 4) / 32),  # 4.625
+        ("int8-g64", 8 + (16 + 8) / 64),  # 8.375
+        ("int4-g128-sym", 4 + 16 / 128),  # symmetric (Marlin): scale only, 4.125
+        ("INT8-G128-SYM", 8 + 16 / 128),  # names are case-insensitive
+        ("int4-g64-z16", 4 + (16 + 16) / 64),  # gpt-fast/torchao tinygemm: bf16 scale+zero, 4.5
+        ("nf4", 4 + 32 / 64),  # fp32 absmax per block of 64 = 4.5
+        ("nf4-dq", 4 + 8 / 64 + 32 / (64 * 256)),  # 8-bit absmax, fp32 per 256 blocks = 4.127
+        ("mxfp4", 4 + 8 / 32),  # E8M0 scale per 32 = 4.25
+        ("nvfp4", 4 + 8 / 16),  # E4M3 scale per 16 = 4.5
+    ],
+)
 def test_effective_bits(name: str, bits: float) -> None:
     assert parse_format(name).bits == pytest.approx(bits, rel=1e-12)
 
@@ -65,8 +73,9 @@ def test_claim_11_seven_b_fp16_and_int4_floor() -> None:
     assert z16 - int4 == pytest.approx(6_738_415_616 * 0.25 / 8)  # 210.6 MB
     # The calculator's batch-1 decode at the datasheet ceiling sits just above the floor:
     # it also reads 1k tokens of KV and the activations.
-    t = step_cost(m, _two_tb_per_s(), Step(1, 1, 1024), Precision.uniform("fp16"),
-                  "datasheet").time_s
+    t = step_cost(
+        m, _two_tb_per_s(), Step(1, 1, 1024), Precision.uniform("fp16"), "datasheet"
+    ).time_s
     assert 6.738e-3 < t < 1.05 * 6.738e-3
 
 
@@ -77,8 +86,9 @@ def test_claim_15_double_quantisation_saves_0373_bit() -> None:
     assert saving_bits == pytest.approx(0.5 - (0.125 + 32 / 16384), rel=1e-12)
     assert saving_bits == pytest.approx(0.373, abs=5e-4)
     m = load_model("llama-2-7b")
-    saved = (memory.weights_bytes(m, Precision.everywhere("nf4"))
-             - memory.weights_bytes(m, Precision.everywhere("nf4-dq")))
+    saved = memory.weights_bytes(m, Precision.everywhere("nf4")) - memory.weights_bytes(
+        m, Precision.everywhere("nf4-dq")
+    )
     assert saved == pytest.approx(6_738_415_616 * saving_bits / 8, rel=1e-12)
     assert saved == pytest.approx(0.33e9, rel=0.05)
     # bitsandbytes keeps the embedding, LM head and norms in 16 bits, so a real checkpoint
@@ -102,30 +112,36 @@ def test_claim_16_quantised_decode_gains_less_than_bits_ratio(weights: str, naiv
     assert speedup < bits_ratio <= naive
     # the part that does not shrink: KV (2*L*K*H*S values at 2 B), activations, and the
     # weights of the embedding rows read, the LM head and the norms
-    ends = sum(o.weight_bytes for o in base.ops
-               if o.name in ("embedding", "lm_head", "norms+residual"))
+    ends = sum(
+        o.weight_bytes for o in base.ops if o.name in ("embedding", "lm_head", "norms+residual")
+    )
     assert ends == 2 * (4096 + 32_000 * 4096 + 65 * 4096)  # one row, the head, 65 norms
     fixed = base.bytes - base.weight_bytes + ends
     shrinking = base.weight_bytes - ends
     assert speedup == pytest.approx(
-        (shrinking + fixed) / (shrinking / bits_ratio + fixed), rel=1e-9)
+        (shrinking + fixed) / (shrinking / bits_ratio + fixed), rel=1e-9
+    )
 
 
-@pytest.mark.parametrize("weights, activations, compute", [
-    ("int4-g128", "bf16", "bf16"),  # w4a16: dequantised to bf16 in the kernel
-    ("nf4", "fp16", "fp16"),
-    ("int8", "int8", "int8"),  # w8a8: int8 tensor cores
-    ("fp8", "fp8", "fp8"),
-    ("fp8", "bf16", "bf16"),  # fp8 weight-only (Marlin-style)
-    ("mxfp4", "fp8", "fp8"),
-    ("fp32", "tf32", "tf32"),
-])
+@pytest.mark.parametrize(
+    "weights, activations, compute",
+    [
+        ("int4-g128", "bf16", "bf16"),  # w4a16: dequantised to bf16 in the kernel
+        ("nf4", "fp16", "fp16"),
+        ("int8", "int8", "int8"),  # w8a8: int8 tensor cores
+        ("fp8", "fp8", "fp8"),
+        ("fp8", "bf16", "bf16"),  # fp8 weight-only (Marlin-style)
+        ("mxfp4", "fp8", "fp8"),
+        ("fp32", "tf32", "tf32"),
+    ],
+)
 def test_compute_dtype_follows_kernel(weights: str, activations: str, compute: str) -> None:
     assert Precision(weights, activations).compute == compute
 
 
-@pytest.mark.parametrize("weights, activations", [("bf16", "fp8"), ("fp16", "int8"),
-                                                  ("bf16", "nf4"), ("int4", "mxfp4")])
+@pytest.mark.parametrize(
+    "weights, activations", [("bf16", "fp8"), ("fp16", "int8"), ("bf16", "nf4"), ("int4", "mxfp4")]
+)
 def test_impossible_kernels_refused(weights: str, activations: str) -> None:
     with pytest.raises(InvalidInputError):
         Precision(weights, activations)
@@ -144,9 +160,11 @@ def test_more_bits_never_less_memory(a: str, b: str) -> None:
     m = load_model("llama-3.1-8b")
     lo, hi = sorted((a, b), key=lambda f: parse_format(f).bits)
     assert memory.weights_bytes(m, Precision(lo, "fp32")) <= memory.weights_bytes(
-        m, Precision(hi, "fp32"))
+        m, Precision(hi, "fp32")
+    )
     assert memory.kv_cache_bytes(m, Precision(kv=lo), 4, 1000) <= memory.kv_cache_bytes(
-        m, Precision(kv=hi), 4, 1000)
+        m, Precision(kv=hi), 4, 1000
+    )
 
 
 @given(st.integers(1, 4096), st.integers(1, 4096))
@@ -155,19 +173,21 @@ def test_larger_groups_never_more_bits(g1: int, g2: int) -> None:
     assert parse_format(f"int4-g{large}").bits <= parse_format(f"int4-g{small}").bits
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["estimate", "llama-3.1-8b", "--hardware", "a100-sxm-80gb", "--dtype", "fp8"], "no fp8"),
-    (["estimate", "--weights", "int3"], "unknown dtype 'int3'"),
-    (["estimate", "--weights", "bf16", "--activations", "fp8"], "wider than activations"),
-    (["estimate", "--activations", "nf4"], "storage format"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["estimate", "llama-3.1-8b", "--hardware", "a100-sxm-80gb", "--dtype", "fp8"], "no fp8"),
+        (["estimate", "--weights", "int3"], "unknown dtype 'int3'"),
+        (["estimate", "--weights", "bf16", "--activations", "fp8"], "wider than activations"),
+        (["estimate", "--activations", "nf4"], "storage format"),
+    ],
+)
 def test_cli_refuses_bad_precision(argv: list[str], needle: str, refused) -> None:
     refused(argv, needle)
 
 
 def test_cli_fp8_weights_kv_on_h100(capsys: pytest.CaptureFixture[str]) -> None:
-    main(["estimate", "llama-3.1-8b", "--weights", "fp8", "--kv", "fp8", "--batch", "1",
-          "--json"])
+    main(["estimate", "llama-3.1-8b", "--weights", "fp8", "--kv", "fp8", "--batch", "1", "--json"])
     out = json.loads(capsys.readouterr().out)
     m = load_model("llama-3.1-8b")
     assert out["precision"]["compute"] == "bf16"

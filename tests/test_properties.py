@@ -28,8 +28,9 @@ contexts = st.integers(0, 32768)
 def test_tpot_and_memory_never_fall_as_batch_or_context_grow(m, hw, ceiling, b1, b2, s1, s2):
     model, dev = load_model(m), load_hardware(hw)
     (b1, b2), (s1, s2) = sorted((b1, b2)), sorted((s1, s2))
-    t = step_cost(model, dev, Step(np.array([b1, b2, b1]), 1, np.array([s1, s1, s2])), P,
-                  ceiling).time_s
+    t = step_cost(
+        model, dev, Step(np.array([b1, b2, b1]), 1, np.array([s1, s1, s2])), P, ceiling
+    ).time_s
     assert t[1] >= t[0] and t[2] >= t[0]
     mem = memory.kv_cache_bytes(model, P, np.array([b1, b2, b1]), np.array([s1, s1, s2]))
     assert mem[1] >= mem[0] and mem[2] >= mem[0]

@@ -29,9 +29,21 @@ HEADER = [*REQUIRED, "source", "note", "confidence"]
 
 
 def _row(**kw) -> Row:
-    base = dict(id="1", model="llama-2-7b", hardware="a100-sxm-80gb", weights="bf16",
-                kv="bf16", batch=8, prompt=128, gen=64, tp=2, metric="throughput_tokens_per_s",
-                value=1000.0, engine="vllm 0.8", confidence="high")
+    base = dict(
+        id="1",
+        model="llama-2-7b",
+        hardware="a100-sxm-80gb",
+        weights="bf16",
+        kv="bf16",
+        batch=8,
+        prompt=128,
+        gen=64,
+        tp=2,
+        metric="throughput_tokens_per_s",
+        value=1000.0,
+        engine="vllm 0.8",
+        confidence="high",
+    )
     return Row(**(base | kw))  # type: ignore[arg-type]
 
 
@@ -51,8 +63,11 @@ def test_bundled_set_has_every_row_with_a_source() -> None:
     assert all(r.source and r.engine for r in rows)
     # the conventions the data set states: gpt-fast/torchao time the whole generate() call,
     # TensorRT-LLM 0.7-0.9 report throughput per GPU
-    assert all(r.rate_includes_prefill == (r.engine.split()[0] in ("gpt-fast", "torchao"))
-               for r in rows if r.metric == "decode_tokens_per_s")
+    assert all(
+        r.rate_includes_prefill == (r.engine.split()[0] in ("gpt-fast", "torchao"))
+        for r in rows
+        if r.metric == "decode_tokens_per_s"
+    )
     assert {r.id for r in rows if r.per_gpu and r.tp > 1} == {"135", "136", "145", "146"}
     assert all(r.band_note for r in rows if r.band is not None)
 
@@ -67,11 +82,13 @@ def test_each_metric_is_read_from_the_estimate() -> None:
     assert predict(_row()).predicted == pytest.approx(8 * 64 / e2e)
     assert predict(_row(per_gpu=True)).predicted == pytest.approx(8 * 64 / e2e / 2)
     assert predict(_row(metric="ttft_s")).predicted == pytest.approx(c.ttft_s)
-    assert predict(_row(metric="prefill_tokens_per_s")).predicted == \
-        pytest.approx(8 * 128 / c.ttft_s)
+    assert predict(_row(metric="prefill_tokens_per_s")).predicted == pytest.approx(
+        8 * 128 / c.ttft_s
+    )
     assert predict(_row(metric="decode_tokens_per_s")).predicted == pytest.approx(1 / c.tpot_s)
-    assert predict(_row(metric="decode_tokens_per_s", rate_includes_prefill=True)).predicted \
-        == pytest.approx(64 / e2e)
+    assert predict(
+        _row(metric="decode_tokens_per_s", rate_includes_prefill=True)
+    ).predicted == pytest.approx(64 / e2e)
 
 
 def test_signed_error_and_band() -> None:
@@ -81,14 +98,22 @@ def test_signed_error_and_band() -> None:
     assert predict(_row(band=0.9, band_note="known")).band == 0.9
 
 
-@pytest.mark.parametrize("weights, kv, engine, expected", [
-    # weight-only int8, stored the gpt-fast way: the output layer quantised too
-    ("int8", "bf16", "gpt-fast", ("int8,lm_head=int8", "bf16", "bf16")),
-    ("fp8", "unknown", "tensorrt-llm", ("fp8", "fp8", "fp8")),  # TRT-LLM FP8 recipe: W8A8, fp8 KV
-    ("fp8", "bf16", "gpt-fast", ("fp8", "bf16", "bf16")),  # torchao fp8 weight-only
-    ("unknown", "unknown", "tensorrt-llm", ("fp16", "fp16", "fp16")),
-    ("q4_0", "fp16", "llama.cpp", ("q4_0,lm_head=q6_k", "fp16", "fp16")),  # Q6_K output
-])
+@pytest.mark.parametrize(
+    "weights, kv, engine, expected",
+    [
+        # weight-only int8, stored the gpt-fast way: the output layer quantised too
+        ("int8", "bf16", "gpt-fast", ("int8,lm_head=int8", "bf16", "bf16")),
+        (
+            "fp8",
+            "unknown",
+            "tensorrt-llm",
+            ("fp8", "fp8", "fp8"),
+        ),  # TRT-LLM FP8 recipe: W8A8, fp8 KV
+        ("fp8", "bf16", "gpt-fast", ("fp8", "bf16", "bf16")),  # torchao fp8 weight-only
+        ("unknown", "unknown", "tensorrt-llm", ("fp16", "fp16", "fp16")),
+        ("q4_0", "fp16", "llama.cpp", ("q4_0,lm_head=q6_k", "fp16", "fp16")),  # Q6_K output
+    ],
+)
 def test_row_formats(weights, kv, engine, expected) -> None:
     p = precision_of(_row(weights=weights, kv=kv), load_engine(engine))
     assert (p.weights, p.activations, p.kv) == expected
@@ -101,16 +126,30 @@ def test_rows_the_tool_cannot_predict_say_why() -> None:
     assert (s.rows, s.predicted) == (2, 1)
 
 
-@pytest.mark.parametrize("change, needle", [
-    ({"value": "fast"}, "is not a number"),
-    ({"value": "nan"}, "positive number"),
-    ({"batch": "-3"}, "whole number"),
-    ({"band": "0"}, "positive fraction"),
-])
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"value": "fast"}, "is not a number"),
+        ({"value": "nan"}, "positive number"),
+        ({"batch": "-3"}, "whole number"),
+        ({"band": "0"}, "positive fraction"),
+    ],
+)
 def test_bad_rows_are_refused(tmp_path: Path, change: dict, needle: str) -> None:
-    good = dict(id="7", model="llama-2-7b", hardware="h100-sxm", weights="bf16", kv="bf16",
-                batch="1", prompt="5", gen="200", tp="1", metric="decode_tokens_per_s",
-                value="120", engine="gpt-fast")
+    good = dict(
+        id="7",
+        model="llama-2-7b",
+        hardware="h100-sxm",
+        weights="bf16",
+        kv="bf16",
+        batch="1",
+        prompt="5",
+        gen="200",
+        tp="1",
+        metric="decode_tokens_per_s",
+        value="120",
+        engine="gpt-fast",
+    )
     with pytest.raises(InvalidInputError, match=needle):
         load_rows(_csv(tmp_path, [good | change]))
 
@@ -125,9 +164,21 @@ def test_missing_columns_are_named(tmp_path: Path) -> None:
 def test_cli_gates_per_row(tmp_path: Path, capsys) -> None:
     """One row far from its published value fails the gate in one line; --no-gate reports it
     and exits 0; JSON carries every row."""
-    far = dict(id="9", model="llama-2-7b", hardware="h100-sxm", weights="bf16", kv="bf16",
-               batch="1", prompt="5", gen="200", tp="1", metric="decode_tokens_per_s",
-               value="5", engine="gpt-fast", confidence="high")
+    far = dict(
+        id="9",
+        model="llama-2-7b",
+        hardware="h100-sxm",
+        weights="bf16",
+        kv="bf16",
+        batch="1",
+        prompt="5",
+        gen="200",
+        tp="1",
+        metric="decode_tokens_per_s",
+        value="5",
+        engine="gpt-fast",
+        confidence="high",
+    )
     path = _csv(tmp_path, [far])
     code, _, err = run_cli(capsys, "validate", "--published", str(path))
     assert code == 1 and err.count("\n") == 1 and "rows 9" in err

@@ -71,7 +71,8 @@ def test_claim3_prefill_intensities(llama13, h100):
     NH = 40 * 128
     expected = 4 * NH * T * (T + 1) / 2 / (2 * (2 * T * NH + 2 * T * NH + 2 * T * NH))
     assert float(op(c, "attention/scores+av").intensity_flops_per_byte) == pytest.approx(
-        expected, rel=1e-12)
+        expected, rel=1e-12
+    )
     assert expected == pytest.approx((T + 1) / 6)
 
 
@@ -90,8 +91,16 @@ def decode_bytes_llama13(B: int, S: int, kv_heads: int = 40) -> float:
     kv = L * B * ((S + 1) * 2 * K * H + 2 * K * H)  # read S+1 tokens' K,V; write 1
     acts = (
         B * D  # embedding output
-        + L * B * ((D + (N + 2 * K) * H) + 2 * N * H + (N * H + D)  # qkv, attn Q/O, out
-                   + (D + 2 * F) + 3 * F + (F + D))  # mlp up, act, down
+        + L
+        * B
+        * (
+            (D + (N + 2 * K) * H)
+            + 2 * N * H
+            + (N * H + D)  # qkv, attn Q/O, out
+            + (D + 2 * F)
+            + 3 * F
+            + (F + D)
+        )  # mlp up, act, down
         + (2 * L + 1) * 3 * B * D  # norms + residual
         + B * (D + V)  # LM head
     )
@@ -113,8 +122,9 @@ def test_claim4_batch1_decode(llama13, h100):
 
 
 # ---- claim 5: batch 64 and 256; 256 needs ≈ 240 GB, beyond one H100 ----------------------
-@pytest.mark.parametrize("B, seed_gb, seed_ms, seed_tok_s", [
-    (64, 79.72, 23.8, 2689), (256, 240.78, 71.9, 3562)])
+@pytest.mark.parametrize(
+    "B, seed_gb, seed_ms, seed_tok_s", [(64, 79.72, 23.8, 2689), (256, 240.78, 71.9, 3562)]
+)
 def test_claim5_large_batches(B, seed_gb, seed_ms, seed_tok_s, llama13, h100):
     S = 1024
     kv_per_seq = 40 * S * 2 * 5120 * 2  # L · S · 2 · N·H · 2 B = 838,860,800 B
@@ -141,13 +151,17 @@ def test_claim5_large_batches(B, seed_gb, seed_ms, seed_tok_s, llama13, h100):
     assert weights + 256 * kv_per_seq > capacity
     # with vLLM's default 0.9 of it usable: floor((76,968,728,985.6 − 26.03e9 − 620.8 MB)
     # / 838,988,800) = 59
-    assert memory.max_batch(llama13, h100, BF16, S) == int(
-        (0.9 * capacity - weights - chunk) // per_seq) == 59
+    assert (
+        memory.max_batch(llama13, h100, BF16, S)
+        == int((0.9 * capacity - weights - chunk) // per_seq)
+        == 59
+    )
 
 
 # ---- claim 6: GQA 1:5 (K = 8) on Llama 2 13B ---------------------------------------------
-@pytest.mark.parametrize("B, seed_gb, seed_ms, seed_tok_s", [
-    (64, 36.77, 11.0, 5831), (256, 68.98, 20.6, 12432)])
+@pytest.mark.parametrize(
+    "B, seed_gb, seed_ms, seed_tok_s", [(64, 36.77, 11.0, 5831), (256, 68.98, 20.6, 12432)]
+)
 def test_claim6_gqa(B, seed_gb, seed_ms, seed_tok_s, llama13, h100):
     S = 1024
     gqa = llama13.model_copy(update={"kv_heads": 8})
@@ -228,8 +242,13 @@ def test_claim10_speculative_decoding_about_two_x():
 
     t, d, hw = load_model("llama-3.1-8b"), load_model("llama-3.2-1b"), load_hardware("h100-sxm")
     alpha = 0.8
-    best = max((speculative_cost(t, Drafter(model=d), hw, k, alpha, ceiling="datasheet")
-                for k in range(1, 9)), key=lambda c: c.speedup)
+    best = max(
+        (
+            speculative_cost(t, Drafter(model=d), hw, k, alpha, ceiling="datasheet")
+            for k in range(1, 9)
+        ),
+        key=lambda c: c.speedup,
+    )
     # Leviathan et al. 2023: speed-up = (1 − α^(K+1)) / ((1 − α)(K·c + 1)) with c the draft /
     # target step cost ratio; at batch 1 both steps are memory-bound, so c ≈ the ratio of the
     # bytes each reads: (1.24e9 + its KV) / (8.03e9 + its KV) ≈ 0.16 (bf16, S = 1024).

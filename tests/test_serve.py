@@ -44,9 +44,13 @@ class PerToken:
 
 def workload(arrival, inp, out, prefix_id=None, prefix_tokens=None) -> Workload:
     n = len(arrival)
-    return Workload(np.asarray(arrival, float), np.asarray(inp), np.asarray(out),
-                    np.asarray(prefix_id if prefix_id is not None else [NO_PREFIX] * n),
-                    np.asarray(prefix_tokens if prefix_tokens is not None else [0] * n))
+    return Workload(
+        np.asarray(arrival, float),
+        np.asarray(inp),
+        np.asarray(out),
+        np.asarray(prefix_id if prefix_id is not None else [NO_PREFIX] * n),
+        np.asarray(prefix_tokens if prefix_tokens is not None else [0] * n),
+    )
 
 
 def unified(timer, tokens=1000) -> Deployment:
@@ -56,27 +60,55 @@ def unified(timer, tokens=1000) -> Deployment:
 # ---- the mixed-batch evaluator against step_cost ------------------------------------------
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "gpt-3-175b", "falcon-40b", "qwen2.5-7b"])
 @pytest.mark.parametrize("hardware", ["h100-sxm", "a10g"])
-@pytest.mark.parametrize(("B", "T", "S"), [(1, 1, 0), (64, 1, 1000), (8, 512, 0),
-                                           (3, 2048, 100), (256, 1, 30000)])
+@pytest.mark.parametrize(
+    ("B", "T", "S"), [(1, 1, 0), (64, 1, 1000), (8, 512, 0), (3, 2048, 100), (256, 1, 30000)]
+)
 def test_mixed_step_cost_equals_step_cost_for_uniform_batches(model, hardware, B, T, S):
     m, hw = load_model(model), load_hardware(hardware)
     mixed = mixed_step_cost(m, hw).step_s(np.full(B, T, float), np.full(B, S, float))
-    assert mixed == pytest.approx(float(step_cost(m, affine_spec(hw), Step(B, T, S)).time_s), rel=1e-9)
+    assert mixed == pytest.approx(
+        float(step_cost(m, affine_spec(hw), Step(B, T, S)).time_s), rel=1e-9
+    )
 
 
 # MoE (experts touched by the step's tokens), sliding windows (W = 1024 or 4096: contexts
 # inside, straddling and far beyond), SSM / linear-attention state, MLA, hybrids.
-@pytest.mark.parametrize("model", ["mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v2-lite",
-                                   "mistral-7b-v0.1", "gemma-2-9b", "gemma-3-27b",
-                                   "characterai-style-illustrative", "mamba-2.8b", "mamba2-2.7b",
-                                   "jamba-v0.1", "minimax-text-01"])
-@pytest.mark.parametrize(("B", "T", "S"), [(1, 1, 0), (64, 1, 1000), (8, 512, 0), (3, 2048, 100),
-                                           (256, 1, 30000), (5, 1, 4095), (2, 300, 3900),
-                                           (7, 1, 9000), (1, 40, 1000)])
+@pytest.mark.parametrize(
+    "model",
+    [
+        "mixtral-8x7b",
+        "qwen3-30b-a3b",
+        "deepseek-v2-lite",
+        "mistral-7b-v0.1",
+        "gemma-2-9b",
+        "gemma-3-27b",
+        "characterai-style-illustrative",
+        "mamba-2.8b",
+        "mamba2-2.7b",
+        "jamba-v0.1",
+        "minimax-text-01",
+    ],
+)
+@pytest.mark.parametrize(
+    ("B", "T", "S"),
+    [
+        (1, 1, 0),
+        (64, 1, 1000),
+        (8, 512, 0),
+        (3, 2048, 100),
+        (256, 1, 30000),
+        (5, 1, 4095),
+        (2, 300, 3900),
+        (7, 1, 9000),
+        (1, 40, 1000),
+    ],
+)
 def test_mixed_step_cost_is_exact_for_every_family(model, B, T, S):
     m, hw = load_model(model), load_hardware("h200")
     mixed = mixed_step_cost(m, hw).step_s(np.full(B, T, float), np.full(B, S, float))
-    assert mixed == pytest.approx(float(step_cost(m, affine_spec(hw), Step(B, T, S)).time_s), rel=1e-9)
+    assert mixed == pytest.approx(
+        float(step_cost(m, affine_spec(hw), Step(B, T, S)).time_s), rel=1e-9
+    )
 
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "mixtral-8x7b", "gemma-2-9b", "jamba-v0.1"])
@@ -106,7 +138,8 @@ def test_moe_step_cost_follows_experts_touched():
     c = mixed_step_cost(m, hw)
     for B in (1, 2, 3, 64):
         assert c.step_s(np.ones(B), np.full(B, 500.0)) == pytest.approx(
-            float(step_cost(m, affine_spec(hw), Step(B, 1, 500)).time_s), rel=1e-9)
+            float(step_cost(m, affine_spec(hw), Step(B, 1, 500)).time_s), rel=1e-9
+        )
 
 
 def test_mixed_batch_is_weights_once_plus_per_sequence_work():
@@ -115,8 +148,9 @@ def test_mixed_batch_is_weights_once_plus_per_sequence_work():
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     c = mixed_step_cost(m, hw)
     both = c.step_s(np.array([1.0, 64.0]), np.array([100.0, 0.0]))
-    apart = c.step_s(np.array([1.0]), np.array([100.0])) + c.step_s(np.array([64.0]),
-                                                                    np.array([0.0]))
+    apart = c.step_s(np.array([1.0]), np.array([100.0])) + c.step_s(
+        np.array([64.0]), np.array([0.0])
+    )
     assert both < apart
 
 
@@ -126,19 +160,22 @@ def test_mixed_batch_is_weights_once_plus_per_sequence_work():
 THREE = workload([0.0, 0.5, 3.0], [4, 4, 4], [5, 5, 5])
 
 
-@pytest.mark.parametrize(("name", "first", "finish"), [
-    # prefill-first: A prefill [0,1]; B prefill [1,2] (decodes pause); A,B decode [2,3];
-    # C prefill [3,4]; A,B,C decode [4,5] [5,6] [6,7]: A,B have 5 tokens at 7; C decodes [7,8].
-    ("continuous", [1, 2, 4], [7, 7, 8]),
-    # chunked: A [0,1]; A decode + B chunk [1,2]; [2,3]; A,B decode + C chunk [3,4];
-    # A's 4th decode ends at 5, B's at 6, C's at 8.
-    ("chunked", [1, 2, 4], [5, 6, 8]),
-    # decode-first: A [0,1], B [1,2]; then the batch {A,B} decodes out [2,6] while C waits;
-    # C prefill [6,7] and decodes [7,11].
-    ("decode-first", [1, 2, 7], [6, 6, 11]),
-    # static: batch {A} prefill [0,1], decodes [1,5]; batch {B,C} prefill [5,6], decodes [6,10].
-    ("static", [1, 6, 6], [5, 10, 10]),
-])
+@pytest.mark.parametrize(
+    ("name", "first", "finish"),
+    [
+        # prefill-first: A prefill [0,1]; B prefill [1,2] (decodes pause); A,B decode [2,3];
+        # C prefill [3,4]; A,B,C decode [4,5] [5,6] [6,7]: A,B have 5 tokens at 7; C decodes [7,8].
+        ("continuous", [1, 2, 4], [7, 7, 8]),
+        # chunked: A [0,1]; A decode + B chunk [1,2]; [2,3]; A,B decode + C chunk [3,4];
+        # A's 4th decode ends at 5, B's at 6, C's at 8.
+        ("chunked", [1, 2, 4], [5, 6, 8]),
+        # decode-first: A [0,1], B [1,2]; then the batch {A,B} decodes out [2,6] while C waits;
+        # C prefill [6,7] and decodes [7,11].
+        ("decode-first", [1, 2, 7], [6, 6, 11]),
+        # static: batch {A} prefill [0,1], decodes [1,5]; batch {B,C} prefill [5,6], decodes [6,10].
+        ("static", [1, 6, 6], [5, 10, 10]),
+    ],
+)
 def test_hand_computed_schedules(name, first, finish):
     p = POLICIES[name].with_overrides(max_seqs=4, token_budget=16)
     r = simulate(THREE, p, unified(OneSecond()), max_seq_len=100)
@@ -151,8 +188,13 @@ def test_disaggregated_hand_off_waits_for_the_kv_transfer():
     # A: prefill [0,1] -> decode pool at 1.75, decodes [1.75, 5.75].
     # B: prefill [1,2] -> 2.75 (a step boundary of A's decodes), finishes 2.75 + 4 = 6.75.
     # C: prefill [3,4] -> 4.75, finishes 8.75.
-    d = Deployment(Pool("prefill", OneSecond(), 1000), 1.0, Pool("decode", OneSecond(), 1000),
-                   kv_transfer_bytes_per_s=8.0, kv_transfer_latency_s=0.25)
+    d = Deployment(
+        Pool("prefill", OneSecond(), 1000),
+        1.0,
+        Pool("decode", OneSecond(), 1000),
+        kv_transfer_bytes_per_s=8.0,
+        kv_transfer_latency_s=0.25,
+    )
     r = simulate(THREE, POLICIES["disaggregated"].with_overrides(max_seqs=4, token_budget=16), d)
     np.testing.assert_array_equal(r.first_token_s, [1, 2, 4])
     np.testing.assert_array_equal(r.finish_s, [5.75, 6.75, 8.75])
@@ -178,16 +220,20 @@ def test_prefix_cache_skips_the_shared_prompt():
     assert r.first_token_s[1] == pytest.approx(5.0 + 0.5 + 0.016)
 
 
-@pytest.mark.parametrize(("kv", "allocated"), [
-    # paged, 16-token blocks: ceil(20/16)·16 + ceil(33/16)·16 = 32 + 48 = 80
-    ("paged", 80),
-    # contiguous: 2 sequences x 50 reserved tokens = 100
-    ("contiguous", 100),
-])
+@pytest.mark.parametrize(
+    ("kv", "allocated"),
+    [
+        # paged, 16-token blocks: ceil(20/16)·16 + ceil(33/16)·16 = 32 + 48 = 80
+        ("paged", 80),
+        # contiguous: 2 sequences x 50 reserved tokens = 100
+        ("contiguous", 100),
+    ],
+)
 def test_kv_fragmentation_formula(kv, allocated):
     w = workload([0.0, 0.0], [20, 33], [3, 3])
-    r = simulate(w, POLICIES["continuous"].with_overrides(kv=kv), unified(OneSecond()),
-                 max_seq_len=50)
+    r = simulate(
+        w, POLICIES["continuous"].with_overrides(kv=kv), unified(OneSecond()), max_seq_len=50
+    )
     tl = r.engines[0].timeline
     assert tl.kv_allocated_tokens[0] == allocated  # after the joint prefill step
     assert tl.kv_stored_tokens[0] == 20 + 33
@@ -210,20 +256,33 @@ def test_invariants(n, seed, name, preemption, capacity, replicas, router):
     rng = np.random.default_rng(seed)
     inp = rng.integers(1, 60, n)
     out = rng.integers(1, 60, n)
-    w = workload(np.sort(rng.uniform(0, 20, n)), inp, out,
-                 prefix_id=rng.integers(-1, 2, n), prefix_tokens=np.minimum(inp, 20))
-    p = POLICIES[name].with_overrides(max_seqs=8, token_budget=32, router=router,
-                                      **({} if name == "static" else {"preemption": preemption}))
+    w = workload(
+        np.sort(rng.uniform(0, 20, n)),
+        inp,
+        out,
+        prefix_id=rng.integers(-1, 2, n),
+        prefix_tokens=np.minimum(inp, 20),
+    )
+    p = POLICIES[name].with_overrides(
+        max_seqs=8,
+        token_budget=32,
+        router=router,
+        **({} if name == "static" else {"preemption": preemption}),
+    )
     pools = [Pool(x, PerToken(), capacity, replicas) for x in ("prefill", "decode")]
-    d = (Deployment(pools[0], 1.0, pools[1], 50.0, 0.01) if p.disaggregated
-         else Deployment(Pool("serve", PerToken(), capacity, replicas), 1.0))
+    d = (
+        Deployment(pools[0], 1.0, pools[1], 50.0, 0.01)
+        if p.disaggregated
+        else Deployment(Pool("serve", PerToken(), capacity, replicas), 1.0)
+    )
     r = simulate(w, p, d)
     c = r.counters
     assert (r.completions == 1).all()  # every request completes exactly once
     # tokens conserved: each request ends with P + G - 1 tokens fed (its last is never fed);
     # recomputed KV is fed twice, prefix hits never
     assert c.prefill_tokens + c.decode_tokens == (
-        int((inp + out - 1).sum()) + c.recomputed_tokens - c.prefix_hit_tokens)
+        int((inp + out - 1).sum()) + c.recomputed_tokens - c.prefix_hit_tokens
+    )
     assert (r.first_token_s >= w.arrival_s).all()
     assert (r.finish_s >= r.first_token_s).all()
     for e in r.engines:
@@ -243,8 +302,9 @@ def test_littles_law_in_steady_state():
     e2e = r.finish_s - w.arrival_s
     lo, hi = np.quantile(w.arrival_s, [0.2, 0.8])  # skip warm-up and drain
     grid = np.linspace(lo, hi, 4000)
-    in_system = ((w.arrival_s[None, :] <= grid[:, None])
-                 & (r.finish_s[None, :] > grid[:, None])).sum(axis=1)
+    in_system = (
+        (w.arrival_s[None, :] <= grid[:, None]) & (r.finish_s[None, :] > grid[:, None])
+    ).sum(axis=1)
     window = (w.arrival_s >= lo) & (w.arrival_s <= hi)
     assert in_system.mean() == pytest.approx(rate * e2e[window].mean(), rel=0.10)
 
@@ -252,8 +312,10 @@ def test_littles_law_in_steady_state():
 def test_continuous_beats_static_on_a_mixed_workload():
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     w = synthetic(400, 8.0, Lengths("lognormal", 1024), Lengths("lognormal", 256), seed=1)
-    s = {n: Summary(simulate(w, POLICIES[n], build_deployment(m, hw, POLICIES[n])), 1.0, 0.1)
-         for n in ("static", "continuous")}
+    s = {
+        n: Summary(simulate(w, POLICIES[n], build_deployment(m, hw, POLICIES[n])), 1.0, 0.1)
+        for n in ("static", "continuous")
+    }
     assert s["continuous"].throughput_tokens_per_s > s["static"].throughput_tokens_per_s
     assert np.percentile(s["continuous"].e2e_s, 95) < np.percentile(s["static"].e2e_s, 95)
 
@@ -262,8 +324,18 @@ def test_continuous_beats_static_on_a_mixed_workload():
 
 
 def test_cli_json_keys(capsys):
-    code, out, _ = run_cli(capsys, "serve", "llama-3.1-8b", "--hardware", "h100-sxm",
-                           "--rate", "5", "--requests", "60", "--json")
+    code, out, _ = run_cli(
+        capsys,
+        "serve",
+        "llama-3.1-8b",
+        "--hardware",
+        "h100-sxm",
+        "--rate",
+        "5",
+        "--requests",
+        "60",
+        "--json",
+    )
     assert code == 0
     d = json.loads(out)
     assert d["requests_completed"] == 60 and d["throughput_tokens_per_s"] > 0
@@ -273,36 +345,74 @@ def test_cli_json_keys(capsys):
 
 
 def test_cli_compare_lists_each_policy(capsys):
-    code, out, _ = run_cli(capsys, "serve", "--requests", "40", "--json",
-                           "--compare", "static,continuous,chunked,disaggregated")
+    code, out, _ = run_cli(
+        capsys,
+        "serve",
+        "--requests",
+        "40",
+        "--json",
+        "--compare",
+        "static,continuous,chunked,disaggregated",
+    )
     assert code == 0
     assert [d["policy"] for d in json.loads(out)] == [
-        "static", "continuous", "chunked", "disaggregated"]
+        "static",
+        "continuous",
+        "chunked",
+        "disaggregated",
+    ]
 
 
 def test_cli_sweep_rate(capsys):
-    code, out, _ = run_cli(capsys, "serve", "--requests", "40", "--json", "--sweep-rate",
-                           "--rate", "2", "--slo-ttft", "0.5", "--slo-tpot", "0.05")
+    code, out, _ = run_cli(
+        capsys,
+        "serve",
+        "--requests",
+        "40",
+        "--json",
+        "--sweep-rate",
+        "--rate",
+        "2",
+        "--slo-ttft",
+        "0.5",
+        "--slo-tpot",
+        "0.05",
+    )
     assert code == 0
     d = json.loads(out)
     assert d["best_rate_per_s"] > 0
     assert d["at_best"]["slo"]["attainment"] >= 0.9
 
 
-@pytest.mark.parametrize(("name", "text", "message"), [
-    ("neg.csv", "arrival_s,input_tokens,output_tokens\n0,10,5\n1,-3,5\n",
-     "row 3: 'input_tokens' must be at least 1"),
-    ("long.csv", "arrival_s,input_tokens,output_tokens\n0,200000,5\n",
-     "request 1: input + output = 200005 tokens exceeds"),
-    ("empty.csv", "arrival_s,input_tokens,output_tokens\n", "trace has no requests"),
-    ("text.csv", "arrival_s,input_tokens,output_tokens\n0,ten,5\n",
-     "row 2: 'input_tokens' must be a number"),
-    ("short.csv", "arrival_s,input_tokens,output_tokens\n0,10\n", "row 2: expected 3 fields"),
-    ("nohead.csv", "arrival_s,input_tokens\n0,10\n", "row 1: header lacks column(s) output"),
-    ("bad.jsonl", '{"arrival_s": 0, "input_tokens": 5, "output_tokens": 2}\n{oops\n',
-     "row 2: not valid JSON"),
-    ("miss.jsonl", '{"arrival_s": 0, "input_tokens": 5}\n', "row 1: missing 'output_tokens'"),
-])
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        (
+            "neg.csv",
+            "arrival_s,input_tokens,output_tokens\n0,10,5\n1,-3,5\n",
+            "row 3: 'input_tokens' must be at least 1",
+        ),
+        (
+            "long.csv",
+            "arrival_s,input_tokens,output_tokens\n0,200000,5\n",
+            "request 1: input + output = 200005 tokens exceeds",
+        ),
+        ("empty.csv", "arrival_s,input_tokens,output_tokens\n", "trace has no requests"),
+        (
+            "text.csv",
+            "arrival_s,input_tokens,output_tokens\n0,ten,5\n",
+            "row 2: 'input_tokens' must be a number",
+        ),
+        ("short.csv", "arrival_s,input_tokens,output_tokens\n0,10\n", "row 2: expected 3 fields"),
+        ("nohead.csv", "arrival_s,input_tokens\n0,10\n", "row 1: header lacks column(s) output"),
+        (
+            "bad.jsonl",
+            '{"arrival_s": 0, "input_tokens": 5, "output_tokens": 2}\n{oops\n',
+            "row 2: not valid JSON",
+        ),
+        ("miss.jsonl", '{"arrival_s": 0, "input_tokens": 5}\n', "row 1: missing 'output_tokens'"),
+    ],
+)
 def test_bad_traces_are_refused_with_row_and_reason(tmp_path, capsys, name, text, message):
     path = tmp_path / name
     path.write_text(text)
@@ -314,23 +424,38 @@ def test_bad_traces_are_refused_with_row_and_reason(tmp_path, capsys, name, text
 
 def test_trace_is_served(tmp_path, capsys):
     path = tmp_path / "t.jsonl"
-    path.write_text("\n".join(json.dumps({"arrival_s": i * 0.1, "input_tokens": 100 + i,
-                                          "output_tokens": 20, "prefix_id": 1,
-                                          "prefix_tokens": 64}) for i in range(20)))
-    code, out, _ = run_cli(capsys, "serve", "--trace", str(path), "--policy", "chunked+prefix",
-                           "--json")
+    path.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "arrival_s": i * 0.1,
+                    "input_tokens": 100 + i,
+                    "output_tokens": 20,
+                    "prefix_id": 1,
+                    "prefix_tokens": 64,
+                }
+            )
+            for i in range(20)
+        )
+    )
+    code, out, _ = run_cli(
+        capsys, "serve", "--trace", str(path), "--policy", "chunked+prefix", "--json"
+    )
     assert code == 0
     d = json.loads(out)
     assert d["requests_completed"] == 20 and d["prefix_hit_tokens"] > 0
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--rate", "0"], "--rate must be positive"),
-    (["--policy", "fifo"], "unknown policy 'fifo'"),
-    (["--policy", "static", "--kv", "paged"], "static batching reserves contiguous KV"),
-    (["--lengths", "zipf"], "unknown length distribution 'zipf'"),
-    (["--hardware", "l4", "llama-3.1-70b"], "leave no KV memory on l4"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rate", "0"], "--rate must be positive"),
+        (["--policy", "fifo"], "unknown policy 'fifo'"),
+        (["--policy", "static", "--kv", "paged"], "static batching reserves contiguous KV"),
+        (["--lengths", "zipf"], "unknown length distribution 'zipf'"),
+        (["--hardware", "l4", "llama-3.1-70b"], "leave no KV memory on l4"),
+    ],
+)
 def test_bad_options(capsys, args, message):
     code, _, err = run_cli(capsys, "serve", "--requests", "10", *args)
     assert code == 1 and message in err and err.count("\n") == 1
@@ -340,20 +465,41 @@ def test_bad_options(capsys, args, message):
 CATALOG = model_catalog().names()
 #: Catalog models whose bf16 weights do not fit one H200 (141 GB) with room for KV, and the
 #: diffusion LM (not autoregressive): each is refused with one line.
-REFUSED = {"deepseek-v3": "leave no KV memory", "gpt-3-175b": "leave no KV memory",
-           "llama-2-70b": "leave no KV memory", "llama-3.1-405b": "leave no KV memory",
-           "llama-3.1-70b": "leave no KV memory", "minimax-text-01": "leave no KV memory",
-           "mixtral-8x22b": "leave no KV memory", "qwen2.5-72b": "leave no KV memory",
-           "llama-3-70b": "leave no KV memory", "llama-3.3-70b": "leave no KV memory",
-           "qwen3-235b-a22b": "leave no KV memory", "dbrx": "leave no KV memory",
-           "gpt-oss-120b": "leave no KV memory",
-           "llada-8b": "diffusion LM"}
+REFUSED = {
+    "deepseek-v3": "leave no KV memory",
+    "gpt-3-175b": "leave no KV memory",
+    "llama-2-70b": "leave no KV memory",
+    "llama-3.1-405b": "leave no KV memory",
+    "llama-3.1-70b": "leave no KV memory",
+    "minimax-text-01": "leave no KV memory",
+    "mixtral-8x22b": "leave no KV memory",
+    "qwen2.5-72b": "leave no KV memory",
+    "llama-3-70b": "leave no KV memory",
+    "llama-3.3-70b": "leave no KV memory",
+    "qwen3-235b-a22b": "leave no KV memory",
+    "dbrx": "leave no KV memory",
+    "gpt-oss-120b": "leave no KV memory",
+    "llada-8b": "diffusion LM",
+}
 
 
 @pytest.mark.parametrize("name", CATALOG)
 def test_every_catalog_model_simulates_or_is_refused(name, capsys):
-    args = ["serve", name, "--hardware", "h200", "--rate", "4", "--requests", "20",
-            "--input-tokens", "300", "--output-tokens", "40", "--json"]
+    args = [
+        "serve",
+        name,
+        "--hardware",
+        "h200",
+        "--rate",
+        "4",
+        "--requests",
+        "20",
+        "--input-tokens",
+        "300",
+        "--output-tokens",
+        "40",
+        "--json",
+    ]
     if name in REFUSED:
         with pytest.raises(SystemExit) as e:
             main(args)
@@ -366,16 +512,20 @@ def test_every_catalog_model_simulates_or_is_refused(name, capsys):
     r = simulate(w, p, d)
     assert (r.completions == 1).all()
     c = r.counters
-    assert c.prefill_tokens + c.decode_tokens == int(
-        (w.input_tokens + w.output_tokens - 1).sum()) + c.recomputed_tokens
+    assert (
+        c.prefill_tokens + c.decode_tokens
+        == int((w.input_tokens + w.output_tokens - 1).sum()) + c.recomputed_tokens
+    )
     assert (r.first_token_s > w.arrival_s).all() and (r.finish_s >= r.first_token_s).all()
     tl = r.engines[0].timeline
     assert max(tl.kv_allocated_tokens) <= d.pool.kv_capacity_tokens
     assert (np.diff(tl.end_s) > 0).all()
     # the step after the first prefill costs what step_cost says for that uniform shape
     first = np.argmin(w.arrival_s)
-    assert tl.end_s[0] - tl.start_s[0] == pytest.approx(float(step_cost(
-        m, affine_spec(hw), Step(1, int(w.input_tokens[first]), 0)).time_s), rel=1e-9)
+    assert tl.end_s[0] - tl.start_s[0] == pytest.approx(
+        float(step_cost(m, affine_spec(hw), Step(1, int(w.input_tokens[first]), 0)).time_s),
+        rel=1e-9,
+    )
     main(args)
     out = json.loads(capsys.readouterr().out)
     assert out["requests_completed"] == 20

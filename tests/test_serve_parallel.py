@@ -17,26 +17,41 @@ from roofline.serve.simulate import build_deployment, simulate
 from roofline.serve.stepcost import affine_spec, mixed_step_cost
 from roofline.serve.workload import Lengths, synthetic
 
-SHAPES = [(1, 1, 0), (7, 1, 500), (3, 128, 0), (13, 1, 3000), (2, 37, 100), (64, 1, 1024),
-          (5, 512, 2000)]
+SHAPES = [
+    (1, 1, 0),
+    (7, 1, 500),
+    (3, 128, 0),
+    (13, 1, 3000),
+    (2, 37, 100),
+    (64, 1, 1024),
+    (5, 512, 2000),
+]
 
 
-@pytest.mark.parametrize(("model", "par"), [
-    ("llama-3.1-70b", Parallel(tp=2)), ("llama-3.1-70b", Parallel(tp=4)),
-    ("llama-3.1-8b", Parallel(tp=2, pp=2)), ("mixtral-8x7b", Parallel(ep=2)),
-    ("mixtral-8x7b", Parallel(tp=4))])
+@pytest.mark.parametrize(
+    ("model", "par"),
+    [
+        ("llama-3.1-70b", Parallel(tp=2)),
+        ("llama-3.1-70b", Parallel(tp=4)),
+        ("llama-3.1-8b", Parallel(tp=2, pp=2)),
+        ("mixtral-8x7b", Parallel(ep=2)),
+        ("mixtral-8x7b", Parallel(tp=4)),
+    ],
+)
 def test_mixed_step_cost_equals_parallel_step_cost_for_uniform_batches(model, par):
     m, hw = load_model(model), load_hardware("h100-sxm")
     c = mixed_step_cost(m, hw, Precision(), "achievable", par)
     for B, T, S in SHAPES:
         ref = float(parallel_step_cost(m, affine_spec(hw), Step(B, T, S), Precision(), par).time_s)
-        assert c.step_s(np.full(B, T, float), np.full(B, S, float)) == pytest.approx(ref,
-                                                                                       rel=1e-9)
+        assert c.step_s(np.full(B, T, float), np.full(B, S, float)) == pytest.approx(ref, rel=1e-9)
         if T == 1:  # the decode stretch: step j runs over S + j cached tokens
             steps = c.decode_s(np.full(B, S, float), 3)
             for j in range(3):
-                ref_j = float(parallel_step_cost(m, affine_spec(hw), Step(B, 1, S + j), Precision(),
-                                                 par).time_s)
+                ref_j = float(
+                    parallel_step_cost(
+                        m, affine_spec(hw), Step(B, 1, S + j), Precision(), par
+                    ).time_s
+                )
                 assert steps[j] == pytest.approx(ref_j, rel=1e-9)
 
 
@@ -57,26 +72,29 @@ def test_tp4_llama_70b_serves_where_one_h100_does_not_fit():
     c = r.counters
     assert (r.completions == 1).all()
     assert c.prefill_tokens + c.decode_tokens == (
-        int((w.input_tokens + w.output_tokens - 1).sum()) + c.recomputed_tokens
-        - c.prefix_hit_tokens)
+        int((w.input_tokens + w.output_tokens - 1).sum())
+        + c.recomputed_tokens
+        - c.prefix_hit_tokens
+    )
     assert (r.first_token_s >= w.arrival_s).all() and (r.finish_s >= r.first_token_s).all()
     for e in r.engines:
         assert max(e.timeline.kv_allocated_tokens) <= d.pool.kv_capacity_tokens
 
 
-
-
-@pytest.mark.parametrize(("args", "says"), [
-    (["serve", "llama-3.1-70b", "--tp", "3"], "does not divide"),
-    (["serve", "llama-3.1-8b", "--ep", "2"], "dense model"),
-    (["serve", "mixtral-8x7b", "--ep", "2", "--tp", "2"], "not modelled"),
-    (["serve", "mixtral-8x7b", "--ep", "3"], "routed experts"),
-    (["serve", "llama-3.1-8b", "--pp", "40"], "exceeds"),
-    (["serve", "llama-3.1-8b", "--tp", "0"], "at least 1"),
-    (["serve", "llama-3.1-70b", "--requests", "10"], "no KV memory"),
-    (["serve", "llama-3.1-8b", "--weights", "bf16", "--activations", "fp8"], "wider"),
-    (["plot", "serve", "llama-3.1-70b", "--tp", "3", "--output", "x.png"], "does not divide"),
-])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["serve", "llama-3.1-70b", "--tp", "3"], "does not divide"),
+        (["serve", "llama-3.1-8b", "--ep", "2"], "dense model"),
+        (["serve", "mixtral-8x7b", "--ep", "2", "--tp", "2"], "not modelled"),
+        (["serve", "mixtral-8x7b", "--ep", "3"], "routed experts"),
+        (["serve", "llama-3.1-8b", "--pp", "40"], "exceeds"),
+        (["serve", "llama-3.1-8b", "--tp", "0"], "at least 1"),
+        (["serve", "llama-3.1-70b", "--requests", "10"], "no KV memory"),
+        (["serve", "llama-3.1-8b", "--weights", "bf16", "--activations", "fp8"], "wider"),
+        (["plot", "serve", "llama-3.1-70b", "--tp", "3", "--output", "x.png"], "does not divide"),
+    ],
+)
 def test_cli_refuses_in_one_line(capsys, args, says):
     code, out, err = run_cli(capsys, *args)
     assert code == 1 and says in err and len(err.strip().splitlines()) == 1
@@ -92,7 +110,10 @@ def test_one_shot_all_reduce_falls_back_to_the_ring_inside_serving() -> None:
     par = Parallel(tp=4)
     c = mixed_step_cost(m, hw, Precision(), "achievable", par, eng)
     for B, T, S in ((4, 1, 500), (1, 2048, 0), (2, 512, 100)):
-        ref = float(parallel_step_cost(m, affine_spec(hw), Step(B, T, S), Precision(), par,
-                                       "achievable", eng).time_s)
+        ref = float(
+            parallel_step_cost(
+                m, affine_spec(hw), Step(B, T, S), Precision(), par, "achievable", eng
+            ).time_s
+        )
         got = c.step_s(np.full(B, T, float), np.full(B, S, float))
         assert got == pytest.approx(ref, rel=1e-9)

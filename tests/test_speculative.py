@@ -26,13 +26,16 @@ Q = np.array([0.10, 0.35, 0.25, 0.05, 0.15, 0.10])
 ALPHA = np.minimum(P, Q).sum()  # acceptance of one drafted token: Σ min(p, q) = 0.73
 
 
-@pytest.mark.parametrize("alpha, k, tokens", [
-    (0.0, 4, 1.0),  # every draft rejected: only the target's own token
-    (1.0, 4, 5.0),  # all accepted plus the bonus token: K + 1
-    (0.5, 1, 1.5),  # 1 + 0.5
-    (0.5, 3, 1 + 0.5 + 0.25 + 0.125),
-    (0.8, 4, (1 - 0.8 ** 5) / (1 - 0.8)),  # 3.3616
-])
+@pytest.mark.parametrize(
+    "alpha, k, tokens",
+    [
+        (0.0, 4, 1.0),  # every draft rejected: only the target's own token
+        (1.0, 4, 5.0),  # all accepted plus the bonus token: K + 1
+        (0.5, 1, 1.5),  # 1 + 0.5
+        (0.5, 3, 1 + 0.5 + 0.25 + 0.125),
+        (0.8, 4, (1 - 0.8**5) / (1 - 0.8)),  # 3.3616
+    ],
+)
 def test_expected_tokens_golden(alpha: float, k: int, tokens: float) -> None:
     assert expected_tokens_per_step(alpha, k) == pytest.approx(tokens, rel=1e-12)
 
@@ -76,10 +79,11 @@ def test_cycle_costs_come_from_the_calculator() -> None:
     c = speculative_cost(t, Drafter(model=d), hw, k=4, acceptance=0.8, batch=2, context=1000)
     assert c.target_step_s == pytest.approx(float(step_cost(t, hw, Step(2, 1, 1000)).time_s))
     assert c.verify_s == pytest.approx(
-        float(step_cost(t, hw, Step(2, 5, 1000, logits="all")).time_s))
+        float(step_cost(t, hw, Step(2, 5, 1000, logits="all")).time_s)
+    )
     drafts = [float(step_cost(d, hw, Step(2, 1, 1000 + i)).time_s) for i in range(4)]
     assert c.draft_s == pytest.approx(sum(drafts))
-    tokens = (1 - 0.8 ** 5) / (1 - 0.8)
+    tokens = (1 - 0.8**5) / (1 - 0.8)
     assert c.speedup == pytest.approx(c.target_step_s * tokens / (sum(drafts) + c.verify_s))
 
 
@@ -103,8 +107,11 @@ def test_heads_cost_a_fraction_of_one_layer() -> None:
 
 
 def test_break_even_is_where_speedup_is_one() -> None:
-    t, d, hw = load_model("llama-3.1-8b"), Drafter(model=load_model("llama-3.2-1b")), \
-        load_hardware("h100-sxm")
+    t, d, hw = (
+        load_model("llama-3.1-8b"),
+        Drafter(model=load_model("llama-3.2-1b")),
+        load_hardware("h100-sxm"),
+    )
     a = break_even_acceptance(t, d, hw, k=4)
     assert 0 < a < 1
     assert speculative_cost(t, d, hw, k=4, acceptance=a).speedup == pytest.approx(1, rel=1e-6)
@@ -121,8 +128,21 @@ def test_llama_3_2_1b_params_by_hand() -> None:
 
 
 def test_cli_speculate_json(capsys: pytest.CaptureFixture[str]) -> None:
-    main(["speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--hardware", "h100-sxm",
-          "--k", "1..8", "--acceptance", "0.6,0.85", "--json"])
+    main(
+        [
+            "speculate",
+            "llama-3.1-8b",
+            "--draft",
+            "llama-3.2-1b",
+            "--hardware",
+            "h100-sxm",
+            "--k",
+            "1..8",
+            "--acceptance",
+            "0.6,0.85",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert len(out["cases"]) == 16
     for case in out["cases"]:
@@ -131,15 +151,32 @@ def test_cli_speculate_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert best[0.85] >= best[0.6]  # better drafts justify longer drafts
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--acceptance", "1.2"], "[0, 1]"),
-    (["speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--acceptance", "-0.1"], "[0, 1]"),
-    (["speculate", "llama-3.1-8b", "--draft", "llama-2-7b"], "vocabulary"),
-    (["speculate", "llama-3.1-8b"], "--draft"),
-    (["speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--k", "0"], "at least 1"),
-    (["speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--hardware", "a100-sxm-80gb",
-      "--dtype", "fp8"], "no fp8"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--acceptance", "1.2"], "[0, 1]"),
+        (
+            ["speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--acceptance", "-0.1"],
+            "[0, 1]",
+        ),
+        (["speculate", "llama-3.1-8b", "--draft", "llama-2-7b"], "vocabulary"),
+        (["speculate", "llama-3.1-8b"], "--draft"),
+        (["speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--k", "0"], "at least 1"),
+        (
+            [
+                "speculate",
+                "llama-3.1-8b",
+                "--draft",
+                "llama-3.2-1b",
+                "--hardware",
+                "a100-sxm-80gb",
+                "--dtype",
+                "fp8",
+            ],
+            "no fp8",
+        ),
+    ],
+)
 def test_cli_refuses(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         main(argv)
@@ -154,8 +191,18 @@ def test_target_and_draft_must_fit_together(capsys) -> None:
     Over TP 4 with fp8 weights each GPU holds about (70.55e9 + 8.03e9) / 4 · 1 B ≈ 19.6 GB."""
     from conftest import run_cli
 
-    code, out, _ = run_cli(capsys, "speculate", "llama-3.1-70b", "--draft", "llama-3.1-8b",
-                           "--k", "4", "--acceptance", "0.8", "--json")
+    code, out, _ = run_cli(
+        capsys,
+        "speculate",
+        "llama-3.1-70b",
+        "--draft",
+        "llama-3.1-8b",
+        "--k",
+        "4",
+        "--acceptance",
+        "0.8",
+        "--json",
+    )
     assert code == 0
     (mem,) = json.loads(out)["memory"]
     weights = (70_553_706_496 + 8_030_261_248) * 2
@@ -164,11 +211,24 @@ def test_target_and_draft_must_fit_together(capsys) -> None:
     assert mem["fits"] is False
     assert mem["target_bytes"] + mem["draft_bytes"] - kv == pytest.approx(weights, rel=1e-3)
     assert mem["usable_bytes"] == pytest.approx(0.9 * 81_559 * 2**20)
-    code, _, err = run_cli(capsys, "speculate", "llama-3.1-70b", "--draft", "llama-3.1-8b",
-                           "--k", "4", "--require-fit")
+    code, _, err = run_cli(
+        capsys, "speculate", "llama-3.1-70b", "--draft", "llama-3.1-8b", "--k", "4", "--require-fit"
+    )
     assert code == 1 and "and its draft need" in err and err.count("\n") == 1
-    code, out, _ = run_cli(capsys, "speculate", "llama-3.1-70b", "--draft", "llama-3.1-8b",
-                           "--k", "4", "--tp", "4", "--weights", "fp8", "--json")
+    code, out, _ = run_cli(
+        capsys,
+        "speculate",
+        "llama-3.1-70b",
+        "--draft",
+        "llama-3.1-8b",
+        "--k",
+        "4",
+        "--tp",
+        "4",
+        "--weights",
+        "fp8",
+        "--json",
+    )
     data = json.loads(out)
     assert code == 0 and data["memory"][0]["fits"] is True
     assert data["parallel"]["tp"] == 4 and data["precision"]["weights"] == "fp8"

@@ -12,15 +12,36 @@ import pytest
 from roofline.cli import common, main
 
 RESULTS = {
-    "schema_version": 1, "suite": "ci", "complete": True,
-    "environment": {"device": {"kind": "cpu", "name": "test CPU"}, "torch_version": "2",
-                    "python_version": "CPython 3", "threads": 1, "started_at": "t0",
-                    "finished_at": "t1"},
-    "points": [{"family": "gemm_peak", "kernel": "gemm", "name": "gemm_peak gemm fp32 M=64",
-                "dtype": "fp32", "shape": {"M": 64, "N": 64, "K": 64}, "flops": 524288,
-                "bytes": 49152, "timing": {"median_s": 1e-3, "p20_s": 9e-4, "p80_s": 1.1e-3,
-                                           "min_s": 8e-4, "repeats": 5,
-                                           "method": "perf_counter"}}],
+    "schema_version": 1,
+    "suite": "ci",
+    "complete": True,
+    "environment": {
+        "device": {"kind": "cpu", "name": "test CPU"},
+        "torch_version": "2",
+        "python_version": "CPython 3",
+        "threads": 1,
+        "started_at": "t0",
+        "finished_at": "t1",
+    },
+    "points": [
+        {
+            "family": "gemm_peak",
+            "kernel": "gemm",
+            "name": "gemm_peak gemm fp32 M=64",
+            "dtype": "fp32",
+            "shape": {"M": 64, "N": 64, "K": 64},
+            "flops": 524288,
+            "bytes": 49152,
+            "timing": {
+                "median_s": 1e-3,
+                "p20_s": 9e-4,
+                "p80_s": 1.1e-3,
+                "min_s": 8e-4,
+                "repeats": 5,
+                "method": "perf_counter",
+            },
+        }
+    ],
 }
 
 COMMANDS = [
@@ -32,7 +53,9 @@ COMMANDS = [
     ["diffusion"],
     ["serve", "--requests", "40"],
     ["serve", "--requests", "40", "--compare", "static,continuous,chunked"],
-    ["hardware", "list"], ["models", "list"], ["engines", "list"],
+    ["hardware", "list"],
+    ["models", "list"],
+    ["engines", "list"],
     ["plot", "batch", "llama-3.1-8b", "mistral-7b-v0.1", "-H", "h100-sxm", "-H", "l4"],
     ["validate", "{results}", "-H", "h100-sxm", "--tolerance", "1e6"],
 ]
@@ -68,10 +91,19 @@ def test_tables_fit_80_columns(argv, tmp_path, capsys):
     assert not lost, f"cut at 80 columns: {sorted(lost)[:10]}"
 
 
-@pytest.mark.parametrize("value,text", [
-    (2.5, "2.5 s"), (1.2e-3, "1.2 ms"), (34e-6, "34 µs"), (6.95e-9, "6.95 ns"),
-    (6.95e-12, "6.95 ps"), (0.0, "0 s"), (999.9e-9, "1 µs"), (999.96e-3, "1 s"),
-])
+@pytest.mark.parametrize(
+    "value,text",
+    [
+        (2.5, "2.5 s"),
+        (1.2e-3, "1.2 ms"),
+        (34e-6, "34 µs"),
+        (6.95e-9, "6.95 ns"),
+        (6.95e-12, "6.95 ps"),
+        (0.0, "0 s"),
+        (999.9e-9, "1 µs"),
+        (999.96e-3, "1 s"),
+    ],
+)
 def test_every_time_has_an_si_prefix(value, text):
     from roofline.units import seconds
 

@@ -22,12 +22,23 @@ FP32 = Precision.uniform("fp32")
 def _hw(half: float = 0.0, overhead_us: float = 0.0) -> HardwareSpec:
     """100 GFLOP/s fp32, 10 GB/s, fractions 1: every number below is easy to do by hand."""
     return HardwareSpec(
-        name="toy", display_name="toy", vendor="none", kind="cpu", memory_bytes=2**30,
+        name="toy",
+        display_name="toy",
+        vendor="none",
+        kind="cpu",
+        memory_bytes=2**30,
         memory_source="test",
-        memory_bandwidth_gb_per_s=10, dense_peak_tflops={"fp32": 0.1},
-        achievable=Achievable(matmul_fraction={"fp32": 1.0}, memory_bandwidth_fraction=1.0,
-                              kernel_overhead_us=overhead_us, matmul_half_rows=half,
-                              source="test"), source="test")
+        memory_bandwidth_gb_per_s=10,
+        dense_peak_tflops={"fp32": 0.1},
+        achievable=Achievable(
+            matmul_fraction={"fp32": 1.0},
+            memory_bandwidth_fraction=1.0,
+            kernel_overhead_us=overhead_us,
+            matmul_half_rows=half,
+            source="test",
+        ),
+        source="test",
+    )
 
 
 def test_gemm_rows_read_off_the_operator():
@@ -70,15 +81,34 @@ def _timing(s: float) -> Timing:
 def _point(family: str, op: Op, kernel: str, shape: dict, s: float) -> Point:
     flops = float(op.flops)
     moved = float(op.weight_elems + op.act_elems + op.kv_read_elems + op.kv_write_elems) * 4
-    return Point(family=family, kernel=kernel, name=f"{family} {shape}", dtype="fp32",
-                 shape=shape, flops=flops, bytes=moved, timing=_timing(s))
+    return Point(
+        family=family,
+        kernel=kernel,
+        name=f"{family} {shape}",
+        dtype="fp32",
+        shape=shape,
+        flops=flops,
+        bytes=moved,
+        timing=_timing(s),
+    )
 
 
 def _results(points: list[Point]) -> Results:
-    dev = DeviceInfo(kind="cpu", name="toy cpu", caches_bytes={"L3": 1024},
-                     datasheet_peak_flops_per_s={"fp32": 2e11}, native_dtypes=("fp32",))
-    env = Environment(device=dev, torch_version="x", python_version="x", threads=1,
-                      started_at="t0", finished_at="t1")
+    dev = DeviceInfo(
+        kind="cpu",
+        name="toy cpu",
+        caches_bytes={"L3": 1024},
+        datasheet_peak_flops_per_s={"fp32": 2e11},
+        native_dtypes=("fp32",),
+    )
+    env = Environment(
+        device=dev,
+        torch_version="x",
+        python_version="x",
+        threads=1,
+        started_at="t0",
+        finished_at="t1",
+    )
     return Results(suite="ci", complete=True, environment=env, points=tuple(points))
 
 
@@ -87,13 +117,10 @@ def _calibration_points() -> list[Point]:
     tiny read of 1024 elems (4096 B = 0.41 µs at 1e10) in 5.41 µs -> 5 µs overhead;
     gemm_small M=8 N=K=1000 in 1.005 ms -> ((1.005 - 0.005) ms · 1e11 - 1.6e7) / 2e6 = 42."""
     return [
-        _point("gemm_peak", gemm_op(1000, 1000, 1000), "gemm", dict(M=1000, N=1000, K=1000),
-               0.02),
-        _point("bandwidth", stream_op("read", 10_000_000), "read", dict(elems=10_000_000),
-               4e-3),
+        _point("gemm_peak", gemm_op(1000, 1000, 1000), "gemm", dict(M=1000, N=1000, K=1000), 0.02),
+        _point("bandwidth", stream_op("read", 10_000_000), "read", dict(elems=10_000_000), 4e-3),
         _point("bandwidth", stream_op("read", 1024), "read", dict(elems=1024), 5.4096e-6),
-        _point("gemm_small", gemm_op(8, 1000, 1000), "gemm", dict(M=8, N=1000, K=1000),
-               1.005e-3),
+        _point("gemm_small", gemm_op(8, 1000, 1000), "gemm", dict(M=8, N=1000, K=1000), 1.005e-3),
     ]
 
 
@@ -107,22 +134,34 @@ def test_calibration_recovers_hand_values():
 
 def test_half_rows_is_zero_for_a_memory_bound_small_gemm():
     # same GEMM at 0.41 ms: under its 0.4064 ms memory time + 5 µs overhead -> no shortfall
-    p = _point("gemm_small", gemm_op(8, 1000, 1000), "gemm", dict(M=8, N=1000, K=1000),
-               0.41e-3)
+    p = _point("gemm_small", gemm_op(8, 1000, 1000), "gemm", dict(M=8, N=1000, K=1000), 0.41e-3)
     assert half_rows([p], {"fp32": 1e11}, 1e10, 5e-6) == 0.0
 
 
-@pytest.mark.parametrize("error,passes", [(0.0, True), (0.9 * BANDS["gemm_sweep"], True),
-                                          (-0.9 * BANDS["gemm_sweep"], True),
-                                          (1.1 * BANDS["gemm_sweep"], False),
-                                          (-1.1 * BANDS["gemm_sweep"], False)])
+@pytest.mark.parametrize(
+    "error,passes",
+    [
+        (0.0, True),
+        (0.9 * BANDS["gemm_sweep"], True),
+        (-0.9 * BANDS["gemm_sweep"], True),
+        (1.1 * BANDS["gemm_sweep"], False),
+        (-1.1 * BANDS["gemm_sweep"], False),
+    ],
+)
 def test_validate_gate_on_synthetic_results(error, passes):
     # M=16 N=K=1000 on the toy machine, M½=42, 5 µs overhead:
     # (3.2e7 + 8.4e7) / 1e11 = 1.16 ms + 5 µs = 1.165 ms predicted; measured set so that
     # (predicted - measured) / measured = error
     predicted = 1.165e-3
-    pts = _calibration_points() + [_point("gemm_sweep", gemm_op(16, 1000, 1000), "gemm",
-                                          dict(M=16, N=1000, K=1000), predicted / (1 + error))]
+    pts = _calibration_points() + [
+        _point(
+            "gemm_sweep",
+            gemm_op(16, 1000, 1000),
+            "gemm",
+            dict(M=16, N=1000, K=1000),
+            predicted / (1 + error),
+        )
+    ]
     v = validate(_results(pts), _hw(42, 5))
     row = v.rows[-1]
     assert row.predicted_s == pytest.approx(predicted)
@@ -136,14 +175,24 @@ def test_validate_gate_on_synthetic_results(error, passes):
 def _hw_terms(memory: float = 1.0, compute: float = 1.0, row_ns: float = 0.0) -> HardwareSpec:
     """The toy machine with attention memory/compute fractions and a gemv row cost."""
     return HardwareSpec(
-        name="toy", display_name="toy", vendor="none", kind="cpu", memory_bytes=2**30,
+        name="toy",
+        display_name="toy",
+        vendor="none",
+        kind="cpu",
+        memory_bytes=2**30,
         memory_source="test",
-        memory_bandwidth_gb_per_s=10, dense_peak_tflops={"fp32": 0.1},
-        achievable=Achievable(matmul_fraction={"fp32": 1.0}, memory_bandwidth_fraction=1.0,
-                              attention_memory_fraction=memory,
-                              attention_compute_fraction=compute, gemv_row_ns=row_ns,
-                              source="test"),
-        source="test")
+        memory_bandwidth_gb_per_s=10,
+        dense_peak_tflops={"fp32": 0.1},
+        achievable=Achievable(
+            matmul_fraction={"fp32": 1.0},
+            memory_bandwidth_fraction=1.0,
+            attention_memory_fraction=memory,
+            attention_compute_fraction=compute,
+            gemv_row_ns=row_ns,
+            source="test",
+        ),
+        source="test",
+    )
 
 
 def test_attention_fractions_scale_their_own_ceiling_of_attention_only():
@@ -163,12 +212,17 @@ def test_attention_fractions_scale_their_own_ceiling_of_attention_only():
     assert float(prefill.time_s) == pytest.approx(3.996e-3)
     # matmuls are untouched: M=1 N=K=1000 4·1_002_000 B at 10 GB/s; M=1000 2e9 FLOPs at 1e11
     assert float(op_cost(gemm_op(1, 1000, 1000), FP32, hw).memory_s) == pytest.approx(
-        4 * 1_002_000 / 1e10)
+        4 * 1_002_000 / 1e10
+    )
     assert float(op_cost(gemm_op(1000, 1000, 1000), FP32, hw).compute_s) == pytest.approx(
-        2e9 / 1e11)
+        2e9 / 1e11
+    )
     # the datasheet ceiling keeps the plain roofline
-    sheet = op_cost(attention_op(1, 999, 0, 1, 1, 100), FP32,
-                    Ceilings.of(_hw_terms(memory=0.4, compute=0.5), "fp32", "datasheet"))
+    sheet = op_cost(
+        attention_op(1, 999, 0, 1, 1, 100),
+        FP32,
+        Ceilings.of(_hw_terms(memory=0.4, compute=0.5), "fp32", "datasheet"),
+    )
     assert float(sheet.compute_s) == pytest.approx(1.998e8 / 1e11)
     assert float(sheet.memory_s) == pytest.approx(2.3976e6 / 1e10)
 
@@ -181,8 +235,9 @@ def test_catalog_specs_keep_attention_on_the_roofline():
 
 def test_gemv_row_cost_by_hand():
     # M=1 N=K=1000: 4·(1e6 + 2000) B at 10 GB/s = 400.8 µs, + 1000 rows · 100 ns = 100 µs
-    c = op_cost(gemm_op(1, 1000, 1000), FP32,
-                Ceilings.of(_hw_terms(row_ns=100), "fp32", "achievable"))
+    c = op_cost(
+        gemm_op(1, 1000, 1000), FP32, Ceilings.of(_hw_terms(row_ns=100), "fp32", "achievable")
+    )
     assert float(c.memory_s) == pytest.approx(400.8e-6 + 100e-6)
     assert float(gemv_rows_s(gemm_op(1, 1000, 1000), 100e-9)) == pytest.approx(100e-6)
     # M=8 is a GEMM (charged through M½), no row cost
@@ -195,8 +250,16 @@ def test_eager_launches_of_a_llama_decode_step():
     # embedding 1, lm_head 1 -> 206
     ops = operators(load_model("tiny-llama-30m"), Step(1, 1, 128))
     assert {o.name: o.launches for o in ops} == {
-        "embedding": 1, "attention/qkv": 66, "attention/scores+av": 18, "attention/out": 6,
-        "mlp/up": 6, "mlp/act": 12, "mlp/down": 6, "norms+residual": 90, "lm_head": 1}
+        "embedding": 1,
+        "attention/qkv": 66,
+        "attention/scores+av": 18,
+        "attention/out": 6,
+        "mlp/up": 6,
+        "mlp/act": 12,
+        "mlp/down": 6,
+        "norms+residual": 90,
+        "lm_head": 1,
+    }
     rows = {o.name: o.weight_rows for o in ops}
     assert rows["attention/qkv"] == 6 * (512 + 2 * 256) and rows["lm_head"] == 8192
     assert rows["mlp/up"] == 6 * 2 * 1536 and rows["mlp/down"] == 6 * 512
@@ -210,12 +273,22 @@ def _attention_calibration_points() -> list[Point]:
     1.998e8 / 1e11 = 1.998 ms, measured 1.998 / 0.5 + 3 · 5 µs = 4.011 ms -> compute fraction
     0.5 (its memory roofline, 0.24 ms, plays no part)."""
     return [
-        _point("gemv_small", gemm_op(1, 1000, 1000), "gemm", dict(M=1, N=1000, K=1000),
-               505.8e-6),
-        _point("attention_small", attention_op(1, 1, 999, 1, 1, 100), "sdpa",
-               dict(B=1, T=1, S=999, N=1, K=1, H=100), 215.4e-6),
-        _point("prefill_attention_small", attention_op(1, 999, 0, 1, 1, 100), "sdpa",
-               dict(B=1, T=999, S=0, N=1, K=1, H=100), 4.011e-3)]
+        _point("gemv_small", gemm_op(1, 1000, 1000), "gemm", dict(M=1, N=1000, K=1000), 505.8e-6),
+        _point(
+            "attention_small",
+            attention_op(1, 1, 999, 1, 1, 100),
+            "sdpa",
+            dict(B=1, T=1, S=999, N=1, K=1, H=100),
+            215.4e-6,
+        ),
+        _point(
+            "prefill_attention_small",
+            attention_op(1, 999, 0, 1, 1, 100),
+            "sdpa",
+            dict(B=1, T=999, S=0, N=1, K=1, H=100),
+            4.011e-3,
+        ),
+    ]
 
 
 def test_calibration_of_row_cost_and_attention_fractions():
@@ -231,18 +304,25 @@ def test_calibration_of_row_cost_and_attention_fractions():
 
 
 def test_calibrated_spec_predicts_a_held_out_prefill_attention():
-    spec = calibrated_spec(_results(_calibration_points() + _attention_calibration_points()),
-                           "toy.json")
+    spec = calibrated_spec(
+        _results(_calibration_points() + _attention_calibration_points()), "toy.json"
+    )
     assert spec.achievable is not None
     assert spec.achievable.attention_memory_fraction == pytest.approx(0.4)
     assert spec.achievable.attention_compute_fraction == pytest.approx(0.5)
     # prefill T=499 (not the calibration shape): 499·500/2 = 124750 pairs · 4 · 100 =
     # 4.99e7 FLOPs at 0.5 · 1e11 = 998 µs (memory 6·499·100·4 B = 1.1976e6 B at 0.4 · 1e10 =
     # 299.4 µs) + 3 launches · 5 µs = 1.013 ms; measured 1.013 ms -> error 0
-    held_out = _point("prefill_attention", attention_op(1, 499, 0, 1, 1, 100), "sdpa",
-                      dict(B=1, T=499, S=0, N=1, K=1, H=100), 1.013e-3)
-    v = validate(_results(_calibration_points() + _attention_calibration_points()
-                          + [held_out]), spec)
+    held_out = _point(
+        "prefill_attention",
+        attention_op(1, 499, 0, 1, 1, 100),
+        "sdpa",
+        dict(B=1, T=499, S=0, N=1, K=1, H=100),
+        1.013e-3,
+    )
+    v = validate(
+        _results(_calibration_points() + _attention_calibration_points() + [held_out]), spec
+    )
     assert v.rows[-1].predicted_s == pytest.approx(1.013e-3)
     assert v.passed
     assert "prefill_attention_small" in PROTOCOL and "attention_small" in PROTOCOL
@@ -257,10 +337,22 @@ def test_median_of_runs_takes_each_points_median_run():
 
     def run(times_s: dict[str, float]):
         base = load_results(committed)
-        pts = tuple(p.model_copy(update={"timing": Timing(
-            median_s=times_s[p.name], p20_s=times_s[p.name], p80_s=times_s[p.name],
-            min_s=times_s[p.name], repeats=1, method="perf_counter")})
-            for p in base.points if p.name in times_s)
+        pts = tuple(
+            p.model_copy(
+                update={
+                    "timing": Timing(
+                        median_s=times_s[p.name],
+                        p20_s=times_s[p.name],
+                        p80_s=times_s[p.name],
+                        min_s=times_s[p.name],
+                        repeats=1,
+                        method="perf_counter",
+                    )
+                }
+            )
+            for p in base.points
+            if p.name in times_s
+        )
         return base.model_copy(update={"points": pts})
 
     names = [p.name for p in load_results(committed).points][:2]

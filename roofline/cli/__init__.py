@@ -49,8 +49,11 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    show_version: Annotated[bool, typer.Option(
-        "--version", is_eager=True, callback=_version, help="print the version and exit")
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_version, help="print the version and exit"
+        ),
     ] = False,
 ) -> None:
     """How fast can this LLM run on that hardware, why, and is my system anywhere near it?"""
@@ -119,8 +122,9 @@ def register(argv: list[str]) -> None:
     import importlib
 
     command = next((a for a in argv if not a.startswith("-")), None)
-    names = COMMAND_MODULES.get(command or "", tuple(sorted(
-        {m for mods in COMMAND_MODULES.values() for m in mods})))
+    names = COMMAND_MODULES.get(
+        command or "", tuple(sorted({m for mods in COMMAND_MODULES.values() for m in mods}))
+    )
     for name in names:
         importlib.import_module(f"{__name__}.{name}")
 
@@ -177,8 +181,11 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         raise _broken_pipe() from None
     except OverflowError as e:  # a size that passed every range but overflows 64-bit math
-        print(f"error: a value is too large to compute with ({e}); use smaller sizes in the "
-              "flags or spec", file=sys.stderr)
+        print(
+            f"error: a value is too large to compute with ({e}); use smaller sizes in the "
+            "flags or spec",
+            file=sys.stderr,
+        )
         raise SystemExit(1) from None
     except Exception as e:  # click usage errors and aborts carry their own exit codes
         # typer ships its own copy of click (typer._click) in newer releases: match by class

@@ -27,29 +27,49 @@ def sizes(text: str) -> list[int]:
     try:
         floats = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise InvalidInputError(f"--sizes must be comma-separated byte counts, got "
-                                f"'{text[:40]}'") from None
+        raise InvalidInputError(
+            f"--sizes must be comma-separated byte counts, got '{text[:40]}'"
+        ) from None
     if not floats or not all(4 <= v <= MAX_MESSAGE_BYTES for v in floats):
-        raise InvalidInputError(f"--sizes needs messages of 4 to {MAX_MESSAGE_BYTES:,} bytes, "
-                                f"got '{text[:40]}'")
+        raise InvalidInputError(
+            f"--sizes needs messages of 4 to {MAX_MESSAGE_BYTES:,} bytes, got '{text[:40]}'"
+        )
     return [int(v) for v in floats]
 
 
 @app.command()
 def collectives(
-    world_size: Annotated[int, Opt("--world-size", "-n", help="ranks (GPUs, or CPU processes)",
-                                   callback=common.in_range(2, 1024))] = 2,
-    sizes_text: Annotated[str, Opt("--sizes", help="message bytes per rank, comma-separated")
-                          ] = "1e3,1e4,1e5,1e6,1e7",
-    backend: Annotated[str | None, Opt(help="nccl or gloo (default: nccl with CUDA, else gloo)")
-                       ] = None,
-    hardware: Annotated[str | None, Opt(*common.HARDWARE_FLAGS,
-                                        help="device whose interconnect the model uses for "
-                                             "the predicted column")] = None,
-    reps: Annotated[int, Opt(help="timed repetitions per point (median reported)",
-                             callback=common.in_range(1, 10**5))] = 20,
-    warmup: Annotated[int, Opt(help="untimed repetitions first",
-                               callback=common.in_range(0, 10**5))] = 3,
+    world_size: Annotated[
+        int,
+        Opt(
+            "--world-size",
+            "-n",
+            help="ranks (GPUs, or CPU processes)",
+            callback=common.in_range(2, 1024),
+        ),
+    ] = 2,
+    sizes_text: Annotated[
+        str, Opt("--sizes", help="message bytes per rank, comma-separated")
+    ] = "1e3,1e4,1e5,1e6,1e7",
+    backend: Annotated[
+        str | None, Opt(help="nccl or gloo (default: nccl with CUDA, else gloo)")
+    ] = None,
+    hardware: Annotated[
+        str | None,
+        Opt(
+            *common.HARDWARE_FLAGS,
+            help="device whose interconnect the model uses for the predicted column",
+        ),
+    ] = None,
+    reps: Annotated[
+        int,
+        Opt(
+            help="timed repetitions per point (median reported)", callback=common.in_range(1, 10**5)
+        ),
+    ] = 20,
+    warmup: Annotated[
+        int, Opt(help="untimed repetitions first", callback=common.in_range(0, 10**5))
+    ] = 3,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -63,21 +83,35 @@ def collectives(
     message_sizes = sizes(sizes_text)
     ic = load_hardware(hardware, specs_dir or ()).interconnect if hardware else None
     if importlib.util.find_spec("torch") is None:
-        raise InvalidInputError("torch is not installed; install the measure extra: "
-                                "pip install 'roofline[measure]'")
+        raise InvalidInputError(
+            "torch is not installed; install the measure extra: pip install 'roofline[measure]'"
+        )
     from ..kernels.collectives import environment, run_collectives
 
     results = run_collectives(world_size, message_sizes, ic, backend, reps, warmup)
     if json_out:
-        print_json({"environment": environment(), "hardware": hardware,
-                    "results": [r.as_dict() for r in results]})
+        print_json(
+            {
+                "environment": environment(),
+                "hardware": hardware,
+                "results": [r.as_dict() for r in results],
+            }
+        )
         return
-    t = Table(title=f"collectives: {world_size} ranks, {results[0].backend}; median of {reps}"
-                    + (f"; model on {hardware}'s {ic.kind}" if ic else ""))
+    t = Table(
+        title=f"collectives: {world_size} ranks, {results[0].backend}; median of {reps}"
+        + (f"; model on {hardware}'s {ic.kind}" if ic else "")
+    )
     for col in ("op", "bytes/rank", "median", "min", "max", "bus bandwidth", "model"):
         t.add_column(col, justify="right")
     for r in results:
-        t.add_row(r.op, si(r.message_bytes, "B"), seconds(r.median_s), seconds(r.min_s),
-                  seconds(r.max_s), si(r.bus_bandwidth_bytes_per_s, "B/s"),
-                  seconds(r.predicted_s) if r.predicted_s is not None else "—")
+        t.add_row(
+            r.op,
+            si(r.message_bytes, "B"),
+            seconds(r.median_s),
+            seconds(r.min_s),
+            seconds(r.max_s),
+            si(r.bus_bandwidth_bytes_per_s, "B/s"),
+            seconds(r.predicted_s) if r.predicted_s is not None else "—",
+        )
     console.print(t)

@@ -38,21 +38,37 @@ def __getattr__(name: str) -> Any:
         return globals()["console"]
     raise AttributeError(name)
 
+
 SpecsDir = Annotated[
     list[Path] | None,
-    typer.Option("--specs-dir", help="extra folder with hardware_specs/ and/or model_specs/ "
-                 "subfolders (repeatable; also $ROOFLINE_SPECS_PATH)"),
+    typer.Option(
+        "--specs-dir",
+        help="extra folder with hardware_specs/ and/or model_specs/ "
+        "subfolders (repeatable; also $ROOFLINE_SPECS_PATH)",
+    ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
-MemoryFraction = Annotated[float | None, typer.Option(
-    "--memory-fraction", help="share of device memory the engine may fill (vLLM's "
-    "gpu_memory_utilization); default the engine's (vLLM 0.9), 1 on the datasheet ceiling")]
-PrefillTokenBudget = Annotated[int | None, typer.Option(
-    "--prefill-token-budget", help="tokens one prefill step holds activations for (chunked "
-    "prefill); default the engine's (vLLM: max_num_batched_tokens 8192); 0 = the whole batch "
-    "at once")]
-RequireFit = Annotated[bool, typer.Option(
-    "--require-fit", help="exit 1 when a configuration does not fit in device memory")]
+MemoryFraction = Annotated[
+    float | None,
+    typer.Option(
+        "--memory-fraction",
+        help="share of device memory the engine may fill (vLLM's "
+        "gpu_memory_utilization); default the engine's (vLLM 0.9), 1 on the datasheet ceiling",
+    ),
+]
+PrefillTokenBudget = Annotated[
+    int | None,
+    typer.Option(
+        "--prefill-token-budget",
+        help="tokens one prefill step holds activations for (chunked "
+        "prefill); default the engine's (vLLM: max_num_batched_tokens 8192); 0 = the whole batch "
+        "at once",
+    ),
+]
+RequireFit = Annotated[
+    bool,
+    typer.Option("--require-fit", help="exit 1 when a configuration does not fit in device memory"),
+]
 
 
 def token_budget(value: int | None) -> int | None | Literal["engine"]:
@@ -71,9 +87,14 @@ def warn(lines: Sequence[str]) -> None:
         print(f"warning: {line}", file=sys.stderr)
 
 
-EngineOpt = Annotated[str, typer.Option(
-    "--engine", help="inference engine profile (name, alias or YAML path; `roofline engines "
-    "list`), or `none` for the hardware layer alone; ignored by --ceiling datasheet")]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="inference engine profile (name, alias or YAML path; `roofline engines "
+        "list`), or `none` for the hardware layer alone; ignored by --ceiling datasheet",
+    ),
+]
 
 #: The engine a prediction uses when none is named: the most deployed open serving engine.
 DEFAULT_ENGINE = "vllm"
@@ -85,6 +106,7 @@ def engine(name: str, specs_dir: list[Path] | None) -> Any:
 
     return None if name.strip().lower() == "none" else load_engine(name, specs_dir or ())
 
+
 def _num(v: float) -> str:
     """1000000 -> '1,000,000'; 0.5 -> '0.5'; nan -> 'nan'."""
     if isinstance(v, float) and (not math.isfinite(v) or v != int(v) or abs(v) >= 1e15):
@@ -92,8 +114,9 @@ def _num(v: float) -> str:
     return f"{int(v):,}"
 
 
-def in_range(low: float | None = None, high: float | None = None, *, open_low: bool = False
-             ) -> Callable[..., Any]:
+def in_range(
+    low: float | None = None, high: float | None = None, *, open_low: bool = False
+) -> Callable[..., Any]:
     """A typer option callback refusing values outside [low, high] (or (low, high] with
     `open_low`), NaN and infinities, as a domain error naming the option:
     `Opt(callback=in_range(0, 1, open_low=True))`."""
@@ -104,13 +127,20 @@ def in_range(low: float | None = None, high: float | None = None, *, open_low: b
         below = low is not None and (value <= low if open_low else value < low)
         above = high is not None and value > high
         if not math.isfinite(value) or below or above:
-            lo = "" if low is None else ("positive" if open_low and low == 0 else
-                                         f"{'more than' if open_low else 'at least'} "
-                                         f"{_num(low)}")
+            lo = (
+                ""
+                if low is None
+                else (
+                    "positive"
+                    if open_low and low == 0
+                    else f"{'more than' if open_low else 'at least'} {_num(low)}"
+                )
+            )
             hi = "" if high is None else f"at most {_num(high)}"
             name = param.opts[0] if param.opts else param.name
-            raise InvalidInputError(f"{name} must be {' and '.join(x for x in (lo, hi) if x)}"
-                                    f", got {_num(value)}")
+            raise InvalidInputError(
+                f"{name} must be {' and '.join(x for x in (lo, hi) if x)}, got {_num(value)}"
+            )
         return value
 
     return check
@@ -123,8 +153,9 @@ def int_list(text: str, what: str, limit: int = MAX_BATCH, long: int = 1000) -> 
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise InvalidInputError(f"{what} must be comma-separated integers, got "
-                                f"'{text[:40]}'") from None
+        raise InvalidInputError(
+            f"{what} must be comma-separated integers, got '{text[:40]}'"
+        ) from None
     if not values:
         raise InvalidInputError(f"give at least one {what}")
     if len(values) > long:
@@ -157,8 +188,9 @@ def check_output(path: Path | None, what: str = "output") -> Path | None:
     return None if path is None else check(path, what)
 
 
-def precision(dtype: str, weights: str | None, activations: str | None, kv: str | None
-              ) -> Precision:
+def precision(
+    dtype: str, weights: str | None, activations: str | None, kv: str | None
+) -> Precision:
     """`--dtype` as the shorthand, each of `--weights/--activations/--kv` overriding its part."""
     base = Precision.uniform(dtype)
     return Precision(weights or base.weights, activations or base.activations, kv or base.kv)
@@ -167,37 +199,55 @@ def precision(dtype: str, weights: str | None, activations: str | None, kv: str 
 # ---- one vocabulary: the same option means the same thing in every command ----------------
 HARDWARE_FLAGS = ("--hardware", "-H")
 Hardware = Annotated[str, typer.Option(*HARDWARE_FLAGS, help="device name, alias, or YAML path")]
-Prompt = Annotated[int, typer.Option(help="prompt tokens P per sequence",
-                                     callback=in_range(1, MAX_TOKENS))]
-Gen = Annotated[int, typer.Option(help="generated tokens G per sequence",
-                                  callback=in_range(1, MAX_TOKENS))]
-Context = Annotated[int, typer.Option(help="cached tokens S per sequence",
-                                      callback=in_range(1, MAX_TOKENS))]
+Prompt = Annotated[
+    int, typer.Option(help="prompt tokens P per sequence", callback=in_range(1, MAX_TOKENS))
+]
+Gen = Annotated[
+    int, typer.Option(help="generated tokens G per sequence", callback=in_range(1, MAX_TOKENS))
+]
+Context = Annotated[
+    int, typer.Option(help="cached tokens S per sequence", callback=in_range(1, MAX_TOKENS))
+]
 Dtype = Annotated[str, typer.Option(help="shorthand for weights, activations and KV format")]
-Weights = Annotated[str | None, typer.Option(help="weight format (overrides --dtype): bf16, fp16, "
-                                             "fp8, int8, int4, int4-g128, nf4, nf4-dq, mxfp4, "
-                                             "nvfp4")]
-Activations = Annotated[str | None, typer.Option(help="activation format; sets the compute "
-                                                 "peak (overrides --dtype)")]
-KvFormat = Annotated[str | None, typer.Option("--kv-format", help="KV-cache number format "
-                                              "(overrides --dtype)")]
+Weights = Annotated[
+    str | None,
+    typer.Option(
+        help="weight format (overrides --dtype): bf16, fp16, "
+        "fp8, int8, int4, int4-g128, nf4, nf4-dq, mxfp4, "
+        "nvfp4"
+    ),
+]
+Activations = Annotated[
+    str | None, typer.Option(help="activation format; sets the compute peak (overrides --dtype)")
+]
+KvFormat = Annotated[
+    str | None, typer.Option("--kv-format", help="KV-cache number format (overrides --dtype)")
+]
 #: `--kv` meant the KV format before `--kv-format`; it stays, hidden, for old scripts.
-KvAlias = Annotated[str | None, typer.Option("--kv", hidden=True,
-                                             help="deprecated: use --kv-format")]
+KvAlias = Annotated[
+    str | None, typer.Option("--kv", hidden=True, help="deprecated: use --kv-format")
+]
 Tp = Annotated[int, typer.Option(help="tensor-parallel GPUs", callback=in_range(1, MAX_GPUS))]
-Pp = Annotated[int, typer.Option(help="pipeline-parallel stages",
-                                 callback=in_range(1, MAX_GPUS))]
-Ep = Annotated[int, typer.Option(help="expert-parallel GPUs (MoE models)",
-                                 callback=in_range(1, MAX_GPUS))]
+Pp = Annotated[int, typer.Option(help="pipeline-parallel stages", callback=in_range(1, MAX_GPUS))]
+Ep = Annotated[
+    int, typer.Option(help="expert-parallel GPUs (MoE models)", callback=in_range(1, MAX_GPUS))
+]
 Ceiling = Annotated[str, typer.Option(help="datasheet (speed of light) or achievable")]
-Seed = Annotated[int, typer.Option(help="random seed of the synthetic workload",
-                                   callback=in_range(0, MAX_SEED))]
-SloTtft = Annotated[float, typer.Option(help="TTFT SLO, seconds",
-                                        callback=in_range(0, 1e6, open_low=True))]
-SloTpot = Annotated[float, typer.Option(help="TPOT SLO, seconds",
-                                        callback=in_range(0, 1e6, open_low=True))]
-SloAttainment = Annotated[float, typer.Option(help="share of requests that must meet the SLO",
-                                              callback=in_range(0, 1, open_low=True))]
+Seed = Annotated[
+    int, typer.Option(help="random seed of the synthetic workload", callback=in_range(0, MAX_SEED))
+]
+SloTtft = Annotated[
+    float, typer.Option(help="TTFT SLO, seconds", callback=in_range(0, 1e6, open_low=True))
+]
+SloTpot = Annotated[
+    float, typer.Option(help="TPOT SLO, seconds", callback=in_range(0, 1e6, open_low=True))
+]
+SloAttainment = Annotated[
+    float,
+    typer.Option(
+        help="share of requests that must meet the SLO", callback=in_range(0, 1, open_low=True)
+    ),
+]
 
 
 #: Notes for stderr, printed by `main` after a command succeeds (a refusal stays one line).
@@ -211,6 +261,8 @@ def kv_format(kv_format: str | None, kv: str | None) -> str | None:
             raise InvalidInputError("--kv is the old name of --kv-format; give one of them")
         NOTES.append("note: --kv is deprecated; use --kv-format")
     return kv_format or kv
+
+
 def price_tier(tier: str) -> Any:
     """`--price-tier`: on-demand or discounted."""
     if tier not in ("on-demand", "discounted"):
@@ -225,8 +277,10 @@ def serve_economics_dict(summary: Any, hw: Any, gpus_per_replica: int) -> dict |
     from ..errors import RooflineError
 
     try:
-        devices = {p.hardware: (hw if p.hardware == hw.name else load_hardware(p.hardware))
-                   for p in summary.result.deployment.pools}
+        devices = {
+            p.hardware: (hw if p.hardware == hw.name else load_hardware(p.hardware))
+            for p in summary.result.deployment.pools
+        }
         return serve_economics(summary, devices, load_prices(), gpus_per_replica).as_dict()
     except RooflineError:
         return None
@@ -239,12 +293,16 @@ def cost_line(summary: Any, hw: Any, gpus_per_replica: int) -> str:
     from ..errors import RooflineError
 
     try:
-        devices = {p.hardware: (hw if p.hardware == hw.name else load_hardware(p.hardware))
-                   for p in summary.result.deployment.pools}
+        devices = {
+            p.hardware: (hw if p.hardware == hw.name else load_hardware(p.hardware))
+            for p in summary.result.deployment.pools
+        }
         e = serve_economics(summary, devices, load_prices(), gpus_per_replica)
     except RooflineError as err:
         return f"cost: not shown ({err})"
-    return (f"cost: ${e.usd_per_hour:.2f}/h, ${e.cost_per_million_tokens_usd:.3f} per million "
-            f"output tokens at the simulated throughput; energy ≤ "
-            f"{e.joules_per_token_upper:.3f} J/token (busy at TDP, idle at "
-            f"{IDLE_FRACTION_OF_TDP:.1%} of it)")
+    return (
+        f"cost: ${e.usd_per_hour:.2f}/h, ${e.cost_per_million_tokens_usd:.3f} per million "
+        f"output tokens at the simulated throughput; energy ≤ "
+        f"{e.joules_per_token_upper:.3f} J/token (busy at TDP, idle at "
+        f"{IDLE_FRACTION_OF_TDP:.1%} of it)"
+    )

@@ -19,22 +19,38 @@ def diffusion(
     model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")] = "llada-8b",
     hardware: common.Hardware = "h100-sxm",
     prompt: common.Prompt = 512,
-    gen: Annotated[int | None, typer.Option(help="answer tokens L (default: the spec's)",
-                                            callback=common.in_range(1, common.MAX_TOKENS))
-                   ] = None,
-    steps: Annotated[int | None, typer.Option(help="refinement steps N (default: the spec's)",
-                                              callback=common.in_range(1, 10**6))] = None,
-    batch: Annotated[int, typer.Option(help="sequences B",
-                                       callback=common.in_range(1, common.MAX_BATCH))] = 1,
+    gen: Annotated[
+        int | None,
+        typer.Option(
+            help="answer tokens L (default: the spec's)",
+            callback=common.in_range(1, common.MAX_TOKENS),
+        ),
+    ] = None,
+    steps: Annotated[
+        int | None,
+        typer.Option(
+            help="refinement steps N (default: the spec's)", callback=common.in_range(1, 10**6)
+        ),
+    ] = None,
+    batch: Annotated[
+        int, typer.Option(help="sequences B", callback=common.in_range(1, common.MAX_BATCH))
+    ] = 1,
     dtype: Annotated[str, typer.Option(help="weights, activations and KV format")] = "bf16",
     engine: common.EngineOpt = common.DEFAULT_ENGINE,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
     """N full forwards over prompt + answer vs TTFT + (L-1)·TPOT of the same model."""
-    c = compare_diffusion(load_model(model, specs_dir or ()),
-                          load_hardware(hardware, specs_dir or ()), prompt, gen, steps, batch,
-                          Precision.uniform(dtype), engine=common.engine(engine, specs_dir))
+    c = compare_diffusion(
+        load_model(model, specs_dir or ()),
+        load_hardware(hardware, specs_dir or ()),
+        prompt,
+        gen,
+        steps,
+        batch,
+        Precision.uniform(dtype),
+        engine=common.engine(engine, specs_dir),
+    )
     if json_out:
         print_json(c.as_dict() | {"engine": None if engine == "none" else engine})
     else:

@@ -30,14 +30,20 @@ Opt = typer.Option
 
 @app.command()
 def estimate(
-    model: Annotated[str, typer.Argument(
-        help="model name, alias, or path to a YAML spec")] = "llama-3.1-8b",
+    model: Annotated[
+        str, typer.Argument(help="model name, alias, or path to a YAML spec")
+    ] = "llama-3.1-8b",
     hardware: common.Hardware = "h100-sxm",
     batch: Annotated[str, Opt(help="batch sizes B per replica, comma-separated")] = "1,16,64",
     prompt: common.Prompt = 1024,
     gen: common.Gen = 256,
-    dtype: Annotated[str, Opt(help="shorthand for weights, activations and KV format (a "
-                              "weight-only format keeps bf16 activations and KV)")] = "bf16",
+    dtype: Annotated[
+        str,
+        Opt(
+            help="shorthand for weights, activations and KV format (a "
+            "weight-only format keeps bf16 activations and KV)"
+        ),
+    ] = "bf16",
     weights: common.Weights = None,
     activations: common.Activations = None,
     kv_format: common.KvFormat = None,
@@ -45,21 +51,35 @@ def estimate(
     tp: common.Tp = 1,
     pp: common.Pp = 1,
     ep: common.Ep = 1,
-    replicas: Annotated[int, Opt(help="independent copies (throughput ×m)",
-                                 callback=common.in_range(1, common.MAX_GPUS))] = 1,
+    replicas: Annotated[
+        int,
+        Opt(
+            help="independent copies (throughput ×m)", callback=common.in_range(1, common.MAX_GPUS)
+        ),
+    ] = 1,
     ceiling: common.Ceiling = "achievable",
     engine: common.EngineOpt = common.DEFAULT_ENGINE,
     breakdown: Annotated[bool, Opt(help="per-operator FLOPs, bytes, intensity, bound")] = False,
     memory_fraction: MemoryFraction = None,
     prefill_token_budget: PrefillTokenBudget = None,
     require_fit: RequireFit = False,
-    price: Annotated[list[str] | None, Opt(help="NAME=USD per GPU-hour, or a YAML price table "
-                                           "(repeatable; default: the bundled on-demand "
-                                           "prices)")] = None,
+    price: Annotated[
+        list[str] | None,
+        Opt(
+            help="NAME=USD per GPU-hour, or a YAML price table "
+            "(repeatable; default: the bundled on-demand "
+            "prices)"
+        ),
+    ] = None,
     price_tier: Annotated[str, Opt(help="on-demand or discounted")] = "on-demand",
-    utilisation: Annotated[float, Opt(help="share of the time the GPUs serve batches back to "
-                                      "back (idle the rest): sets cost and energy per token",
-                                      callback=common.in_range(0, 1, open_low=True))] = 1.0,
+    utilisation: Annotated[
+        float,
+        Opt(
+            help="share of the time the GPUs serve batches back to "
+            "back (idle the rest): sets cost and energy per token",
+            callback=common.in_range(0, 1, open_low=True),
+        ),
+    ] = 1.0,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -69,22 +89,32 @@ def estimate(
     m = load_model(model, specs_dir or ())
     hw = load_hardware(hardware, specs_dir or ())
     precision = common.precision(dtype, weights, activations, common.kv_format(kv_format, kv))
-    e = run_estimate(m, hw, int_list(batch, "batch size"), positive(prompt, "--prompt"),
-                     positive(gen, "--gen"), precision, ceiling,  # type: ignore[arg-type]
-                     Parallel(tp, pp, ep, replicas), common.engine(engine, specs_dir),
-                     memory_fraction=memory_fraction,
-                     prefill_token_budget=token_budget(prefill_token_budget))
+    e = run_estimate(
+        m,
+        hw,
+        int_list(batch, "batch size"),
+        positive(prompt, "--prompt"),
+        positive(gen, "--gen"),
+        precision,
+        ceiling,  # type: ignore[arg-type]
+        Parallel(tp, pp, ep, replicas),
+        common.engine(engine, specs_dir),
+        memory_fraction=memory_fraction,
+        prefill_token_budget=token_budget(prefill_token_budget),
+    )
     warn(e.warnings)
     from ..economics import parse_price_options, priced_estimate
 
-    econ = priced_estimate(e, parse_price_options(price or []),
-                           common.price_tier(price_tier), utilisation)
+    econ = priced_estimate(
+        e, parse_price_options(price or []), common.price_tier(price_tier), utilisation
+    )
     if json_out:
         out = e.as_dict() | {"economics": econ.as_dict()}
         if breakdown:
             out["breakdown"] = {
                 "prefill": e.prefill.as_dict() | {"collectives_s": e.prefill_comm_s},
-                "decode": e.decode.as_dict() | {"collectives_s": e.decode_comm_s}}
+                "decode": e.decode.as_dict() | {"collectives_s": e.decode_comm_s},
+            }
         print_json(out)
     else:
         from ..report import breakdown_table, estimate_table, fit_lines, memory_table
@@ -98,11 +128,17 @@ def estimate(
             par = e.parallel
             rank = "" if par.tp == 1 else f" (one of {par.tp} TP ranks)"
             if par.ep > 1:
-                rank = (f" (one of {par.ep} EP ranks: attention of "
-                        f"{int(e.prefill.step.batch)} sequence(s), 1/{par.ep} of the experts)")
-            common.console.print(breakdown_table(
-                f"prefill: B={b}, T={P}, S=0{rank}", e.prefill, e.prefill_comm_s))
-            common.console.print(breakdown_table(
-                f"decode (first step): B={b}, T=1, S={P}{rank}", e.decode, e.decode_comm_s))
+                rank = (
+                    f" (one of {par.ep} EP ranks: attention of "
+                    f"{int(e.prefill.step.batch)} sequence(s), 1/{par.ep} of the experts)"
+                )
+            common.console.print(
+                breakdown_table(f"prefill: B={b}, T={P}, S=0{rank}", e.prefill, e.prefill_comm_s)
+            )
+            common.console.print(
+                breakdown_table(
+                    f"decode (first step): B={b}, T=1, S={P}{rank}", e.decode, e.decode_comm_s
+                )
+            )
     if require_fit and e.shortfall is not None:
         raise DoesNotFitError(e.shortfall.message(m.name, hw.name))

@@ -19,8 +19,11 @@ def stacked(table: Table) -> Group:
     rows = len(cells[0]) if cells else 0
     parts: list[RenderableType] = []
     if table.title:
-        parts.append(Text.from_markup(table.title, justify="left")
-                     if isinstance(table.title, str) else table.title)
+        parts.append(
+            Text.from_markup(table.title, justify="left")
+            if isinstance(table.title, str)
+            else table.title
+        )
     parts.append(Text("(too wide for this terminal: one block per row)", style="dim"))
     for r in range(rows):
         parts.append(Text(""))
@@ -31,8 +34,9 @@ def stacked(table: Table) -> Group:
             block.add_row(column.header, cells[c][r])
         parts.append(block)
     if table.caption:
-        parts.append(Text.from_markup(table.caption) if isinstance(table.caption, str)
-                     else table.caption)
+        parts.append(
+            Text.from_markup(table.caption) if isinstance(table.caption, str) else table.caption
+        )
     return Group(*parts)
 
 

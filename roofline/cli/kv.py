@@ -30,10 +30,12 @@ def kv(
     models: Annotated[list[str], typer.Argument(help="model names, aliases, or YAML paths")],
     context: common.Context = 4096,
     hardware: common.Hardware = "h100-sxm",
-    kv_dtype: Annotated[str, typer.Option("--kv-format", "--kv-dtype",
-                                          help="KV cache / state number format")] = "bf16",
-    weights_dtype: Annotated[str, typer.Option("--weights", "--weights-dtype",
-                                               help="weights format (for what fits)")] = "bf16",
+    kv_dtype: Annotated[
+        str, typer.Option("--kv-format", "--kv-dtype", help="KV cache / state number format")
+    ] = "bf16",
+    weights_dtype: Annotated[
+        str, typer.Option("--weights", "--weights-dtype", help="weights format (for what fits)")
+    ] = "bf16",
     kv: common.KvAlias = None,
     tp: common.Tp = 1,
     pp: common.Pp = 1,
@@ -47,14 +49,28 @@ def kv(
     """Compare what each model keeps per token and per sequence, and what fits beside it."""
     positive(context, "--context")
     hw = load_hardware(hardware, specs_dir or ())
-    p = Precision(weights=weights_dtype, activations="bf16",
-                  kv=common.kv_format(None, kv) or kv_dtype)
+    p = Precision(
+        weights=weights_dtype, activations="bf16", kv=common.kv_format(None, kv) or kv_dtype
+    )
     par = Parallel(tp, pp, ep)
-    fraction, budget = memory_terms(common.engine(engine, specs_dir), "achievable",
-                                    memory_fraction, token_budget(prefill_token_budget))
-    rows = [cache_summary(load_model(m, specs_dir or ()), hw, p, context, par,
-                          memory_fraction=fraction, prefill_token_budget=budget)
-            for m in models]
+    fraction, budget = memory_terms(
+        common.engine(engine, specs_dir),
+        "achievable",
+        memory_fraction,
+        token_budget(prefill_token_budget),
+    )
+    rows = [
+        cache_summary(
+            load_model(m, specs_dir or ()),
+            hw,
+            p,
+            context,
+            par,
+            memory_fraction=fraction,
+            prefill_token_budget=budget,
+        )
+        for m in models
+    ]
     warn([w for r in rows for w in r.warnings])
     if json_out:
         print_json([r.as_dict() for r in rows])

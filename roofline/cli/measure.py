@@ -29,34 +29,48 @@ Device = Annotated[str, typer.Option(help="auto, cpu, or cuda:N")]
 Suite = Annotated[str, typer.Option(help="ci (≤60 s on a 2-core CPU), quick, or full")]
 
 
-Threads = Annotated[int | None, typer.Option(
-    help="CPU intra-op threads (default: 1 for the ci suite, whose small kernels lose whole "
-    "scheduler quanta at OpenMP barriers when a core is shared; all cores otherwise)",
-    callback=common.in_range(1, 4096))]
+Threads = Annotated[
+    int | None,
+    typer.Option(
+        help="CPU intra-op threads (default: 1 for the ci suite, whose small kernels lose whole "
+        "scheduler quanta at OpenMP barriers when a core is shared; all cores otherwise)",
+        callback=common.in_range(1, 4096),
+    ),
+]
 
 
 def _threads(suite: str, threads: int | None) -> int | None:
     return 1 if threads is None and suite == "ci" else threads
 
 
-def _measure(device: str, suite: str, dtype: str | None, threads: int | None = None
-             ) -> Results:
+def _measure(device: str, suite: str, dtype: str | None, threads: int | None = None) -> Results:
     try:
         import torch  # noqa: F401
     except ImportError:
-        raise InvalidInputError("measuring needs torch: pip install 'roofline[measure]' "
-                                "(CPU wheel: pip install torch==2.13.0)") from None
+        raise InvalidInputError(
+            "measuring needs torch: pip install 'roofline[measure]' "
+            "(CPU wheel: pip install torch==2.13.0)"
+        ) from None
     from ..kernels.suite import default_dtypes, run
     from ..measure.device import detect
 
     info = detect(device, _threads(suite, threads))
     dtypes = tuple(d.strip() for d in dtype.split(",")) if dtype else default_dtypes(info)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
         task = bar.add_task(f"measuring {info.name}", total=None)
-        results = run(info, suite, dtypes,
-                      lambda i, n, name: bar.update(task, completed=i, total=n,
-                                                    description=name))
+        results = run(
+            info,
+            suite,
+            dtypes,
+            lambda i, n, name: bar.update(task, completed=i, total=n, description=name),
+        )
     return results
 
 
@@ -81,8 +95,9 @@ def _save_measured(r: Results, out: Path) -> Path:
         path = write_results(r, _kept_in(r, out))
     if not r.complete:
         kept = "" if path == out else f"; the earlier results in {out} are unchanged"
-        print(f"interrupted: {len(r.points)} measured point(s) kept in {path}{kept}",
-              file=sys.stderr)
+        print(
+            f"interrupted: {len(r.points)} measured point(s) kept in {path}{kept}", file=sys.stderr
+        )
         raise SystemExit(interrupt_status())
     return path
 
@@ -95,20 +110,26 @@ def _summary_table(r: Results) -> Table:
         hw = load_hardware(dev.catalog_name)
         peaks = {d: hw.peak_flops_per_s(d) for d in hw.dense_peak_tflops}
         bw = hw.memory_bandwidth_bytes_per_s
-    t = Table(title=f"{dev.name}: {r.suite} suite, torch {r.environment.torch_version}, "
-                    f"{r.environment.threads} threads")
+    t = Table(
+        title=f"{dev.name}: {r.suite} suite, torch {r.environment.torch_version}, "
+        f"{r.environment.threads} threads"
+    )
     for col in ("point", "median", "p20–p80", "FLOP/s", "% peak", "B/s", "% bw", "note"):
         t.add_column(col, justify="left" if col in ("point", "note") else "right")
     for p in r.points:
         pk, note = peaks.get(p.dtype), p.backend
         if not p.native:
             note = f"{p.dtype} emulated (not native): not averaged in"
-        t.add_row(p.name, seconds(p.timing.median_s),
-                  f"{seconds(p.timing.p20_s)}–{seconds(p.timing.p80_s)}",
-                  si(p.flops_per_s, "FLOP/s"),
-                  f"{100 * p.flops_per_s / pk:.0f}%" if pk and p.flops else "—",
-                  si(p.bytes_per_s, "B/s"), f"{100 * p.bytes_per_s / bw:.0f}%" if bw else "—",
-                  note)
+        t.add_row(
+            p.name,
+            seconds(p.timing.median_s),
+            f"{seconds(p.timing.p20_s)}–{seconds(p.timing.p80_s)}",
+            si(p.flops_per_s, "FLOP/s"),
+            f"{100 * p.flops_per_s / pk:.0f}%" if pk and p.flops else "—",
+            si(p.bytes_per_s, "B/s"),
+            f"{100 * p.bytes_per_s / bw:.0f}%" if bw else "—",
+            note,
+        )
     return t
 
 
@@ -116,10 +137,13 @@ def _summary_table(r: Results) -> Table:
 def measure(
     device: Device = "auto",
     suite: Suite = "quick",
-    dtype: Annotated[str | None, typer.Option(help="comma-separated, first one used for "
-                                              "sweeps; default: the device's own")] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option(help="comma-separated, first one used for sweeps; default: the device's own"),
+    ] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="results JSON")] = Path(
-        "results.json"),
+        "results.json"
+    ),
     threads: Threads = None,
 ) -> None:
     """Time GEMMs, bandwidth, attention and whole model steps on this machine."""
@@ -136,8 +160,9 @@ def measure(
 @app.command()
 def calibrate(
     results: Annotated[Path, typer.Argument(help="results JSON from `roofline measure`")],
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="hardware YAML "
-                                                "(default: print it)")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="hardware YAML (default: print it)")
+    ] = None,
 ) -> None:
     """Write a hardware spec of what this machine achieved (use it with --hardware)."""
     common.check_output(output, "hardware spec")
@@ -151,28 +176,50 @@ def calibrate(
 
 
 def _validation_tables(v: Validation) -> list[Table]:
-    pts = Table(title=f"predicted vs measured on {v.hardware.name} (ceiling: {v.ceiling})",
-                caption=PROTOCOL, caption_justify="left")
+    pts = Table(
+        title=f"predicted vs measured on {v.hardware.name} (ceiling: {v.ceiling})",
+        caption=PROTOCOL,
+        caption_justify="left",
+    )
     for col in ("point", "predicted", "measured", "error", "band", "result"):
         pts.add_column(col, justify="left" if col == "point" else "right")
     for r in v.rows:
-        result = (("[green]pass[/green]" if r.passed else "[red]FAIL[/red]") if r.gated
-                  else f"info: {r.note}")
-        pts.add_row(r.point.name, seconds(r.predicted_s) if r.predicted_s == r.predicted_s
-                    else "—", seconds(r.measured_s), f"{100 * r.error:+.0f}%",
-                    f"±{100 * r.band:.0f}%", result)
+        result = (
+            ("[green]pass[/green]" if r.passed else "[red]FAIL[/red]")
+            if r.gated
+            else f"info: {r.note}"
+        )
+        pts.add_row(
+            r.point.name,
+            seconds(r.predicted_s) if r.predicted_s == r.predicted_s else "—",
+            seconds(r.measured_s),
+            f"{100 * r.error:+.0f}%",
+            f"±{100 * r.band:.0f}%",
+            result,
+        )
     fam = Table(title="per family: |error| of the gated points")
     for col in ("family", "points", "median |error|", "worst |error|", "band", "failures"):
         fam.add_column(col, justify="left" if col == "family" else "right")
     for s in v.summaries():
-        fam.add_row(s.family, str(s.points), f"{100 * s.median_abs_error:.0f}%",
-                    f"{100 * s.worst_abs_error:.0f}%", f"±{100 * s.band:.0f}%",
-                    str(s.failures))
+        fam.add_row(
+            s.family,
+            str(s.points),
+            f"{100 * s.median_abs_error:.0f}%",
+            f"{100 * s.worst_abs_error:.0f}%",
+            f"±{100 * s.band:.0f}%",
+            str(s.failures),
+        )
     return [pts, fam]
 
 
-def validation_of(results_path: Path, r: Results, hardware: str | None, ceiling: str | None,
-                  tolerance: float | None, specs_dir: list[Path] | None) -> Validation:
+def validation_of(
+    results_path: Path,
+    r: Results,
+    hardware: str | None,
+    ceiling: str | None,
+    tolerance: float | None,
+    specs_dir: list[Path] | None,
+) -> Validation:
     """Validate `r` on the calibrated spec (default) or on `hardware`."""
     if tolerance is not None and not 0 < tolerance <= 1e9:
         raise InvalidInputError(f"--tolerance must be a fraction such as 0.25, got {tolerance}")
@@ -185,8 +232,15 @@ def validation_of(results_path: Path, r: Results, hardware: str | None, ceiling:
     return validate(r, hw, ceiling, tolerance)
 
 
-def _validate(results_path: Path, r: Results, hardware: str | None, ceiling: str | None,
-              tolerance: float | None, json_out: bool, specs_dir: list[Path] | None) -> None:
+def _validate(
+    results_path: Path,
+    r: Results,
+    hardware: str | None,
+    ceiling: str | None,
+    tolerance: float | None,
+    json_out: bool,
+    specs_dir: list[Path] | None,
+) -> None:
     v = validation_of(results_path, r, hardware, ceiling, tolerance, specs_dir)
     if json_out:
         print_json(v.as_dict())
@@ -198,27 +252,48 @@ def _validate(results_path: Path, r: Results, hardware: str | None, ceiling: str
         raise InvalidInputError(f"{failed} point(s) outside their band; see the table")
 
 
-Hardware = Annotated[str | None, typer.Option(
-    *common.HARDWARE_FLAGS, help="predict on this spec instead of the calibrated one "
-    "(default ceiling then: datasheet)")]
+Hardware = Annotated[
+    str | None,
+    typer.Option(
+        *common.HARDWARE_FLAGS,
+        help="predict on this spec instead of the calibrated one (default ceiling then: datasheet)",
+    ),
+]
 Ceiling = Annotated[str | None, typer.Option(help="datasheet or achievable")]
-Tolerance = Annotated[float | None, typer.Option(help="one band for every family, e.g. 0.25 "
-                                                 "(default: the per-family bands)",
-                                                 callback=common.in_range(0, 1e9, open_low=True))]
+Tolerance = Annotated[
+    float | None,
+    typer.Option(
+        help="one band for every family, e.g. 0.25 (default: the per-family bands)",
+        callback=common.in_range(0, 1e9, open_low=True),
+    ),
+]
 
 
 @app.command("validate")
 def validate_cmd(
-    results: Annotated[Path | None, typer.Argument(
-        help="results JSON from `roofline measure`; with --published, a CSV of published "
-        "measurements (default: the bundled set)")] = None,
-    published: Annotated[bool, typer.Option(
-        "--published", help="predict published measurements of real engines instead")] = False,
-    engine: Annotated[str | None, typer.Option(
-        help="with --published: one engine profile for every row (default: each row's)")
+    results: Annotated[
+        Path | None,
+        typer.Argument(
+            help="results JSON from `roofline measure`; with --published, a CSV of published "
+            "measurements (default: the bundled set)"
+        ),
     ] = None,
-    gate: Annotated[bool, typer.Option("--gate/--no-gate", help=(
-        "with --published: exit 1 if any row leaves its band"))] = True,
+    published: Annotated[
+        bool,
+        typer.Option("--published", help="predict published measurements of real engines instead"),
+    ] = False,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help="with --published: one engine profile for every row (default: each row's)"
+        ),
+    ] = None,
+    gate: Annotated[
+        bool,
+        typer.Option(
+            "--gate/--no-gate", help=("with --published: exit 1 if any row leaves its band")
+        ),
+    ] = True,
     hardware: Hardware = None,
     ceiling: Ceiling = None,
     tolerance: Tolerance = None,
@@ -242,14 +317,19 @@ def validate_cmd(
 def check(
     device: Device = "auto",
     output: Annotated[Path, typer.Option("--output", "-o", help="results JSON")] = Path(
-        "roofline-check.json"),
+        "roofline-check.json"
+    ),
     tolerance: Tolerance = None,
     json_out: JsonFlag = False,
     threads: Threads = None,
-    repeats: Annotated[int, typer.Option(
-        help="runs of the suite; each point is the median run's (odd numbers pick a real "
-        "run): on a noisy machine, repeat rather than widen the bands",
-        callback=common.in_range(1, 99))] = 3,
+    repeats: Annotated[
+        int,
+        typer.Option(
+            help="runs of the suite; each point is the median run's (odd numbers pick a real "
+            "run): on a noisy machine, repeat rather than widen the bands",
+            callback=common.in_range(1, 99),
+        ),
+    ] = 3,
 ) -> None:
     """Measure the ci suite and validate it in one command (for your CI)."""
     common.check_output(output, "results file")

@@ -28,8 +28,7 @@ def _read_json(path: Path) -> dict:
     try:
         data = json.loads(text)
     except RecursionError:
-        raise SpecError(f"{path}: JSON nested too deep; give a Hugging Face config.json"
-                        ) from None
+        raise SpecError(f"{path}: JSON nested too deep; give a Hugging Face config.json") from None
     except json.JSONDecodeError as e:
         raise SpecError(f"{path}:{e.lineno}: broken JSON ({e.msg})") from None
     if not isinstance(data, dict):
@@ -38,12 +37,30 @@ def _read_json(path: Path) -> dict:
 
 
 #: Integer fields of a config.json (sizes and counts) and the largest value each may take.
-_INT_FIELDS = dict.fromkeys((
-    "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-    "intermediate_size", "vocab_size", "num_local_experts", "num_experts",
-    "num_experts_per_tok", "n_routed_experts", "n_shared_experts", "moe_intermediate_size",
-    "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-    "first_k_dense_replace", "max_position_embeddings"), 2**40) | {"num_hidden_layers": 100_000}
+_INT_FIELDS = dict.fromkeys(
+    (
+        "hidden_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "intermediate_size",
+        "vocab_size",
+        "num_local_experts",
+        "num_experts",
+        "num_experts_per_tok",
+        "n_routed_experts",
+        "n_shared_experts",
+        "moe_intermediate_size",
+        "kv_lora_rank",
+        "q_lora_rank",
+        "qk_nope_head_dim",
+        "qk_rope_head_dim",
+        "v_head_dim",
+        "first_k_dense_replace",
+        "max_position_embeddings",
+    ),
+    2**40,
+) | {"num_hidden_layers": 100_000}
 
 
 def _check_types(cfg: dict, path: Path) -> None:
@@ -54,16 +71,21 @@ def _check_types(cfg: dict, path: Path) -> None:
         if v is None:
             continue
         if isinstance(v, bool) or not isinstance(v, int):
-            raise SpecError(f"{path}: '{key}' must be an integer, got {json.dumps(v)[:40]}; "
-                            "fix the config")
+            raise SpecError(
+                f"{path}: '{key}' must be an integer, got {json.dumps(v)[:40]}; fix the config"
+            )
         if not 0 <= v <= limit:
-            raise SpecError(f"{path}: '{key}' must be between 0 and {limit:,}, got {v:,}; "
-                            "fix the config")
+            raise SpecError(
+                f"{path}: '{key}' must be between 0 and {limit:,}, got {v:,}; fix the config"
+            )
     archs = cfg.get("architectures")
-    if archs is not None and not (isinstance(archs, list)
-                                  and all(isinstance(a, str) for a in archs)):
-        raise SpecError(f"{path}: 'architectures' must be a list of class names such as "
-                        f'["LlamaForCausalLM"], got {json.dumps(archs)[:40]}')
+    if archs is not None and not (
+        isinstance(archs, list) and all(isinstance(a, str) for a in archs)
+    ):
+        raise SpecError(
+            f"{path}: 'architectures' must be a list of class names such as "
+            f'["LlamaForCausalLM"], got {json.dumps(archs)[:40]}'
+        )
     for key in ("model_type", "hidden_act", "hidden_activation", "_name_or_path"):
         if cfg.get(key) is not None and not isinstance(cfg[key], str):
             raise SpecError(f"{path}: '{key}' must be text, got {json.dumps(cfg[key])[:40]}")
@@ -75,8 +97,9 @@ def _check_types(cfg: dict, path: Path) -> None:
 def models_import(
     config: Annotated[Path, typer.Argument(help="path to a Hugging Face config.json")],
     name: Annotated[str | None, typer.Option(help="spec name (default: the folder name)")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="write the YAML here "
-                                                "(default: print it)")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="write the YAML here (default: print it)")
+    ] = None,
 ) -> None:
     """Turn a local config.json into a model spec (no network). With a
     model.safetensors.index.json beside it, compare its total size with the spec's weights."""
@@ -85,19 +108,23 @@ def models_import(
     _check_types(cfg, config)
     default = cfg.get("_name_or_path") or config.resolve().parent.name
     spec = spec_from_hf_config(cfg, name or default, str(config))
-    lines = [f"{spec.name}: {spec.total_params:,} parameters "
-             f"({spec.active_params:,} active per token)"]
+    lines = [
+        f"{spec.name}: {spec.total_params:,} parameters ({spec.active_params:,} active per token)"
+    ]
     index = config.parent / INDEX
     if is_regular_file(index):
         meta = _read_json(index).get("metadata")
         total = meta.get("total_size") if isinstance(meta, dict) else None
         if isinstance(total, bool) or not isinstance(total, int) or total <= 0:
-            raise SpecError(f"{index}: no positive integer metadata.total_size; fix or remove "
-                            "the index")
+            raise SpecError(
+                f"{index}: no positive integer metadata.total_size; fix or remove the index"
+            )
         c = check_checkpoint(spec, cfg, total)
-        lines.append(f"{INDEX}: total_size {si(c.checkpoint_bytes, 'B')}; spec weights at "
-                     f"{c.dtype} {si(c.spec_weights_bytes, 'B')}; difference "
-                     f"{c.difference_bytes:+,.0f} B ({c.relative_difference:+.2%})")
+        lines.append(
+            f"{INDEX}: total_size {si(c.checkpoint_bytes, 'B')}; spec weights at "
+            f"{c.dtype} {si(c.spec_weights_bytes, 'B')}; difference "
+            f"{c.difference_bytes:+,.0f} B ({c.relative_difference:+.2%})"
+        )
     data = spec.model_dump(mode="json", exclude_defaults=True)
     text = "".join(f"# {line}\n" for line in lines) + yaml.safe_dump(data, sort_keys=False)
     if output is None:

@@ -25,11 +25,28 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in text.split(",") if v.strip())
 
 
-def run_plan(model: str, rate: float | None, prompt: int, gen: int, trace: Path | None,
-             slo_ttft: float, slo_tpot: float, hardware: str | None, max_gpus: int,
-             formats: str, prices: list[str], tier: str, max_batches: str,
-             serving: str, confirm_top: int, requests: int, seed: int, ceiling: str,
-             engine: str, specs_dir: list[Path] | None) -> PlanResult:
+def run_plan(
+    model: str,
+    rate: float | None,
+    prompt: int,
+    gen: int,
+    trace: Path | None,
+    slo_ttft: float,
+    slo_tpot: float,
+    hardware: str | None,
+    max_gpus: int,
+    formats: str,
+    prices: list[str],
+    tier: str,
+    max_batches: str,
+    serving: str,
+    confirm_top: int,
+    requests: int,
+    seed: int,
+    ceiling: str,
+    engine: str,
+    specs_dir: list[Path] | None,
+) -> PlanResult:
     """Parse and load everything `plan` needs, then call the core (shared with `plot plan`)."""
     if ceiling not in CEILINGS:
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
@@ -55,9 +72,15 @@ def run_plan(model: str, rate: float | None, prompt: int, gen: int, trace: Path 
     if rate is None:
         raise InvalidInputError("give --rate (requests per second) or --trace")
     req = Requirement(rate, prompt, gen, slo_ttft, slo_tpot)
-    space = Space(tuple(d.name for d in devices), _names(formats), max_gpus,
-                  tuple(int_list(max_batches, "max batch")),
-                  serving=serving, tier=tier, ceiling=ceiling)  # type: ignore[arg-type]
+    space = Space(
+        tuple(d.name for d in devices),
+        _names(formats),
+        max_gpus,
+        tuple(int_list(max_batches, "max batch")),
+        serving=serving,
+        tier=tier,
+        ceiling=ceiling,
+    )  # type: ignore[arg-type]
     eng = common.engine(engine, specs_dir)
     return plan(m, devices, req, space, table, workload, confirm_top, requests, seed, eng)
 
@@ -81,11 +104,14 @@ def render(r: PlanResult, frontier_rows: int) -> None:
         f"{q.gen_tokens}; SLO p95 TTFT ≤ {q.slo_ttft_s:g} s, TPOT ≤ {q.slo_tpot_s * 1e3:g} ms; "
         f"{r.space.ceiling} ceiling, engine {r.engine}, {r.space.tier} prices. Screened "
         f"{r.configurations:,} configurations analytically in {r.analytic_s:.2f} s; "
-        f"simulated {len(r.confirmed)} in {r.simulated_s:.2f} s.")
+        f"simulated {len(r.confirmed)} in {r.simulated_s:.2f} s."
+    )
     c = r.chosen
     if c is None:
-        console.print("[red]none of the cheapest analytically feasible candidates met the SLO "
-                      "in the simulator[/]; see the confirmation table")
+        console.print(
+            "[red]none of the cheapest analytically feasible candidates met the SLO "
+            "in the simulator[/]; see the confirmation table"
+        )
     else:
         assert c.sim is not None
         console.print(
@@ -93,30 +119,56 @@ def render(r: PlanResult, frontier_rows: int) -> None:
             f"${c.cost_per_million_tokens_usd:.3f} per million output tokens, "
             f"{c.joules_per_token:.3f} J/token; p95 TTFT {_s(c.ttft_p95_s)} analytic / "
             f"{_s(c.sim.ttft_p95_s)} simulated, p95 TPOT {_ms(c.tpot_p95_s)} / "
-            f"{_ms(c.sim.tpot_p95_s)}")
+            f"{_ms(c.sim.tpot_p95_s)}"
+        )
     t = Table(title="simulator confirmation of the cheapest analytic candidates")
-    for col in ("deployment", "$/M tok", "J/tok", "TTFT p95 analytic", "TTFT p95 sim",
-                "TPOT p95 analytic", "TPOT p95 sim", "meets SLO (sim)"):
+    for col in (
+        "deployment",
+        "$/M tok",
+        "J/tok",
+        "TTFT p95 analytic",
+        "TTFT p95 sim",
+        "TPOT p95 analytic",
+        "TPOT p95 sim",
+        "meets SLO (sim)",
+    ):
         t.add_column(col, justify="left" if col == "deployment" else "right")
     for x in r.confirmed:
         s = x.sim
         assert s is not None
-        t.add_row(x.label, f"{x.cost_per_million_tokens_usd:.3f}", f"{x.joules_per_token:.3f}",
-                  _s(x.ttft_p95_s), _s(s.ttft_p95_s), _ms(x.tpot_p95_s), _ms(s.tpot_p95_s),
-                  "yes" if s.meets_slo else "no")
+        t.add_row(
+            x.label,
+            f"{x.cost_per_million_tokens_usd:.3f}",
+            f"{x.joules_per_token:.3f}",
+            _s(x.ttft_p95_s),
+            _s(s.ttft_p95_s),
+            _ms(x.tpot_p95_s),
+            _ms(s.tpot_p95_s),
+            "yes" if s.meets_slo else "no",
+        )
     console.print(t)
     for label, why in r.unconfirmed:
         console.print(f"not simulated: {label} — {why}", highlight=False)
-    f = Table(title=f"Pareto frontier: cost vs p95 TPOT and TTFT (analytic; "
-                    f"{min(frontier_rows, len(r.frontier))} of {len(r.frontier)} rows)")
+    f = Table(
+        title=f"Pareto frontier: cost vs p95 TPOT and TTFT (analytic; "
+        f"{min(frontier_rows, len(r.frontier))} of {len(r.frontier)} rows)"
+    )
     for col in ("$/M tok", "TPOT p95", "TTFT p95", "J/tok", "deployment", "SLO"):
         f.add_column(col, justify="left" if col in ("deployment", "SLO") else "right")
     for x in r.frontier[:frontier_rows]:
-        f.add_row(f"{x.cost_per_million_tokens_usd:.3f}", _ms(x.tpot_p95_s), _s(x.ttft_p95_s),
-                  f"{x.joules_per_token:.3f}", x.label, x.status)
+        f.add_row(
+            f"{x.cost_per_million_tokens_usd:.3f}",
+            _ms(x.tpot_p95_s),
+            _s(x.ttft_p95_s),
+            f"{x.joules_per_token:.3f}",
+            x.label,
+            x.status,
+        )
     console.print(f)
-    j = Table(title="rejected regions: screened points per device and first failing reason "
-                    "(memory: weights and unsupported count layouts)")
+    j = Table(
+        title="rejected regions: screened points per device and first failing reason "
+        "(memory: weights and unsupported count layouts)"
+    )
     for col in ("device", "reason", "points", "closest"):
         j.add_column(col, justify="right" if col == "points" else "left")
     for region in r.rejected:
@@ -133,50 +185,103 @@ def render(r: PlanResult, frontier_rows: int) -> None:
 @app.command("plan")
 def plan_cmd(
     model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")],
-    rate: Annotated[float | None, Opt(help="mean arrivals per second (Poisson)",
-                                       callback=common.in_range(0, 1e6, open_low=True))
-                  ] = None,
-    prompt: Annotated[int, Opt(help="prompt tokens P per request",
-                                callback=common.in_range(1, common.MAX_TOKENS))] = 1024,
-    gen: Annotated[int, Opt(help="generated tokens G per request",
-                             callback=common.in_range(1, common.MAX_TOKENS))] = 256,
-    trace: Annotated[Path | None, Opt(help="CSV/JSONL trace (arrival_s, input_tokens, "
-                                      "output_tokens): its arrivals and mean lengths")] = None,
-    slo_ttft: Annotated[float, Opt(help="p95 TTFT SLO, seconds",
-                                    callback=common.in_range(0, 1e6, open_low=True))] = 1.0,
-    slo_tpot: Annotated[float, Opt(help="p95 TPOT SLO, seconds",
-                                    callback=common.in_range(0, 1e6, open_low=True))] = 0.05,
-    hardware: Annotated[str | None, Opt(*common.HARDWARE_FLAGS, help="devices, comma-separated "
-                                        "(default: every priced device)")] = None,
-    max_gpus: Annotated[int, Opt(help="most GPUs of a deployment, all replicas",
-                                 callback=common.in_range(1, common.MAX_GPUS))] = 64,
-    formats: Annotated[str, Opt(help="formats, comma-separated: W (as --dtype) or W/KV")
-                       ] = "bf16,fp8,int4-g128",
-    price: Annotated[list[str] | None, Opt(help="NAME=USD per GPU-hour, or a YAML price "
-                                           "table (repeatable)")] = None,
+    rate: Annotated[
+        float | None,
+        Opt(
+            help="mean arrivals per second (Poisson)",
+            callback=common.in_range(0, 1e6, open_low=True),
+        ),
+    ] = None,
+    prompt: Annotated[
+        int, Opt(help="prompt tokens P per request", callback=common.in_range(1, common.MAX_TOKENS))
+    ] = 1024,
+    gen: Annotated[
+        int,
+        Opt(help="generated tokens G per request", callback=common.in_range(1, common.MAX_TOKENS)),
+    ] = 256,
+    trace: Annotated[
+        Path | None,
+        Opt(
+            help="CSV/JSONL trace (arrival_s, input_tokens, "
+            "output_tokens): its arrivals and mean lengths"
+        ),
+    ] = None,
+    slo_ttft: Annotated[
+        float, Opt(help="p95 TTFT SLO, seconds", callback=common.in_range(0, 1e6, open_low=True))
+    ] = 1.0,
+    slo_tpot: Annotated[
+        float, Opt(help="p95 TPOT SLO, seconds", callback=common.in_range(0, 1e6, open_low=True))
+    ] = 0.05,
+    hardware: Annotated[
+        str | None,
+        Opt(*common.HARDWARE_FLAGS, help="devices, comma-separated (default: every priced device)"),
+    ] = None,
+    max_gpus: Annotated[
+        int,
+        Opt(
+            help="most GPUs of a deployment, all replicas",
+            callback=common.in_range(1, common.MAX_GPUS),
+        ),
+    ] = 64,
+    formats: Annotated[
+        str, Opt(help="formats, comma-separated: W (as --dtype) or W/KV")
+    ] = "bf16,fp8,int4-g128",
+    price: Annotated[
+        list[str] | None, Opt(help="NAME=USD per GPU-hour, or a YAML price table (repeatable)")
+    ] = None,
     price_tier: Annotated[str, Opt(help="on-demand or discounted")] = "on-demand",
-    max_batches: Annotated[str, Opt(help="scheduler max sequences B tried, comma-separated")
-                           ] = "8,16,32,64,128,256,512",
-    serving: Annotated[str, Opt(help="both, aggregated (one pool) or disaggregated "
-                                "(prefill and decode pools)")] = "both",
-    confirm_top: Annotated[int, Opt("--confirm", help="candidates the simulator checks",
-                                    callback=common.in_range(0, 1000))] = 10,
-    requests: Annotated[int, Opt(help="requests per simulation",
-                                  callback=common.in_range(1, common.MAX_REQUESTS))] = 2000,
-    seed: Annotated[int, Opt(help="random seed of the simulated arrivals",
-                              callback=common.in_range(0, common.MAX_SEED))] = 0,
+    max_batches: Annotated[
+        str, Opt(help="scheduler max sequences B tried, comma-separated")
+    ] = "8,16,32,64,128,256,512",
+    serving: Annotated[
+        str, Opt(help="both, aggregated (one pool) or disaggregated (prefill and decode pools)")
+    ] = "both",
+    confirm_top: Annotated[
+        int,
+        Opt("--confirm", help="candidates the simulator checks", callback=common.in_range(0, 1000)),
+    ] = 10,
+    requests: Annotated[
+        int, Opt(help="requests per simulation", callback=common.in_range(1, common.MAX_REQUESTS))
+    ] = 2000,
+    seed: Annotated[
+        int,
+        Opt(
+            help="random seed of the simulated arrivals",
+            callback=common.in_range(0, common.MAX_SEED),
+        ),
+    ] = 0,
     ceiling: Annotated[str, Opt(help="datasheet or achievable")] = "achievable",
     engine: common.EngineOpt = common.DEFAULT_ENGINE,
-    frontier_rows: Annotated[int, Opt(help="frontier rows printed (JSON: all)",
-                                      callback=common.in_range(0, 10**6))] = 15,
+    frontier_rows: Annotated[
+        int, Opt(help="frontier rows printed (JSON: all)", callback=common.in_range(0, 10**6))
+    ] = 15,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
     """Search devices × formats × TP/PP/EP × max batch × replicas (and disaggregated pools)
     for the cheapest deployment meeting the SLO at the rate; confirm it in the simulator."""
-    r = run_plan(model, rate, prompt, gen, trace, slo_ttft, slo_tpot, hardware, max_gpus,
-                 formats, price or [], price_tier, max_batches, serving, confirm_top,
-                 requests, seed, ceiling, engine, specs_dir)
+    r = run_plan(
+        model,
+        rate,
+        prompt,
+        gen,
+        trace,
+        slo_ttft,
+        slo_tpot,
+        hardware,
+        max_gpus,
+        formats,
+        price or [],
+        price_tier,
+        max_batches,
+        serving,
+        confirm_top,
+        requests,
+        seed,
+        ceiling,
+        engine,
+        specs_dir,
+    )
     if json_out:
         print_json(r.as_dict())
     else:

@@ -29,25 +29,34 @@ from .common import DEFAULT_ENGINE, EngineOpt, SpecsDir, console, int_list, posi
 from .measure import validation_of
 from .serve import prepare_runs
 
-plot_app = typer.Typer(help="Draw charts (PNG or SVG): roofline, latency-throughput frontier, "
-                            "KV cache / state memory, serving latency and throughput, "
-                            "deployment plan.",
-                       no_args_is_help=True)
+plot_app = typer.Typer(
+    help="Draw charts (PNG or SVG): roofline, latency-throughput frontier, "
+    "KV cache / state memory, serving latency and throughput, "
+    "deployment plan.",
+    no_args_is_help=True,
+)
 app.add_typer(plot_app, name="plot")
 
 Output = Annotated[Path, typer.Option("--output", "-o", help="chart file, .png or .svg")]
 Dtype = Annotated[str, typer.Option(help="weights, activations and KV format")]
 Ceiling = Annotated[str, typer.Option(help="datasheet (speed of light) or achievable")]
 Models = Annotated[list[str], typer.Argument(help="model names, aliases or YAML paths")]
-Devices = Annotated[list[str], typer.Option(*common.HARDWARE_FLAGS,
-                                            help="device name, alias or YAML path (repeatable)")]
-Device = Annotated[str, typer.Option(*common.HARDWARE_FLAGS,
-                                     help="device name, alias or YAML path")]
-ModelOpt = Annotated[str | None, typer.Option(
-    "--model", "-m", help="model whose prefill and decode operators to place")]
+Devices = Annotated[
+    list[str],
+    typer.Option(*common.HARDWARE_FLAGS, help="device name, alias or YAML path (repeatable)"),
+]
+Device = Annotated[
+    str, typer.Option(*common.HARDWARE_FLAGS, help="device name, alias or YAML path")
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="model whose prefill and decode operators to place"),
+]
 Batches = Annotated[str, typer.Option(help="batch sizes B, comma-separated")]
-TextOutput = Annotated[Path | None, typer.Option(
-    "--output", "-o", help="chart file, .png or .svg; without it, print a text table")]
+TextOutput = Annotated[
+    Path | None,
+    typer.Option("--output", "-o", help="chart file, .png or .svg; without it, print a text table"),
+]
 TextFlag = Annotated[bool, typer.Option("--text", help="print the text table as well as the file")]
 
 
@@ -77,15 +86,23 @@ def roofline_cmd(
     hardware: Device = "h100-sxm",
     model: ModelOpt = None,
     batch: Batches = "1,64",
-    prompt: Annotated[int, typer.Option(help="prompt tokens P; decode is drawn at S = P",
-                                        callback=common.in_range(1, common.MAX_TOKENS))
-                      ] = 1024,
+    prompt: Annotated[
+        int,
+        typer.Option(
+            help="prompt tokens P; decode is drawn at S = P",
+            callback=common.in_range(1, common.MAX_TOKENS),
+        ),
+    ] = 1024,
     dtype: Dtype = "bf16",
     ceiling: Ceiling = "achievable",
     engine: EngineOpt = DEFAULT_ENGINE,
-    measured: Annotated[Path | None, typer.Option(
-        help="results JSON of `roofline measure`: its kernels drawn beside the prediction "
-        "(use the spec of the machine that measured, e.g. its calibrated YAML)")] = None,
+    measured: Annotated[
+        Path | None,
+        typer.Option(
+            help="results JSON of `roofline measure`: its kernels drawn beside the prediction "
+            "(use the spec of the machine that measured, e.g. its calibrated YAML)"
+        ),
+    ] = None,
     specs_dir: SpecsDir = None,
 ) -> None:
     """Roofline of a device, with each operator of a model's prefill and decode steps."""
@@ -98,9 +115,10 @@ def roofline_cmd(
         m = load_model(model, specs_dir or ())
         # gen = 1: the chart needs only the prefill step and the first decode step (S = P)
         eng = common.engine(engine, specs_dir)
-        estimates = [estimate(m, hw, [b], positive(prompt, "--prompt"), 1,
-                              precision, ceiling, engine=eng)  # type: ignore[arg-type]
-                     for b in batches]
+        estimates = [
+            estimate(m, hw, [b], positive(prompt, "--prompt"), 1, precision, ceiling, engine=eng)  # type: ignore[arg-type]
+            for b in batches
+        ]
     points = load_results(measured).points if measured is not None else ()
     _saved(plots.roofline_chart(hw, estimates, points), output)
 
@@ -109,8 +127,11 @@ def roofline_cmd(
 def validate_cmd(
     results: Annotated[Path, typer.Argument(help="results JSON from `roofline measure`")],
     output: Output,
-    hardware: Annotated[str | None, typer.Option(
-        *common.HARDWARE_FLAGS, help="predict on this spec instead of the calibrated one")
+    hardware: Annotated[
+        str | None,
+        typer.Option(
+            *common.HARDWARE_FLAGS, help="predict on this spec instead of the calibrated one"
+        ),
     ] = None,
     ceiling: Annotated[str | None, typer.Option(help="datasheet or achievable")] = None,
     specs_dir: SpecsDir = None,
@@ -142,9 +163,20 @@ def batch_cmd(
     specs = [load_model(m, specs_dir or ()) for m in models]
     devices = [load_hardware(h, specs_dir or ()) for h in hardware]
     eng = common.engine(engine, specs_dir)
-    estimates = [estimate(m, hw, batches, positive(prompt, "--prompt"), positive(gen, "--gen"),
-                          Precision.uniform(dtype), ceiling, engine=eng)  # type: ignore[arg-type]
-                 for m in specs for hw in devices]
+    estimates = [
+        estimate(
+            m,
+            hw,
+            batches,
+            positive(prompt, "--prompt"),
+            positive(gen, "--gen"),
+            Precision.uniform(dtype),
+            ceiling,
+            engine=eng,
+        )  # type: ignore[arg-type]
+        for m in specs
+        for hw in devices
+    ]
     if output is not None:
         _saved(plots.frontier_chart(estimates), output)
     if output is None or text:
@@ -156,17 +188,22 @@ def kv_cmd(
     models: Models,
     output: Output,
     hardware: Devices = ["h100-sxm"],  # noqa: B006 (typer reads the default, never mutates it)
-    batch: Annotated[int, typer.Option(help="sequences B held at once",
-                                       callback=common.in_range(1, common.MAX_BATCH))] = 1,
-    dtype: Annotated[str, typer.Option("--kv-format", "--dtype", help="KV cache format")
-                     ] = "bf16",
+    batch: Annotated[
+        int,
+        typer.Option(
+            help="sequences B held at once", callback=common.in_range(1, common.MAX_BATCH)
+        ),
+    ] = 1,
+    dtype: Annotated[str, typer.Option("--kv-format", "--dtype", help="KV cache format")] = "bf16",
     specs_dir: SpecsDir = None,
 ) -> None:
     """KV cache / state memory vs context length for several models (windows, MLA latents
     and SSM state included), with device memory lines."""
     _chart_path(output)
-    curves = [kv_curve(load_model(m, specs_dir or ()), Precision(kv=dtype),
-                       positive(batch, "--batch")) for m in models]
+    curves = [
+        kv_curve(load_model(m, specs_dir or ()), Precision(kv=dtype), positive(batch, "--batch"))
+        for m in models
+    ]
     devices = [load_hardware(h, specs_dir or ()) for h in hardware]
     _saved(plots.kv_chart(curves, devices), output)
 
@@ -176,26 +213,51 @@ def serve_cmd(
     model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")],
     output: Output,
     hardware: Device = "h100-sxm",
-    rate: Annotated[float, typer.Option(help="mean arrivals per second (sweep: start)",
-                                        callback=common.in_range(0, 1e6, open_low=True))] = 5.0,
-    requests: Annotated[int, typer.Option(help="requests per simulation",
-                                          callback=common.in_range(1, common.MAX_REQUESTS))
-                        ] = 1000,
-    compare: Annotated[str, typer.Option(help="comma-separated policies, same workload")
-                       ] = "static,continuous,chunked",
-    latency: Annotated[str, typer.Option(help="latency whose CDF is drawn: ttft, tpot, e2e")
-                       ] = "e2e",
-    input_tokens: Annotated[int, typer.Option("--prompt", "--input-tokens",
-                                              help="mean prompt tokens P",
-                                              callback=common.in_range(1, common.MAX_TOKENS))
-                            ] = 1024,
-    output_tokens: Annotated[int, typer.Option("--gen", "--output-tokens",
-                                               help="mean generated tokens G",
-                                               callback=common.in_range(1, common.MAX_TOKENS))
-                             ] = 256,
+    rate: Annotated[
+        float,
+        typer.Option(
+            help="mean arrivals per second (sweep: start)",
+            callback=common.in_range(0, 1e6, open_low=True),
+        ),
+    ] = 5.0,
+    requests: Annotated[
+        int,
+        typer.Option(
+            help="requests per simulation", callback=common.in_range(1, common.MAX_REQUESTS)
+        ),
+    ] = 1000,
+    compare: Annotated[
+        str, typer.Option(help="comma-separated policies, same workload")
+    ] = "static,continuous,chunked",
+    latency: Annotated[
+        str, typer.Option(help="latency whose CDF is drawn: ttft, tpot, e2e")
+    ] = "e2e",
+    input_tokens: Annotated[
+        int,
+        typer.Option(
+            "--prompt",
+            "--input-tokens",
+            help="mean prompt tokens P",
+            callback=common.in_range(1, common.MAX_TOKENS),
+        ),
+    ] = 1024,
+    output_tokens: Annotated[
+        int,
+        typer.Option(
+            "--gen",
+            "--output-tokens",
+            help="mean generated tokens G",
+            callback=common.in_range(1, common.MAX_TOKENS),
+        ),
+    ] = 256,
     seed: common.Seed = 0,
-    sweep: Annotated[bool, typer.Option("--sweep-rate", help="also draw throughput vs arrival "
-                                        "rate, each policy swept to its SLO limit")] = False,
+    sweep: Annotated[
+        bool,
+        typer.Option(
+            "--sweep-rate",
+            help="also draw throughput vs arrival rate, each policy swept to its SLO limit",
+        ),
+    ] = False,
     slo_ttft: common.SloTtft = 1.0,
     slo_tpot: common.SloTpot = 0.1,
     slo_attainment: common.SloAttainment = 0.9,
@@ -215,20 +277,40 @@ def serve_cmd(
     throughput each policy reaches at every arrival rate its SLO sweep tried."""
     _chart_path(output)
     _, _, policies, run = prepare_runs(
-        model, hardware, compare.split(","), requests, input_tokens=input_tokens,
-        output_tokens=output_tokens, seed=seed, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
-        dtype=dtype, ceiling=ceiling, specs_dir=specs_dir, weights=weights,
-        activations=activations, kv_format=common.kv_format(kv_format, kv), tp=tp, pp=pp, ep=ep,
-        engine=engine)
+        model,
+        hardware,
+        compare.split(","),
+        requests,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        seed=seed,
+        slo_ttft=slo_ttft,
+        slo_tpot=slo_tpot,
+        dtype=dtype,
+        ceiling=ceiling,
+        specs_dir=specs_dir,
+        weights=weights,
+        activations=activations,
+        kv_format=common.kv_format(kv_format, kv),
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        engine=engine,
+    )
     summaries = {p.name: run(i, rate) for i, p in enumerate(policies)}
     samples = {name: s.latency_samples_s(latency) for name, s in summaries.items()}
     sweeps = []
     if sweep:
         for i, p in enumerate(policies):
-            points = sorted(sweep_rate(lambda r, i=i: run(i, r), rate, slo_attainment).points,
-                            key=lambda point: point[0])
-            sweeps.append(plots.RateSweep(p.name, [r for r, _ in points],
-                                          [s.throughput_tokens_per_s for _, s in points]))
+            points = sorted(
+                sweep_rate(lambda r, i=i: run(i, r), rate, slo_attainment).points,
+                key=lambda point: point[0],
+            )
+            sweeps.append(
+                plots.RateSweep(
+                    p.name, [r for r, _ in points], [s.throughput_tokens_per_s for _, s in points]
+                )
+            )
     name = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "end-to-end latency"}[latency]
     _saved(plots.serve_chart(samples, sweeps, name), output)
 
@@ -237,27 +319,54 @@ def serve_cmd(
 def plan_cmd(
     model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")],
     output: Output,
-    rate: Annotated[float, typer.Option(help="mean arrivals per second (Poisson)",
-                                callback=common.in_range(0, 1e6, open_low=True))] = 10.0,
-    prompt: Annotated[int, typer.Option(help="prompt tokens P per request",
-                                callback=common.in_range(1, common.MAX_TOKENS))] = 1024,
-    gen: Annotated[int, typer.Option(help="generated tokens G per request",
-                             callback=common.in_range(1, common.MAX_TOKENS))] = 256,
-    slo_ttft: Annotated[float, typer.Option(help="p95 TTFT SLO, seconds",
-                                    callback=common.in_range(0, 1e6, open_low=True))] = 1.0,
-    slo_tpot: Annotated[float, typer.Option(help="p95 TPOT SLO, seconds",
-                                    callback=common.in_range(0, 1e6, open_low=True))] = 0.05,
-    hardware: Annotated[str | None, typer.Option(*common.HARDWARE_FLAGS, help="devices, "
-                                                 "comma-separated")] = None,
-    max_gpus: Annotated[int, typer.Option(help="most GPUs of a deployment",
-                                          callback=common.in_range(1, common.MAX_GPUS))] = 64,
-    formats: Annotated[str, typer.Option(help="formats, comma-separated")
-                       ] = "bf16,fp8,int4-g128",
-    price: Annotated[list[str] | None, typer.Option(help="NAME=USD per GPU-hour or a YAML "
-                                                    "price table (repeatable)")] = None,
+    rate: Annotated[
+        float,
+        typer.Option(
+            help="mean arrivals per second (Poisson)",
+            callback=common.in_range(0, 1e6, open_low=True),
+        ),
+    ] = 10.0,
+    prompt: Annotated[
+        int,
+        typer.Option(
+            help="prompt tokens P per request", callback=common.in_range(1, common.MAX_TOKENS)
+        ),
+    ] = 1024,
+    gen: Annotated[
+        int,
+        typer.Option(
+            help="generated tokens G per request", callback=common.in_range(1, common.MAX_TOKENS)
+        ),
+    ] = 256,
+    slo_ttft: Annotated[
+        float,
+        typer.Option(help="p95 TTFT SLO, seconds", callback=common.in_range(0, 1e6, open_low=True)),
+    ] = 1.0,
+    slo_tpot: Annotated[
+        float,
+        typer.Option(help="p95 TPOT SLO, seconds", callback=common.in_range(0, 1e6, open_low=True)),
+    ] = 0.05,
+    hardware: Annotated[
+        str | None, typer.Option(*common.HARDWARE_FLAGS, help="devices, comma-separated")
+    ] = None,
+    max_gpus: Annotated[
+        int,
+        typer.Option(
+            help="most GPUs of a deployment", callback=common.in_range(1, common.MAX_GPUS)
+        ),
+    ] = 64,
+    formats: Annotated[str, typer.Option(help="formats, comma-separated")] = "bf16,fp8,int4-g128",
+    price: Annotated[
+        list[str] | None,
+        typer.Option(help="NAME=USD per GPU-hour or a YAML price table (repeatable)"),
+    ] = None,
     serving: Annotated[str, typer.Option(help="both, aggregated or disaggregated")] = "both",
-    requests: Annotated[int, typer.Option(help="requests per simulation",
-                                  callback=common.in_range(1, common.MAX_REQUESTS))] = 2000,
+    requests: Annotated[
+        int,
+        typer.Option(
+            help="requests per simulation", callback=common.in_range(1, common.MAX_REQUESTS)
+        ),
+    ] = 2000,
     engine: EngineOpt = DEFAULT_ENGINE,
     ceiling: Ceiling = "achievable",
     specs_dir: SpecsDir = None,
@@ -266,16 +375,37 @@ def plan_cmd(
     _chart_path(output)
     from .plan import run_plan
 
-    r = run_plan(model, rate, prompt, gen, None, slo_ttft, slo_tpot, hardware, max_gpus,
-                 formats, price or [], "on-demand", "8,16,32,64,128,256,512", serving, 10,
-                 requests, 0, ceiling, engine, specs_dir)
+    r = run_plan(
+        model,
+        rate,
+        prompt,
+        gen,
+        None,
+        slo_ttft,
+        slo_tpot,
+        hardware,
+        max_gpus,
+        formats,
+        price or [],
+        "on-demand",
+        "8,16,32,64,128,256,512",
+        serving,
+        10,
+        requests,
+        0,
+        ceiling,
+        engine,
+        specs_dir,
+    )
 
     def point(c) -> plots.PlanPoint:
-        return plots.PlanPoint(c.label, c.cost_per_million_tokens_usd, c.tpot_p95_s,
-                               c.ttft_p95_s)
+        return plots.PlanPoint(c.label, c.cost_per_million_tokens_usd, c.tpot_p95_s, c.ttft_p95_s)
 
     chosen = point(r.chosen) if r.chosen else None
-    title = (f"{r.model}, {rate:g} req/s, P = {prompt}, G = {gen}: "
-             f"{len(r.frontier)} frontier points of {r.configurations:,} screened")
-    _saved(plots.plan_chart([point(c) for c in r.frontier], chosen, slo_tpot, slo_ttft,
-                            title), output)
+    title = (
+        f"{r.model}, {rate:g} req/s, P = {prompt}, G = {gen}: "
+        f"{len(r.frontier)} frontier points of {r.configurations:,} screened"
+    )
+    _saved(
+        plots.plan_chart([point(c) for c in r.frontier], chosen, slo_tpot, slo_ttft, title), output
+    )

@@ -23,8 +23,12 @@ def hardware_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> Non
     """List the known devices (bundled and from your spec folders)."""
     specs = hardware_catalog(specs_dir or ()).load_all()
     if json_out:
-        print_json([{"name": h.name, "display_name": h.display_name, "aliases": list(h.aliases)}
-                    for h in specs])
+        print_json(
+            [
+                {"name": h.name, "display_name": h.display_name, "aliases": list(h.aliases)}
+                for h in specs
+            ]
+        )
     else:
         from ..report import hardware_table
 
@@ -32,16 +36,19 @@ def hardware_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> Non
 
 
 @hardware_app.command("show")
-def hardware_show(name: Annotated[str, typer.Argument(help="device name, alias or YAML path")],
-                  specs_dir: SpecsDir = None) -> None:
+def hardware_show(
+    name: Annotated[str, typer.Argument(help="device name, alias or YAML path")],
+    specs_dir: SpecsDir = None,
+) -> None:
     """Print one device's full spec as JSON, with derived values."""
     h = load_hardware(name, specs_dir or ())
     out = h.model_dump(mode="json")
     out["derived"] = {
         "memory_bytes": h.memory_bytes,
         "memory_bandwidth_bytes_per_s": h.memory_bandwidth_bytes_per_s,
-        "ridge_point_flops_per_byte": {d: h.ridge_point_flops_per_byte(d)
-                                       for d in h.dense_peak_tflops},
+        "ridge_point_flops_per_byte": {
+            d: h.ridge_point_flops_per_byte(d) for d in h.dense_peak_tflops
+        },
     }
     print_json(out)
 
@@ -51,8 +58,17 @@ def models_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> None:
     """List the known models (bundled and from your spec folders)."""
     specs = model_catalog(specs_dir or ()).load_all()
     if json_out:
-        print_json([{"name": m.name, "display_name": m.display_name, "aliases": list(m.aliases),
-                     "params": m.total_params} for m in specs])
+        print_json(
+            [
+                {
+                    "name": m.name,
+                    "display_name": m.display_name,
+                    "aliases": list(m.aliases),
+                    "params": m.total_params,
+                }
+                for m in specs
+            ]
+        )
     else:
         from ..report import models_table
 
@@ -60,18 +76,23 @@ def models_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> None:
 
 
 @models_app.command("show")
-def models_show(name: Annotated[str, typer.Argument(help="model name, alias or YAML path")],
-                specs_dir: SpecsDir = None) -> None:
+def models_show(
+    name: Annotated[str, typer.Argument(help="model name, alias or YAML path")],
+    specs_dir: SpecsDir = None,
+) -> None:
     """Print one model's full spec as JSON, with derived parameter counts."""
     m = load_model(name, specs_dir or ())
     out = m.model_dump(mode="json")
-    out["derived"] = {"params": vars(m.params) | {"total": m.total_params},
-                      "active_params": m.active_params,
-                      "kv_elems_per_token": m.kv_elems_per_token,
-                      "state_elems_per_sequence": m.state_elems_per_sequence,
-                      "layer_groups": [{"mixer": g.kind.mixer, "ffn": g.kind.ffn,
-                                        "owns_kv": g.kind.owns_kv, "count": g.count}
-                                       for g in m.layer_groups]}
+    out["derived"] = {
+        "params": vars(m.params) | {"total": m.total_params},
+        "active_params": m.active_params,
+        "kv_elems_per_token": m.kv_elems_per_token,
+        "state_elems_per_sequence": m.state_elems_per_sequence,
+        "layer_groups": [
+            {"mixer": g.kind.mixer, "ffn": g.kind.ffn, "owns_kv": g.kind.owns_kv, "count": g.count}
+            for g in m.layer_groups
+        ],
+    }
     print_json(out)
 
 
@@ -80,8 +101,17 @@ def engines_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> None
     """List the known inference-engine profiles (bundled and from your spec folders)."""
     specs = engine_catalog(specs_dir or ()).load_all()
     if json_out:
-        print_json([{"name": e.name, "display_name": e.display_name, "aliases": list(e.aliases),
-                     "version": e.version} for e in specs])
+        print_json(
+            [
+                {
+                    "name": e.name,
+                    "display_name": e.display_name,
+                    "aliases": list(e.aliases),
+                    "version": e.version,
+                }
+                for e in specs
+            ]
+        )
     else:
         from ..report import engines_table
 
@@ -89,7 +119,9 @@ def engines_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> None
 
 
 @engines_app.command("show")
-def engines_show(name: Annotated[str, typer.Argument(help="engine name, alias or YAML path")],
-                 specs_dir: SpecsDir = None) -> None:
+def engines_show(
+    name: Annotated[str, typer.Argument(help="engine name, alias or YAML path")],
+    specs_dir: SpecsDir = None,
+) -> None:
     """Print one engine profile as JSON, every value with its source."""
     print_json(load_engine(name, specs_dir or ()).model_dump(mode="json"))

@@ -48,8 +48,9 @@ def k_values(text: str) -> list[int]:
         try:
             low, high = int(lo), int(hi)
         except ValueError:
-            raise InvalidInputError(f"--k must look like 1..8 or 1,2,4, got '{text[:40]}'"
-                                    ) from None
+            raise InvalidInputError(
+                f"--k must look like 1..8 or 1,2,4, got '{text[:40]}'"
+            ) from None
         if high < low:
             raise InvalidInputError(f"--k range '{text}' is empty")
         if high > MAX_K:
@@ -64,8 +65,9 @@ def probabilities(text: str) -> list[float]:
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise InvalidInputError(f"--acceptance must be comma-separated numbers, got '{text}'"
-                                ) from None
+        raise InvalidInputError(
+            f"--acceptance must be comma-separated numbers, got '{text}'"
+        ) from None
     for v in values:
         check_acceptance(v)
     if not values:
@@ -77,24 +79,36 @@ def probabilities(text: str) -> list[float]:
 def speculate(
     target: Annotated[str, typer.Argument(help="target model name, alias or YAML path")],
     draft: Annotated[str | None, Opt(help="draft model (same vocabulary as the target)")] = None,
-    heads: Annotated[float | None, Opt(
-        help="draft-free heads (Medusa/EAGLE) instead of a draft: cost of one head as a "
-             "fraction of one target layer", callback=common.in_range(0, 100, open_low=True))
+    heads: Annotated[
+        float | None,
+        Opt(
+            help="draft-free heads (Medusa/EAGLE) instead of a draft: cost of one head as a "
+            "fraction of one target layer",
+            callback=common.in_range(0, 100, open_low=True),
+        ),
     ] = None,
     hardware: common.Hardware = "h100-sxm",
-    k: Annotated[str, Opt("--k", help="draft tokens per step K: a range 1..8 or a list")
-                 ] = "1..8",
-    acceptance: Annotated[str, Opt(help="per-token acceptance rates α, comma-separated")
-                          ] = "0.6,0.85",
+    k: Annotated[str, Opt("--k", help="draft tokens per step K: a range 1..8 or a list")] = "1..8",
+    acceptance: Annotated[
+        str, Opt(help="per-token acceptance rates α, comma-separated")
+    ] = "0.6,0.85",
     batch: Annotated[str, Opt(help="batch sizes B, comma-separated")] = "1",
-    context: Annotated[int, Opt(help="cached tokens S when the cycle runs",
-                                callback=common.in_range(0, common.MAX_TOKENS))] = 1024,
-    dtype: Annotated[str, Opt(help="shorthand for weights, activations and KV format of both "
-                              "models (a weight-only format keeps bf16 activations and KV)")
-                     ] = "bf16",
+    context: Annotated[
+        int,
+        Opt(
+            help="cached tokens S when the cycle runs",
+            callback=common.in_range(0, common.MAX_TOKENS),
+        ),
+    ] = 1024,
+    dtype: Annotated[
+        str,
+        Opt(
+            help="shorthand for weights, activations and KV format of both "
+            "models (a weight-only format keeps bf16 activations and KV)"
+        ),
+    ] = "bf16",
     weights: Annotated[str | None, Opt(help="weight format of both models")] = None,
-    activations: Annotated[str | None, Opt(help="activation format; sets the compute peak")
-                           ] = None,
+    activations: Annotated[str | None, Opt(help="activation format; sets the compute peak")] = None,
     kv_format: common.KvFormat = None,
     kv: common.KvAlias = None,
     tp: Annotated[int, Opt(help="tensor-parallel GPUs (target and draft alike)")] = 1,
@@ -114,47 +128,87 @@ def speculate(
     if (draft is None) == (heads is None):
         raise InvalidInputError("give --draft MODEL or --heads FRACTION (one of them)")
     t = load_model(target, specs_dir or ())
-    drafter = Drafter(model=load_model(draft, specs_dir or ()) if draft else None,
-                      head_layer_fraction=heads)
+    drafter = Drafter(
+        model=load_model(draft, specs_dir or ()) if draft else None, head_layer_fraction=heads
+    )
     hw = load_hardware(hardware, specs_dir or ())
     ks, alphas, batches = k_values(k), probabilities(acceptance), int_list(batch, "batch size")
     precision = common.precision(dtype, weights, activations, common.kv_format(kv_format, kv))
     par = Parallel(tp, pp, ep)
     roof: Ceiling = ceiling  # type: ignore[assignment]  # checked against CEILINGS above
     eng = common.engine(engine, specs_dir) if ceiling == "achievable" else None
-    fraction, budget = memory_terms(eng, ceiling, memory_fraction,
-                                    token_budget(prefill_token_budget))
-    fits = {b: pair_fit(t, drafter.model, hw, b, context, max(ks), precision, par,
-                        memory_fraction=fraction, prefill_token_budget=budget)
-            for b in batches}
-    grid = {(b, a): [speculative_cost(t, drafter, hw, kk, a, b, context, precision, roof, eng,
-                                      par)
-                     for kk in ks] for b in batches for a in alphas}
-    even = {(b, kk): break_even_acceptance(t, drafter, hw, kk, b, context, precision, roof, eng,
-                                             par)
-            for b in batches for kk in ks}
+    fraction, budget = memory_terms(
+        eng, ceiling, memory_fraction, token_budget(prefill_token_budget)
+    )
+    fits = {
+        b: pair_fit(
+            t,
+            drafter.model,
+            hw,
+            b,
+            context,
+            max(ks),
+            precision,
+            par,
+            memory_fraction=fraction,
+            prefill_token_budget=budget,
+        )
+        for b in batches
+    }
+    grid = {
+        (b, a): [
+            speculative_cost(t, drafter, hw, kk, a, b, context, precision, roof, eng, par)
+            for kk in ks
+        ]
+        for b in batches
+        for a in alphas
+    }
+    even = {
+        (b, kk): break_even_acceptance(t, drafter, hw, kk, b, context, precision, roof, eng, par)
+        for b in batches
+        for kk in ks
+    }
     drafted_by = drafter.model.name if drafter.model else f"heads at {heads} of a layer each"
     if json_out:
-        print_json({
-            "target": t.name, "draft": drafted_by, "hardware": hw.name, "context": context,
-            "precision": {"weights": precision.weights, "activations": precision.activations,
-                          "kv": precision.kv},
-            "parallel": {"tp": tp, "pp": pp, "ep": ep}, "ceiling": ceiling,
-            "engine": eng.name if eng else None,
-            "memory": [{"batch": b} | f.as_dict() for b, f in fits.items()],
-            "cases": [{"batch": b} | c.as_dict() for (b, _), cs in grid.items() for c in cs],
-            "best_k": [{"batch": b, "acceptance": a, "best_k": best_k(cs),
-                        "speedup": max(c.speedup for c in cs)} for (b, a), cs in grid.items()],
-            "break_even_acceptance": [{"batch": b, "k": kk, "acceptance": v}
-                                      for (b, kk), v in even.items()],
-        })
+        print_json(
+            {
+                "target": t.name,
+                "draft": drafted_by,
+                "hardware": hw.name,
+                "context": context,
+                "precision": {
+                    "weights": precision.weights,
+                    "activations": precision.activations,
+                    "kv": precision.kv,
+                },
+                "parallel": {"tp": tp, "pp": pp, "ep": ep},
+                "ceiling": ceiling,
+                "engine": eng.name if eng else None,
+                "memory": [{"batch": b} | f.as_dict() for b, f in fits.items()],
+                "cases": [{"batch": b} | c.as_dict() for (b, _), cs in grid.items() for c in cs],
+                "best_k": [
+                    {
+                        "batch": b,
+                        "acceptance": a,
+                        "best_k": best_k(cs),
+                        "speedup": max(c.speedup for c in cs),
+                    }
+                    for (b, a), cs in grid.items()
+                ],
+                "break_even_acceptance": [
+                    {"batch": b, "k": kk, "acceptance": v} for (b, kk), v in even.items()
+                ],
+            }
+        )
         _require(require_fit, fits, t.name, hw.name)
         return
     for b in batches:
         first = grid[(b, alphas[0])][0]
-        table = Table(title=f"speculative decoding: {t.display_name} drafted by {drafted_by} "
-                            f"on {hw.display_name}, B={b}, S={context}, {dtype}; plain target "
-                            f"step {seconds(first.target_step_s)}")
+        table = Table(
+            title=f"speculative decoding: {t.display_name} drafted by {drafted_by} "
+            f"on {hw.display_name}, B={b}, S={context}, {dtype}; plain target "
+            f"step {seconds(first.target_step_s)}"
+        )
         table.add_column("K", justify="right")
         table.add_column("draft", justify="right")
         table.add_column("verify", justify="right")
@@ -163,8 +217,11 @@ def speculate(
             table.add_column(f"speed-up α={a}", justify="right")
         table.add_column("break-even α", justify="right")
         for i, kk in enumerate(ks):
-            row = [str(kk), seconds(grid[(b, alphas[0])][i].draft_s),
-                   seconds(grid[(b, alphas[0])][i].verify_s)]
+            row = [
+                str(kk),
+                seconds(grid[(b, alphas[0])][i].draft_s),
+                seconds(grid[(b, alphas[0])][i].verify_s),
+            ]
             for a in alphas:
                 c = grid[(b, a)][i]
                 row += [f"{c.expected_tokens_per_step:.2f}", f"{c.speedup:.2f}×"]
@@ -172,15 +229,21 @@ def speculate(
             row.append("never pays" if v is None else f"{v:.2f}")
             table.add_row(*row)
         console.print(table)
-        console.print("best K: " + ", ".join(
-            f"α={a}: K={best_k(grid[(b, a)])} ({max(c.speedup for c in grid[(b, a)]):.2f}×)"
-            for a in alphas))
+        console.print(
+            "best K: "
+            + ", ".join(
+                f"α={a}: K={best_k(grid[(b, a)])} ({max(c.speedup for c in grid[(b, a)]):.2f}×)"
+                for a in alphas
+            )
+        )
         f = fits[b]
         verdict = "fit" if f.fits else "[red]do not fit[/red]"
-        console.print(f"memory per GPU at S + K + 1 = {context + max(ks) + 1:,} tokens: target "
-                      f"{si(f.target_bytes, 'B')} + draft {si(f.draft_bytes, 'B')} = "
-                      f"{si(f.needs_bytes, 'B')} of {si(f.budget.usable_bytes, 'B')} usable: "
-                      f"they {verdict} together.")
+        console.print(
+            f"memory per GPU at S + K + 1 = {context + max(ks) + 1:,} tokens: target "
+            f"{si(f.target_bytes, 'B')} + draft {si(f.draft_bytes, 'B')} = "
+            f"{si(f.needs_bytes, 'B')} of {si(f.budget.usable_bytes, 'B')} usable: "
+            f"they {verdict} together."
+        )
     _require(require_fit, fits, t.name, hw.name)
 
 
@@ -190,4 +253,5 @@ def _require(require_fit: bool, fits: dict, target: str, device: str) -> None:
             raise DoesNotFitError(
                 f"{target} and its draft need {f.needs_bytes / 1e9:.1f} GB per GPU at batch {b} "
                 f"but {device} has {f.budget.usable_bytes / 1e9:.1f} GB usable; add GPUs "
-                "(--tp/--pp) or use a smaller --weights format")
+                "(--tp/--pp) or use a smaller --weights format"
+            )

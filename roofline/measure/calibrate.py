@@ -40,8 +40,14 @@ from ..hardware import Achievable, HardwareSpec
 from .kernel_ops import attention_op
 from .results import Point, Results
 
-CALIBRATION_FAMILIES = ("gemm_peak", "gemm_small", "gemv_small", "attention_small",
-                        "prefill_attention_small", "bandwidth")
+CALIBRATION_FAMILIES = (
+    "gemm_peak",
+    "gemm_small",
+    "gemv_small",
+    "attention_small",
+    "prefill_attention_small",
+    "bandwidth",
+)
 DRAM_LLC_MULTIPLE = 4
 
 
@@ -79,19 +85,26 @@ def achieved(results: Results) -> Achieved:
     if not peaks or not reads:
         raise InvalidInputError(
             "the results lack a native peak GEMM or a bandwidth kernel over buffers "
-            f"≥ {DRAM_LLC_MULTIPLE}x the last-level cache; re-run `roofline measure` to the end")
+            f"≥ {DRAM_LLC_MULTIPLE}x the last-level cache; re-run `roofline measure` to the end"
+        )
     bw = max(p.bytes_per_s for p in reads)
     smallest = min(bw_points, key=lambda p: p.bytes)
     overhead = max(smallest.timing.median_s - smallest.bytes / bw, 0.0)
-    return Achieved(peaks, bw, terms={
-        "kernel_overhead_us": overhead * 1e6,
-        "matmul_half_rows": half_rows(results.family("gemm_small"), peaks, bw, overhead),
-        "gemv_row_ns": gemv_row_s(results.family("gemv_small"), bw, overhead) * 1e9,
-        "attention_memory_fraction": attention_fraction(
-            results.family("attention_small"), "memory", peaks, bw, overhead),
-        "attention_compute_fraction": attention_fraction(
-            results.family("prefill_attention_small"), "compute", peaks, bw, overhead),
-    })
+    return Achieved(
+        peaks,
+        bw,
+        terms={
+            "kernel_overhead_us": overhead * 1e6,
+            "matmul_half_rows": half_rows(results.family("gemm_small"), peaks, bw, overhead),
+            "gemv_row_ns": gemv_row_s(results.family("gemv_small"), bw, overhead) * 1e9,
+            "attention_memory_fraction": attention_fraction(
+                results.family("attention_small"), "memory", peaks, bw, overhead
+            ),
+            "attention_compute_fraction": attention_fraction(
+                results.family("prefill_attention_small"), "compute", peaks, bw, overhead
+            ),
+        },
+    )
 
 
 def _median(xs: list[float], default: float) -> float:
@@ -101,12 +114,15 @@ def _median(xs: list[float], default: float) -> float:
 def gemv_row_s(points: list[Point], bw: float, overhead_s: float) -> float:
     """Fixed cost per weight row of a gemv: the median over points of
     (t - overhead - bytes / bw) / N, at least 0 (0 without points)."""
-    return _median([max((p.timing.median_s - overhead_s - p.bytes / bw) / p.shape["N"], 0.0)
-                    for p in points], 0.0)
+    return _median(
+        [max((p.timing.median_s - overhead_s - p.bytes / bw) / p.shape["N"], 0.0) for p in points],
+        0.0,
+    )
 
 
-def attention_fraction(points: list[Point], side: str, peaks: dict[str, float], bw: float,
-                       overhead_s: float) -> float:
+def attention_fraction(
+    points: list[Point], side: str, peaks: dict[str, float], bw: float, overhead_s: float
+) -> float:
     """Fraction of one ceiling (`side` "memory" or "compute") attention reaches: the median
     over points of that side's roofline time (bytes / bw or FLOPs / peak) over
     (t - launches · overhead), capped at 1 (1 without points)."""
@@ -121,8 +137,7 @@ def attention_fraction(points: list[Point], side: str, peaks: dict[str, float], 
     return _median(fits, 1.0)
 
 
-def half_rows(points: list[Point], peaks: dict[str, float], bw: float, overhead_s: float
-              ) -> float:
+def half_rows(points: list[Point], peaks: dict[str, float], bw: float, overhead_s: float) -> float:
     """M½ from skinny GEMMs: the median over points of ((t - overhead)·peak - FLOPs) / (2·W),
     W = K·N weight elements, M = FLOPs / (2·W); a point at or under its memory time gives 0."""
     fits = []
@@ -143,8 +158,12 @@ def _base(results: Results) -> tuple[dict[str, float], float | None, str, str]:
     dev = results.environment.device
     if dev.catalog_name:
         hw = load_hardware(dev.catalog_name)
-        return ({d: hw.peak_flops_per_s(d) for d in hw.dense_peak_tflops},
-                hw.memory_bandwidth_bytes_per_s, hw.name, hw.display_name)
+        return (
+            {d: hw.peak_flops_per_s(d) for d in hw.dense_peak_tflops},
+            hw.memory_bandwidth_bytes_per_s,
+            hw.name,
+            hw.display_name,
+        )
     bw = dev.theoretical_bandwidth_bytes_per_s or dev.datasheet_bandwidth_bytes_per_s
     words = "".join(c if c.isalnum() else " " for c in dev.name.split(" (")[0].lower()).split()
     return dict(dev.datasheet_peak_flops_per_s), bw, "-".join(words) or dev.kind, dev.name
@@ -164,31 +183,43 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
             peaks[dtype] = flops
         fractions[dtype] = round(flops / peaks[dtype], 4)
     if bw is None or a.bandwidth_bytes_per_s > bw:
-        notes.append("memory bandwidth = measured (" +
-                     ("datasheet bandwidth unknown" if bw is None else "achieved above datasheet")
-                     + ")")
+        notes.append(
+            "memory bandwidth = measured ("
+            + ("datasheet bandwidth unknown" if bw is None else "achieved above datasheet")
+            + ")"
+        )
         bw = a.bandwidth_bytes_per_s
     env = results.environment
-    src = (f"roofline calibrate {source}: measured {env.started_at} on {env.device.name}, "
-           f"torch {env.torch_version}, {env.threads} threads; matmul = best peak GEMM per "
-           "dtype, bandwidth = read-only kernel over buffers >= 4x LLC, kernel overhead = "
-           "smallest bandwidth point, matmul_half_rows = the M=8 gemm_small point, "
-           "gemv_row_ns = the M=1 gemv_small point, attention_memory_fraction = the decode "
-           "attention_small point, attention_compute_fraction = the causal "
-           "prefill_attention_small point")
+    src = (
+        f"roofline calibrate {source}: measured {env.started_at} on {env.device.name}, "
+        f"torch {env.torch_version}, {env.threads} threads; matmul = best peak GEMM per "
+        "dtype, bandwidth = read-only kernel over buffers >= 4x LLC, kernel overhead = "
+        "smallest bandwidth point, matmul_half_rows = the M=8 gemm_small point, "
+        "gemv_row_ns = the M=1 gemv_small point, attention_memory_fraction = the decode "
+        "attention_small point, attention_compute_fraction = the causal "
+        "prefill_attention_small point"
+    )
     return HardwareSpec(
-        name=f"{name}-calibrated", display_name=f"{display} (calibrated)",
+        name=f"{name}-calibrated",
+        display_name=f"{display} (calibrated)",
         vendor=display.split()[0].lower() if display else "unknown",
         kind="gpu" if env.device.kind == "cuda" else "cpu",
         memory_bytes=int(env.device.memory_bytes or 2**30),
-        memory_source=(f"measured: total memory the runtime reports on {env.device.name}"
-                       if env.device.memory_bytes else "not measured: 1 GiB placeholder"),
+        memory_source=(
+            f"measured: total memory the runtime reports on {env.device.name}"
+            if env.device.memory_bytes
+            else "not measured: 1 GiB placeholder"
+        ),
         memory_bandwidth_gb_per_s=bw / 1e9,
         dense_peak_tflops={d: f / 1e12 for d, f in peaks.items()},
         l2_cache_mb=(env.device.last_level_cache_bytes or 0) / 1e6 or None,
-        achievable=Achievable(matmul_fraction=fractions,
-                              memory_bandwidth_fraction=round(a.bandwidth_bytes_per_s / bw, 4),
-                              **{k: round(v, 4) for k, v in a.terms.items()}, source=src),
-        confidence="measured", source=src,
+        achievable=Achievable(
+            matmul_fraction=fractions,
+            memory_bandwidth_fraction=round(a.bandwidth_bytes_per_s / bw, 4),
+            **{k: round(v, 4) for k, v in a.terms.items()},
+            source=src,
+        ),
+        confidence="measured",
+        source=src,
         notes="; ".join(notes + [env.device.datasheet_note or env.device.catalog_note]),
     )

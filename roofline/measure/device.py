@@ -19,10 +19,23 @@ from .results import DeviceInfo
 #: AMX tiles: 1024 bf16/fp16 FLOPs per cycle per core (Intel Sapphire Rapids optimisation
 #: manual figure); AVX512-BF16 dot products: 128. Without any, bf16 is emulated.
 _FP32_FLOPS_PER_CYCLE = (("avx512f", 64), ("avx2", 32), ("avx", 16), ("sse2", 8))
-_HALF_FLOPS_PER_CYCLE = {"bf16": (("amx_bf16", 1024), ("avx512_bf16", 128)),
-                         "fp16": (("amx_fp16", 1024), ("avx512_fp16", 128))}
-_SIMD_FLAGS = ("sse2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16",
-               "amx_tile", "amx_bf16", "amx_fp16", "amx_int8")
+_HALF_FLOPS_PER_CYCLE = {
+    "bf16": (("amx_bf16", 1024), ("avx512_bf16", 128)),
+    "fp16": (("amx_fp16", 1024), ("avx512_fp16", 128)),
+}
+_SIMD_FLAGS = (
+    "sse2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_fp16",
+    "amx_int8",
+)
 
 
 def cpu_threads() -> int:
@@ -72,8 +85,9 @@ def _cpu_clock_mhz(info: dict[str, str]) -> tuple[float | None, str]:
     except (OSError, ValueError):
         pass
     if "cpu MHz" in info:
-        return float(info["cpu MHz"]), ("clock = current 'cpu MHz' of /proc/cpuinfo (no cpufreq "
-                                        "max exposed; turbo unknown)")
+        return float(info["cpu MHz"]), (
+            "clock = current 'cpu MHz' of /proc/cpuinfo (no cpufreq max exposed; turbo unknown)"
+        )
     return None, "clock unknown"
 
 
@@ -98,27 +112,36 @@ def detect_cpu(threads: int | None = None) -> DeviceInfo:
     info = _cpuinfo()
     flags = set(info.get("flags", "").split())
     if threads is not None and not 1 <= threads <= cpu_threads():
-        raise InvalidInputError(f"--threads must be between 1 and {cpu_threads()} (the cores "
-                                f"this process may use), got {threads}")
+        raise InvalidInputError(
+            f"--threads must be between 1 and {cpu_threads()} (the cores "
+            f"this process may use), got {threads}"
+        )
     threads = threads or cpu_threads()
     clock_mhz, clock_note = _cpu_clock_mhz(info)
     per_cycle = cpu_flops_per_cycle(flags)
-    peaks = ({d: threads * clock_mhz * 1e6 * f for d, f in per_cycle.items()}
-             if clock_mhz else {})
+    peaks = {d: threads * clock_mhz * 1e6 * f for d, f in per_cycle.items()} if clock_mhz else {}
     name = info.get("model name") or platform.processor() or "unknown CPU"
-    family = (f" (family {info['cpu family']}, model {info['model']})"
-              if "cpu family" in info else "")
+    family = (
+        f" (family {info['cpu family']}, model {info['model']})" if "cpu family" in info else ""
+    )
     return DeviceInfo(
-        kind="cpu", name=name + family,
+        kind="cpu",
+        name=name + family,
         catalog_note="no catalog spec for CPUs; the datasheet spec is derived from detection",
         memory_bytes=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
-        cores=os.cpu_count(), threads_used=threads, clock_mhz=clock_mhz,
-        caches_bytes=_cpu_caches(), simd_flags=tuple(f for f in _SIMD_FLAGS if f in flags),
-        flops_per_cycle_per_core=per_cycle, native_dtypes=tuple(per_cycle),
+        cores=os.cpu_count(),
+        threads_used=threads,
+        clock_mhz=clock_mhz,
+        caches_bytes=_cpu_caches(),
+        simd_flags=tuple(f for f in _SIMD_FLAGS if f in flags),
+        flops_per_cycle_per_core=per_cycle,
+        native_dtypes=tuple(per_cycle),
         datasheet_peak_flops_per_s=peaks,
-        datasheet_note=(f"peak = {threads} cores x clock x FLOPs/cycle from SIMD flags (two FMA "
-                        f"pipes assumed); {clock_note}; DRAM bandwidth not detectable from "
-                        "inside this machine: unknown"),
+        datasheet_note=(
+            f"peak = {threads} cores x clock x FLOPs/cycle from SIMD flags (two FMA "
+            f"pipes assumed); {clock_note}; DRAM bandwidth not detectable from "
+            "inside this machine: unknown"
+        ),
     )
 
 
@@ -133,10 +156,14 @@ def match_catalog(device_name: str) -> tuple[str | None, str]:
     contained = [k for k in keys if len(k) >= 4 and k in target]
     if contained:
         best = max(contained, key=len)
-        return keys[best], (f"'{device_name}' contains '{best}' of catalog spec "
-                            f"'{keys[best]}'; check the variant (SXM/PCIe/NVL)")
-    return None, (f"no catalog spec matches '{device_name}'; % of peak uses the bandwidth from "
-                  "NVML, and calibrate writes a spec from the measurements alone")
+        return keys[best], (
+            f"'{device_name}' contains '{best}' of catalog spec "
+            f"'{keys[best]}'; check the variant (SXM/PCIe/NVL)"
+        )
+    return None, (
+        f"no catalog spec matches '{device_name}'; % of peak uses the bandwidth from "
+        "NVML, and calibrate writes a spec from the measurements alone"
+    )
 
 
 def _nvml_facts(index: int) -> dict:
@@ -155,8 +182,11 @@ def _nvml_facts(index: int) -> dict:
         import torch
 
         bus_id = getattr(torch.cuda.get_device_properties(index), "pci_bus_id", None)
-        h = (pynvml.nvmlDeviceGetHandleByPciBusId(bus_id) if isinstance(bus_id, str)
-             else pynvml.nvmlDeviceGetHandleByIndex(index))
+        h = (
+            pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+            if isinstance(bus_id, str)
+            else pynvml.nvmlDeviceGetHandleByIndex(index)
+        )
 
         def get(key, fn, *args, scale=1.0):
             try:
@@ -182,7 +212,8 @@ def _nvml_facts(index: int) -> dict:
     if facts.get("max_mem_clock_mhz") and facts.get("bus_width_bits"):
         # double data rate: clock x bus bytes x 2 (HBM and GDDR6 report the DDR clock)
         facts["theoretical_bandwidth_bytes_per_s"] = (
-            2 * facts["max_mem_clock_mhz"] * 1e6 * facts["bus_width_bits"] / 8)
+            2 * facts["max_mem_clock_mhz"] * 1e6 * facts["bus_width_bits"] / 8
+        )
     return facts
 
 
@@ -192,16 +223,25 @@ def detect_cuda(index: int) -> DeviceInfo:
     if not torch.cuda.is_available():
         raise InvalidInputError(
             f"no CUDA GPU is visible (torch {torch.__version__}); run on the CPU with "
-            "`roofline measure --device cpu`")
+            "`roofline measure --device cpu`"
+        )
     if index >= torch.cuda.device_count():
-        raise InvalidInputError(f"cuda:{index} does not exist; this machine has "
-                                f"{torch.cuda.device_count()} GPU(s) (cuda:0 ...)")
+        raise InvalidInputError(
+            f"cuda:{index} does not exist; this machine has "
+            f"{torch.cuda.device_count()} GPU(s) (cuda:0 ...)"
+        )
     props = torch.cuda.get_device_properties(index)
     catalog_name, note = match_catalog(props.name)
     return DeviceInfo(
-        kind="cuda", name=props.name, index=index, catalog_name=catalog_name, catalog_note=note,
-        memory_bytes=float(props.total_memory), compute_capability=f"{props.major}.{props.minor}",
-        sm_count=props.multi_processor_count, l2_bytes=getattr(props, "L2_cache_size", None),
+        kind="cuda",
+        name=props.name,
+        index=index,
+        catalog_name=catalog_name,
+        catalog_note=note,
+        memory_bytes=float(props.total_memory),
+        compute_capability=f"{props.major}.{props.minor}",
+        sm_count=props.multi_processor_count,
+        l2_bytes=getattr(props, "L2_cache_size", None),
         **_nvml_facts(index),
     )
 

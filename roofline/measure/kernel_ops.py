@@ -22,14 +22,24 @@ STREAM_FLOPS_PER_ELEM = {"copy": 0, "read": 0, "triad": 2}
 def gemm_op(M: int, N: int, K: int) -> Op:
     """C (M,N) = A (M,K) · W (K,N): 2·M·N·K FLOPs; W counted as weights, A and C as
     activations, as the calculator counts every projection of a layer."""
-    return Op("gemm", "matmul", flops=2 * M * N * K, weight_elems=K * N, act_elems=M * (K + N),
-              weight_rows=N)
+    return Op(
+        "gemm",
+        "matmul",
+        flops=2 * M * N * K,
+        weight_elems=K * N,
+        act_elems=M * (K + N),
+        weight_rows=N,
+    )
 
 
 def stream_op(kernel: str, elems: int) -> Op:
     """A bandwidth kernel over buffers of `elems` elements each."""
-    return Op(f"stream/{kernel}", "elementwise", flops=STREAM_FLOPS_PER_ELEM[kernel] * elems,
-              act_elems=STREAM_ELEMS_MOVED[kernel] * elems)
+    return Op(
+        f"stream/{kernel}",
+        "elementwise",
+        flops=STREAM_FLOPS_PER_ELEM[kernel] * elems,
+        act_elems=STREAM_ELEMS_MOVED[kernel] * elems,
+    )
 
 
 def attention_op(B: int, T: int, S: int, N: int, K: int, H: int) -> Op:

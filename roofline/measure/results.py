@@ -25,13 +25,32 @@ MAX_TIME_S = 86_400.0
 #: FLOPs or bytes of one point beyond this (10³⁰) is no real shape.
 MAX_COUNT = 1e30
 
-Family = Literal["gemm_peak", "gemm_small", "gemv_small", "attention_small",
-                 "prefill_attention_small", "gemm_sweep", "bandwidth", "decode_attention",
-                 "prefill_attention", "decode_step", "prefill_step"]
-FAMILIES: tuple[str, ...] = ("gemm_peak", "gemm_small", "gemv_small", "attention_small",
-                             "prefill_attention_small", "gemm_sweep", "bandwidth",
-                             "decode_attention", "prefill_attention", "decode_step",
-                             "prefill_step")
+Family = Literal[
+    "gemm_peak",
+    "gemm_small",
+    "gemv_small",
+    "attention_small",
+    "prefill_attention_small",
+    "gemm_sweep",
+    "bandwidth",
+    "decode_attention",
+    "prefill_attention",
+    "decode_step",
+    "prefill_step",
+]
+FAMILIES: tuple[str, ...] = (
+    "gemm_peak",
+    "gemm_small",
+    "gemv_small",
+    "attention_small",
+    "prefill_attention_small",
+    "gemm_sweep",
+    "bandwidth",
+    "decode_attention",
+    "prefill_attention",
+    "decode_step",
+    "prefill_step",
+)
 
 
 class _Frozen(BaseModel):
@@ -147,8 +166,10 @@ class Results(_Frozen):
         for i, p in enumerate(self.points):
             if p.family in ("decode_step", "prefill_step") and p.model not in self.models:
                 known = ", ".join(sorted(self.models)) or "none"
-                raise ValueError(f"point {i} '{p.name}' names model '{p.model}', which the "
-                                 f"file does not hold (it holds: {known})")
+                raise ValueError(
+                    f"point {i} '{p.name}' names model '{p.model}', which the "
+                    f"file does not hold (it holds: {known})"
+                )
         return self
 
     def family(self, family: str) -> list[Point]:
@@ -163,12 +184,21 @@ def median_of_runs(runs: Sequence[Results]) -> Results:
     if not runs:
         raise InvalidInputError("no runs to combine")
     names = [p.name for p in runs[0].points]
-    by_name = {n: sorted((p for r in runs for p in r.points if p.name == n),
-                         key=lambda p: p.timing.median_s) for n in names}
+    by_name = {
+        n: sorted(
+            (p for r in runs for p in r.points if p.name == n), key=lambda p: p.timing.median_s
+        )
+        for n in names
+    }
     points = tuple(by_name[n][(len(by_name[n]) - 1) // 2] for n in names)
     skipped = {s.name: s for r in runs for s in r.skipped}
-    return runs[0].model_copy(update={"points": points, "skipped": tuple(skipped.values()),
-                                      "complete": all(r.complete for r in runs)})
+    return runs[0].model_copy(
+        update={
+            "points": points,
+            "skipped": tuple(skipped.values()),
+            "complete": all(r.complete for r in runs),
+        }
+    )
 
 
 def write_results(results: Results, path: str | Path) -> Path:
@@ -186,6 +216,7 @@ def load_results(path: str | Path) -> Results:
     try:
         return Results.model_validate_json(text)
     except ValidationError as e:
-        raise SpecError(f"{path}: not a roofline results file (schema {SCHEMA_VERSION}): "
-                        f"{field_error(e)}; run `roofline measure -o FILE` to make one"
-                        ) from None
+        raise SpecError(
+            f"{path}: not a roofline results file (schema {SCHEMA_VERSION}): "
+            f"{field_error(e)}; run `roofline measure -o FILE` to make one"
+        ) from None

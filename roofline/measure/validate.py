@@ -40,8 +40,11 @@ BANDS: dict[str, float] = {
     "prefill_step": 0.40,
 }
 
-PROTOCOL = ("held-out protocol: ceilings calibrated only on " + " + ".join(CALIBRATION_FAMILIES)
-            + "; every other family is predicted from those ceilings and the model spec")
+PROTOCOL = (
+    "held-out protocol: ceilings calibrated only on "
+    + " + ".join(CALIBRATION_FAMILIES)
+    + "; every other family is predicted from those ceilings and the model spec"
+)
 
 
 @dataclass(frozen=True)
@@ -92,20 +95,39 @@ class Validation:
             rows = [r for r in self.rows if r.point.family == fam and r.gated]
             if rows:
                 errs = np.abs([r.error for r in rows])
-                out.append(FamilySummary(fam, len(rows), float(np.median(errs)),
-                                         float(errs.max()), rows[0].band,
-                                         sum(not r.passed for r in rows)))
+                out.append(
+                    FamilySummary(
+                        fam,
+                        len(rows),
+                        float(np.median(errs)),
+                        float(errs.max()),
+                        rows[0].band,
+                        sum(not r.passed for r in rows),
+                    )
+                )
         return out
 
     def as_dict(self) -> dict:
         return {
-            "hardware": self.hardware.name, "ceiling": self.ceiling, "protocol": PROTOCOL,
+            "hardware": self.hardware.name,
+            "ceiling": self.ceiling,
+            "protocol": PROTOCOL,
             "passed": self.passed,
             "families": [vars(s) for s in self.summaries()],
-            "points": [{"name": r.point.name, "family": r.point.family,
-                        "predicted_s": r.predicted_s, "measured_s": r.measured_s,
-                        "error": r.error, "band": r.band, "gated": r.gated,
-                        "passed": r.passed, "note": r.note} for r in self.rows],
+            "points": [
+                {
+                    "name": r.point.name,
+                    "family": r.point.family,
+                    "predicted_s": r.predicted_s,
+                    "measured_s": r.measured_s,
+                    "error": r.error,
+                    "band": r.band,
+                    "gated": r.gated,
+                    "passed": r.passed,
+                    "note": r.note,
+                }
+                for r in self.rows
+            ],
         }
 
 
@@ -121,13 +143,21 @@ def kernel_op(p: Point) -> Op:
 def predict_s(p: Point, results: Results, hw: HardwareSpec, ceiling: str) -> float:
     if p.kernel == "model":
         s = p.shape
-        return float(step_cost(results.models[p.model or ""], hw, Step(s["B"], s["T"], s["S"]),
-                               Precision.uniform(p.dtype), ceiling).time_s)  # type: ignore[arg-type]
+        return float(
+            step_cost(
+                results.models[p.model or ""],
+                hw,
+                Step(s["B"], s["T"], s["S"]),
+                Precision.uniform(p.dtype),
+                ceiling,
+            ).time_s
+        )  # type: ignore[arg-type]
     return op_time_s(kernel_op(p), hw, p.dtype, ceiling)
 
 
-def validate(results: Results, hw: HardwareSpec, ceiling: str = "achievable",
-             tolerance: float | None = None) -> Validation:
+def validate(
+    results: Results, hw: HardwareSpec, ceiling: str = "achievable", tolerance: float | None = None
+) -> Validation:
     """Every measured point against the calculator on `hw`. `tolerance` overrides the bands."""
     llc = results.environment.device.last_level_cache_bytes
     rows = []
@@ -140,6 +170,7 @@ def validate(results: Results, hw: HardwareSpec, ceiling: str = "achievable",
         elif p.family == "bandwidth" and not is_dram_point(p, llc):
             gated, note = False, "cache-resident: the model has one DRAM bandwidth"
         predicted = predict_s(p, results, hw, ceiling) if hw.supports(p.dtype) else float("nan")
-        rows.append(Row(p, predicted, tolerance if tolerance is not None else BANDS[p.family],
-                        gated, note))
+        rows.append(
+            Row(p, predicted, tolerance if tolerance is not None else BANDS[p.family], gated, note)
+        )
     return Validation(hw, ceiling, tuple(rows))

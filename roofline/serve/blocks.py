@@ -29,8 +29,9 @@ class CachedPrefix:
 
 
 class BlockAllocator:
-    def __init__(self, block_tokens: int, capacity_tokens: int, reqs: Requests,
-                 prefix_caching: bool) -> None:
+    def __init__(
+        self, block_tokens: int, capacity_tokens: int, reqs: Requests, prefix_caching: bool
+    ) -> None:
         self.block_tokens, self.r, self.prefix_caching = block_tokens, reqs, prefix_caching
         self.total_blocks = capacity_tokens // block_tokens
         self.free_blocks = self.total_blocks

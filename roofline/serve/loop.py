@@ -84,11 +84,20 @@ class ServingLoop:
     """One replica. `handoff`, when given, takes each request after its first token (the
     prefill instance of a disaggregated pair) together with the time it left."""
 
-    def __init__(self, policy: Policy, timer: StepTimer, kv_capacity_tokens: int,
-                 max_seq_len: int, reqs: Requests, swap_bytes_per_s: float,
-                 kv_bytes_per_token: float, counters: Counters, timeline: Timeline,
-                 handoff: Callable[[int, float], None] | None = None,
-                 state_bytes_per_sequence: float = 0.0) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        timer: StepTimer,
+        kv_capacity_tokens: int,
+        max_seq_len: int,
+        reqs: Requests,
+        swap_bytes_per_s: float,
+        kv_bytes_per_token: float,
+        counters: Counters,
+        timeline: Timeline,
+        handoff: Callable[[int, float], None] | None = None,
+        state_bytes_per_sequence: float = 0.0,
+    ) -> None:
         self.timer, self.r, self.c, self.tl, self.handoff = timer, reqs, counters, timeline, handoff
         block_tokens = policy.block_size if policy.kv == "paged" else max_seq_len
         self.kv = BlockAllocator(block_tokens, kv_capacity_tokens, reqs, policy.prefix_caching)
@@ -151,6 +160,7 @@ class ServingLoop:
         self.tl.tokens.append(tokens)
         kv, cached = self.kv, self.kv.prefixes.values()
         self.tl.kv_allocated_tokens.append((kv.total_blocks - kv.free_blocks) * kv.block_tokens)
-        self.tl.kv_stored_tokens.append(self.scheduler.stored_tokens()
-                                        + sum(p.tokens for p in cached))
+        self.tl.kv_stored_tokens.append(
+            self.scheduler.stored_tokens() + sum(p.tokens for p in cached)
+        )
         self.tl.kv_shared_saving_tokens.append(sum(p.tokens * (p.readers - 1) for p in cached))

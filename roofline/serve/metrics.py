@@ -23,8 +23,13 @@ def percentiles(x: np.ndarray) -> dict[str, float]:
     """{'p50': .., 'p90': .., 'p95': .., 'p99': .., 'mean': ..} in the unit of x (nan if empty)."""
     if not x.size:
         return {**{f"p{q}": math.nan for q in PERCENTILES}, "mean": math.nan}
-    return {**{f"p{q}": float(v) for q, v in zip(PERCENTILES, np.percentile(x, PERCENTILES),
-                                                 strict=True)}, "mean": float(x.mean())}
+    return {
+        **{
+            f"p{q}": float(v)
+            for q, v in zip(PERCENTILES, np.percentile(x, PERCENTILES), strict=True)
+        },
+        "mean": float(x.mean()),
+    }
 
 
 LATENCY_METRICS = ("ttft", "tpot", "e2e")
@@ -47,8 +52,9 @@ class Summary:
         """Per request; nan for single-token outputs (no token after the first)."""
         g = self.result.workload.output_tokens
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(g > 1, (self.result.finish_s - self.result.first_token_s) / (g - 1),
-                            np.nan)
+            return np.where(
+                g > 1, (self.result.finish_s - self.result.first_token_s) / (g - 1), np.nan
+            )
 
     @property
     def e2e_s(self) -> np.ndarray:
@@ -57,8 +63,9 @@ class Summary:
     def latency_samples_s(self, metric: str) -> np.ndarray:
         """Defined samples of `ttft`, `tpot` or `e2e` (TPOT: requests with ≥ 2 tokens)."""
         if metric not in LATENCY_METRICS:
-            raise InvalidInputError(f"unknown latency '{metric}'; use one of: "
-                                    f"{', '.join(LATENCY_METRICS)}")
+            raise InvalidInputError(
+                f"unknown latency '{metric}'; use one of: {', '.join(LATENCY_METRICS)}"
+            )
         x = getattr(self, f"{metric}_s")
         return x[~np.isnan(x)]
 
@@ -139,8 +146,11 @@ class Summary:
             seqs += np.where(inside, np.asarray(tl.seqs)[np.minimum(i, end.size - 1)], 0)
             j = np.searchsorted(end, grid, side="right") - 1  # the last step done by t
             kv += np.where(j >= 0, np.asarray(tl.kv_allocated_tokens)[np.maximum(j, 0)], 0)
-        return {"time_s": grid.tolist(), "batch_size": seqs.tolist(),
-                "kv_allocated_bytes": (kv * self.result.deployment.kv_bytes_per_token).tolist()}
+        return {
+            "time_s": grid.tolist(),
+            "batch_size": seqs.tolist(),
+            "kv_allocated_bytes": (kv * self.result.deployment.kv_bytes_per_token).tolist(),
+        }
 
     def as_dict(self, timeline: bool = True) -> dict:
         r, c = self.result, self.result.counters
@@ -155,9 +165,12 @@ class Summary:
             "ttft_s": percentiles(self.ttft_s),
             "tpot_s": percentiles(self.tpot_s[~np.isnan(self.tpot_s)]),
             "e2e_s": percentiles(self.e2e_s),
-            "slo": {"ttft_s": self.slo_ttft_s, "tpot_s": self.slo_tpot_s,
-                    "attainment": self.slo_attainment,
-                    "goodput_requests_per_s": self.goodput_requests_per_s},
+            "slo": {
+                "ttft_s": self.slo_ttft_s,
+                "tpot_s": self.slo_tpot_s,
+                "attainment": self.slo_attainment,
+                "goodput_requests_per_s": self.goodput_requests_per_s,
+            },
             "batch_size": {"mean": mean_batch, "max": max_batch},
             "kv": self.kv(),
             "utilisation": self.utilisation(),

@@ -46,18 +46,22 @@ class Policy:
     def __post_init__(self) -> None:
         for field, allowed in _CHOICES.items():
             if getattr(self, field) not in allowed:
-                raise InvalidInputError(f"unknown {field} '{getattr(self, field)}'; use one of: "
-                                        f"{', '.join(allowed)}")
+                raise InvalidInputError(
+                    f"unknown {field} '{getattr(self, field)}'; use one of: {', '.join(allowed)}"
+                )
         for field in ("max_seqs", "token_budget", "block_size"):
             if getattr(self, field) < 1:
                 raise InvalidInputError(f"{field} must be at least 1, got {getattr(self, field)}")
         if self.batching == "continuous" and self.token_budget < self.max_seqs:
             raise InvalidInputError(
                 f"token budget {self.token_budget} is below max sequences {self.max_seqs}: "
-                "a decode step of every sequence would not fit; raise --token-budget")
+                "a decode step of every sequence would not fit; raise --token-budget"
+            )
         if self.batching == "static" and self.kv != "contiguous":
-            raise InvalidInputError("static batching reserves contiguous KV for each sequence; "
-                                    "use --kv-layout contiguous with it")
+            raise InvalidInputError(
+                "static batching reserves contiguous KV for each sequence; "
+                "use --kv-layout contiguous with it"
+            )
         if self.prefix_caching and self.kv != "paged":
             raise InvalidInputError("prefix caching shares KV blocks; it needs --kv-layout paged")
         if self.disaggregated and self.batching == "static":
@@ -68,14 +72,17 @@ class Policy:
         return replace(self, **{k: v for k, v in fields.items() if v is not None})
 
 
-POLICIES: dict[str, Policy] = {p.name: p for p in (
-    Policy("static", batching="static", kv="contiguous"),
-    Policy("continuous"),
-    Policy("decode-first", prefill="decode-first"),
-    Policy("chunked", prefill="chunked"),
-    Policy("chunked+prefix", prefill="chunked", prefix_caching=True),
-    Policy("disaggregated", disaggregated=True),
-)}
+POLICIES: dict[str, Policy] = {
+    p.name: p
+    for p in (
+        Policy("static", batching="static", kv="contiguous"),
+        Policy("continuous"),
+        Policy("decode-first", prefill="decode-first"),
+        Policy("chunked", prefill="chunked"),
+        Policy("chunked+prefix", prefill="chunked", prefix_caching=True),
+        Policy("disaggregated", disaggregated=True),
+    )
+}
 
 
 def policy(name: str) -> Policy:
@@ -83,4 +90,5 @@ def policy(name: str) -> Policy:
         return POLICIES[name]
     except KeyError:
         raise InvalidInputError(
-            f"unknown policy '{name}'; use one of: {', '.join(POLICIES)}") from None
+            f"unknown policy '{name}'; use one of: {', '.join(POLICIES)}"
+        ) from None

@@ -21,44 +21,77 @@ def sparkline(values: list[float]) -> str:
 
 
 def summary_table(title: str, summaries: list[Summary]) -> Table:
-    t = Table(title=title, caption="TTFT/TPOT/E2E: p50 / p95; throughput: generated "
-              "tokens/s; goodput: requests/s meeting both SLOs", caption_justify="left")
-    for col in ("policy", "done", "tok/s", "TTFT", "TPOT", "E2E", "SLO met", "goodput",
-                "batch", "KV peak", "KV frag", "preempt", "busy"):
+    t = Table(
+        title=title,
+        caption="TTFT/TPOT/E2E: p50 / p95; throughput: generated "
+        "tokens/s; goodput: requests/s meeting both SLOs",
+        caption_justify="left",
+    )
+    for col in (
+        "policy",
+        "done",
+        "tok/s",
+        "TTFT",
+        "TPOT",
+        "E2E",
+        "SLO met",
+        "goodput",
+        "batch",
+        "KV peak",
+        "KV frag",
+        "preempt",
+        "busy",
+    ):
         t.add_column(col, justify="left" if col == "policy" else "right")
     for s in summaries:
         d = s.as_dict(timeline=False)
-        pct = {k: " / ".join(seconds(d[k][p]) for p in ("p50", "p95"))
-               for k in ("ttft_s", "tpot_s", "e2e_s")}
-        t.add_row(d["policy"], f"{d['requests_completed']}/{d['requests']}",
-                  f"{d['throughput_tokens_per_s']:,.0f}", pct["ttft_s"], pct["tpot_s"],
-                  pct["e2e_s"], f"{100 * d['slo']['attainment']:.1f}%",
-                  f"{d['slo']['goodput_requests_per_s']:.3g}", f"{d['batch_size']['mean']:.1f}",
-                  si(d["kv"]["allocated_peak_bytes"], "B"),
-                  f"{100 * d['kv']['fragmentation']:.1f}%",
-                  str(d["preemptions"]),
-                  " ".join(f"{k[0]}:{100 * v:.0f}%" for k, v in d["utilisation"].items()))
+        pct = {
+            k: " / ".join(seconds(d[k][p]) for p in ("p50", "p95"))
+            for k in ("ttft_s", "tpot_s", "e2e_s")
+        }
+        t.add_row(
+            d["policy"],
+            f"{d['requests_completed']}/{d['requests']}",
+            f"{d['throughput_tokens_per_s']:,.0f}",
+            pct["ttft_s"],
+            pct["tpot_s"],
+            pct["e2e_s"],
+            f"{100 * d['slo']['attainment']:.1f}%",
+            f"{d['slo']['goodput_requests_per_s']:.3g}",
+            f"{d['batch_size']['mean']:.1f}",
+            si(d["kv"]["allocated_peak_bytes"], "B"),
+            f"{100 * d['kv']['fragmentation']:.1f}%",
+            str(d["preemptions"]),
+            " ".join(f"{k[0]}:{100 * v:.0f}%" for k, v in d["utilisation"].items()),
+        )
     return t
 
 
 def timeline_lines(s: Summary) -> list[str]:
     tl = s.timeline()
-    return [f"batch size over time (max {max(tl['batch_size']):.0f}):  "
-            f"{sparkline(tl['batch_size'])}",
-            f"KV allocated over time (max {si(max(tl['kv_allocated_bytes']), 'B')}):  "
-            f"{sparkline(tl['kv_allocated_bytes'])}",
-            f"span {seconds(tl['time_s'][-1] - tl['time_s'][0])}; prefix-cache hits "
-            f"{s.result.counters.prefix_hit_tokens:,} prompt tokens"]
+    return [
+        f"batch size over time (max {max(tl['batch_size']):.0f}):  {sparkline(tl['batch_size'])}",
+        f"KV allocated over time (max {si(max(tl['kv_allocated_bytes']), 'B')}):  "
+        f"{sparkline(tl['kv_allocated_bytes'])}",
+        f"span {seconds(tl['time_s'][-1] - tl['time_s'][0])}; prefix-cache hits "
+        f"{s.result.counters.prefix_hit_tokens:,} prompt tokens",
+    ]
 
 
 def sweep_table(r: SweepResult) -> Table:
-    t = Table(title=f"rate sweep: highest rate with ≥{100 * r.attainment_target:.0f}% of "
-                    f"requests within the SLO = {r.best_rate_per_s:.3g} req/s")
+    t = Table(
+        title=f"rate sweep: highest rate with ≥{100 * r.attainment_target:.0f}% of "
+        f"requests within the SLO = {r.best_rate_per_s:.3g} req/s"
+    )
     for col in ("rate req/s", "SLO met", "tok/s", "TTFT p95", "TPOT p95"):
         t.add_column(col, justify="right")
     for rate, s in sorted(r.points, key=lambda p: p[0]):
         d = s.as_dict(timeline=False)
-        t.add_row(f"{rate:.3g}", f"{100 * d['slo']['attainment']:.1f}%",
-                  f"{d['throughput_tokens_per_s']:,.0f}", seconds(d["ttft_s"]["p95"]),
-                  seconds(d["tpot_s"]["p95"]))
+        t.add_row(
+            f"{rate:.3g}",
+            f"{100 * d['slo']['attainment']:.1f}%",
+            f"{d['throughput_tokens_per_s']:,.0f}",
+            seconds(d["ttft_s"]["p95"]),
+            seconds(d["tpot_s"]["p95"]),
+        )
     return t

@@ -55,7 +55,8 @@ class Continuous(Scheduler):
     def stored_tokens(self) -> int:
         r = self.r
         return int(r.computed[self.run].sum() - r.shared_tokens[self.run].sum()) + sum(
-            int(r.computed[i] - r.shared_tokens[i]) for i in self.prefilling)
+            int(r.computed[i] - r.shared_tokens[i]) for i in self.prefilling
+        )
 
     def drains(self) -> bool:
         """Called once per step: the running sequences decode on with prompts waiting."""
@@ -212,7 +213,7 @@ class Continuous(Scheduler):
         if done.any():
             for rid in decode[done]:
                 self._complete(int(rid))
-            self.run = np.concatenate((decode[~done], self.run[decode.size:]))
+            self.run = np.concatenate((decode[~done], self.run[decode.size :]))
 
     def _finish_chunks(self, chunks: Chunks) -> None:
         loop, r = self.loop, self.r

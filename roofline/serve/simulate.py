@@ -65,9 +65,14 @@ class Deployment:
         return (self.pool,) if self.decode_pool is None else (self.pool, self.decode_pool)
 
 
-def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, precision: Precision, policy: Policy,
-                       memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-                       par: Parallel = Parallel()) -> int:
+def kv_capacity_tokens(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    precision: Precision,
+    policy: Policy,
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+    par: Parallel = Parallel(),
+) -> int:
     """KV tokens one replica holds, from its fullest GPU by the rules of `memory.batch_fit`
     (`memory.memory_budget`, `parallel.memory_per_gpu`): (usable = fraction · capacity − weights
     per GPU − the activations of a full step of `token_budget` tokens over `max_seqs` sequences
@@ -79,36 +84,54 @@ def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, precision: Precision,
     (`UNBOUNDED_KV_TOKENS`). Local (sliding-window) layers are counted per token over the whole
     context: blocks that fall out of the window are not reclaimed, so capacity is conservative
     for contexts beyond W."""
-    gpu = memory_per_gpu(model, precision, par, policy.max_seqs,
-                         policy.token_budget / policy.max_seqs, 0)
+    gpu = memory_per_gpu(
+        model, precision, par, policy.max_seqs, policy.token_budget / policy.max_seqs, 0
+    )
     stage = pp_stage(tp_shard(model, par.tp), par.pp)
     weights, act = gpu.weights_bytes, float(gpu.activation_bytes)
-    state = (par.sequences_per_gpu(policy.max_seqs) * stage.state_elems_per_sequence
-             * precision.kv_bytes)
+    state = (
+        par.sequences_per_gpu(policy.max_seqs) * stage.state_elems_per_sequence * precision.kv_bytes
+    )
     budget = memory.memory_budget(hw, memory_fraction)
     free = budget.usable_bytes - weights - act - state
     per_token = memory.kv_bytes_per_token(stage, precision)
     where = "" if par.gpus_per_replica == 1 else " per GPU"
     room = f"{model.name} weights{where} ({weights / 1e9:.1f} GB)" + (
         f", step activations and the state of {policy.max_seqs} sequences ({state / 1e9:.1f} GB)"
-        if state else " and step activations")
-    tokens = (UNBOUNDED_KV_TOKENS if per_token == 0 and free >= 0
-              else math.floor(free / per_token) * par.ep if per_token else 0)
+        if state
+        else " and step activations"
+    )
+    tokens = (
+        UNBOUNDED_KV_TOKENS
+        if per_token == 0 and free >= 0
+        else math.floor(free / per_token) * par.ep
+        if per_token
+        else 0
+    )
     if tokens < 1:
         raise DoesNotFitError(
             f"{room} leave no KV memory on {hw.name} ({memory_fraction:.0%} of "
             f"{hw.memory_bytes / 1e9:.1f} GB); use a larger device, more GPUs (--tp/--pp/--ep), "
-            "a smaller weight format, or a lower --token-budget/--max-seqs")
+            "a smaller weight format, or a lower --token-budget/--max-seqs"
+        )
     return tokens
 
 
-def build_deployment(model: ModelSpec, hw: HardwareSpec, policy: Policy,
-                     precision: Precision = Precision(), ceiling: Ceiling = "achievable",
-                     replicas: int = 1, prefill_hw: HardwareSpec | None = None,
-                     decode_hw: HardwareSpec | None = None, prefill_replicas: int = 1,
-                     decode_replicas: int = 1,
-                     memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-                     par: Parallel = Parallel(), engine: EngineSpec | None = None) -> Deployment:
+def build_deployment(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    policy: Policy,
+    precision: Precision = Precision(),
+    ceiling: Ceiling = "achievable",
+    replicas: int = 1,
+    prefill_hw: HardwareSpec | None = None,
+    decode_hw: HardwareSpec | None = None,
+    prefill_replicas: int = 1,
+    decode_replicas: int = 1,
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+    par: Parallel = Parallel(),
+    engine: EngineSpec | None = None,
+) -> Deployment:
     """Pools whose step times come from the calculator for `model` on each pool's device, every
     replica a group of `par`'s tp·pp·ep GPUs (`par.replicas` is not used: each pool has its
     own replica count). KV bytes per token are one GPU's (each GPU moves its own share)."""
@@ -116,22 +139,29 @@ def build_deployment(model: ModelSpec, hw: HardwareSpec, policy: Policy,
         raise InvalidInputError(
             f"{model.name} is a diffusion LM (it denoises blocks of tokens, not one token per "
             "step); the serving simulator models autoregressive decoding: use "
-            "`roofline diffusion`")
+            "`roofline diffusion`"
+        )
     if not 0 < memory_fraction <= 1:
         raise InvalidInputError(f"--memory-fraction must be in (0, 1], got {memory_fraction}")
-    for n, what in ((replicas, "--replicas"), (prefill_replicas, "--prefill-replicas"),
-                    (decode_replicas, "--decode-replicas")):
+    for n, what in (
+        (replicas, "--replicas"),
+        (prefill_replicas, "--prefill-replicas"),
+        (decode_replicas, "--decode-replicas"),
+    ):
         if n < 1:
             raise InvalidInputError(f"{what} must be at least 1, got {n}")
 
     def pool(name: str, device: HardwareSpec, n: int) -> Pool:
         check(model, device, par)
-        return Pool(name, mixed_step_cost(model, device, precision, ceiling, par, engine),
-                    kv_capacity_tokens(model, device, precision, policy, memory_fraction, par),
-                    n, device.name)
+        return Pool(
+            name,
+            mixed_step_cost(model, device, precision, ceiling, par, engine),
+            kv_capacity_tokens(model, device, precision, policy, memory_fraction, par),
+            n,
+            device.name,
+        )
 
-    kv_per_token = memory.kv_bytes_per_token(pp_stage(tp_shard(model, par.tp), par.pp),
-                                             precision)
+    kv_per_token = memory.kv_bytes_per_token(pp_stage(tp_shard(model, par.tp), par.pp), precision)
     state = model.state_elems_per_sequence * precision.kv_bytes
     if not policy.disaggregated:
         return Deployment(pool("serve", hw, replicas), kv_per_token, state_bytes_per_sequence=state)
@@ -140,11 +170,16 @@ def build_deployment(model: ModelSpec, hw: HardwareSpec, policy: Policy,
     if link.bandwidth_bytes_per_s is None:
         raise InvalidInputError(
             f"{src.name} has no interconnect bandwidth in its spec; disaggregated serving "
-            "moves KV over it: choose a device with one (see `roofline hardware show`)")
-    return Deployment(pool("prefill", src, prefill_replicas), kv_per_token,
-                      pool("decode", decode_hw or hw, decode_replicas),
-                      link.bandwidth_bytes_per_s, link.latency_us * 1e-6,
-                      state_bytes_per_sequence=state)
+            "moves KV over it: choose a device with one (see `roofline hardware show`)"
+        )
+    return Deployment(
+        pool("prefill", src, prefill_replicas),
+        kv_per_token,
+        pool("decode", decode_hw or hw, decode_replicas),
+        link.bandwidth_bytes_per_s,
+        link.latency_us * 1e-6,
+        state_bytes_per_sequence=state,
+    )
 
 
 @dataclass(frozen=True)
@@ -176,8 +211,9 @@ def _route(engines: list[ServingLoop], policy: Policy, turn: int) -> ServingLoop
     return engines[turn % len(engines)]
 
 
-def _serve(engines: list[ServingLoop], policy: Policy, arrivals: Iterable[tuple[float, int]]
-           ) -> None:
+def _serve(
+    engines: list[ServingLoop], policy: Policy, arrivals: Iterable[tuple[float, int]]
+) -> None:
     """Route each (time, request) to a replica, stepping every replica up to that time."""
     for turn, (t, rid) in enumerate(arrivals):
         for e in engines:
@@ -187,38 +223,57 @@ def _serve(engines: list[ServingLoop], policy: Policy, arrivals: Iterable[tuple[
         e.run_until(math.inf)
 
 
-def simulate(w: Workload, policy: Policy, d: Deployment, max_seq_len: int | None = None
-             ) -> ServeResult:
+def simulate(
+    w: Workload, policy: Policy, d: Deployment, max_seq_len: int | None = None
+) -> ServeResult:
     """Serve every request of `w` under `policy` on `d`. `max_seq_len` (contiguous KV: the
     tokens reserved per sequence) defaults to the longest input + output in the workload."""
     longest = int((w.input_tokens + w.output_tokens).max())
     max_seq_len = longest if max_seq_len is None else max_seq_len
     if max_seq_len < longest:
-        raise InvalidInputError(f"max sequence length {max_seq_len} is below the longest request "
-                                f"({longest} tokens); raise it")
+        raise InvalidInputError(
+            f"max sequence length {max_seq_len} is below the longest request "
+            f"({longest} tokens); raise it"
+        )
     reqs, counters = Requests(w), Counters()
     events: list[tuple[float, int, int]] = []  # (time, order, request) into the decode pool
     order = iter(range(1 << 62))
 
     def handoff(rid: int, t: float) -> None:
-        ready = t + d.kv_transfer_latency_s + (
-            int(reqs.computed[rid]) * d.kv_bytes_per_token + d.state_bytes_per_sequence
-        ) / d.kv_transfer_bytes_per_s
+        ready = (
+            t
+            + d.kv_transfer_latency_s
+            + (int(reqs.computed[rid]) * d.kv_bytes_per_token + d.state_bytes_per_sequence)
+            / d.kv_transfer_bytes_per_s
+        )
         reqs.ready_s[rid] = ready
         events.append((ready, next(order), rid))
 
     pools: list[list[ServingLoop]] = []
     for i, p in enumerate(d.pools):
         hand = handoff if (d.decode_pool is not None and i == 0) else None
-        engines = [ServingLoop(policy, p.timer, p.kv_capacity_tokens, max_seq_len, reqs,
-                               d.swap_bytes_per_s, d.kv_bytes_per_token, counters, Timeline(), hand,
-                               d.state_bytes_per_sequence)
-                   for _ in range(p.replicas)]
+        engines = [
+            ServingLoop(
+                policy,
+                p.timer,
+                p.kv_capacity_tokens,
+                max_seq_len,
+                reqs,
+                d.swap_bytes_per_s,
+                d.kv_bytes_per_token,
+                counters,
+                Timeline(),
+                hand,
+                d.state_bytes_per_sequence,
+            )
+            for _ in range(p.replicas)
+        ]
         blocks = engines[0].kv.total_blocks * engines[0].kv.block_tokens
         if blocks < longest:
             raise DoesNotFitError(
                 f"the {p.name} pool holds {blocks} KV tokens per replica, fewer than the "
-                f"longest request ({longest} tokens); use a larger device or shorter requests")
+                f"longest request ({longest} tokens); use a larger device or shorter requests"
+            )
         if engines[0].kv.total_blocks == 0:
             raise DoesNotFitError(f"the {p.name} pool has no room for one KV block")
         pools.append(engines)
@@ -227,8 +282,11 @@ def simulate(w: Workload, policy: Policy, d: Deployment, max_seq_len: int | None
     _serve(pools[0], policy, zip(w.arrival_s.tolist(), range(w.requests), strict=True))
     if len(pools) > 1:
         _serve(pools[1], policy, ((t, rid) for t, _, rid in sorted(events)))
-    usage = tuple(ReplicaUsage(p.name, e.busy_s, e.tl)
-                  for p, engines in zip(d.pools, pools, strict=True) for e in engines)
-    return ServeResult(policy, d, w, reqs.first_token_s, reqs.finish_s, reqs.completions,
-                       counters, usage)
-
+    usage = tuple(
+        ReplicaUsage(p.name, e.busy_s, e.tl)
+        for p, engines in zip(d.pools, pools, strict=True)
+        for e in engines
+    )
+    return ServeResult(
+        policy, d, w, reqs.first_token_s, reqs.finish_s, reqs.completions, counters, usage
+    )

@@ -79,8 +79,20 @@ from ..precision import Precision
 #: (B, T, S) probe shapes: their features span every direction, the rest re-check the fit.
 #: Kept small so B·T stays below every vocabulary size.
 _PROBES = [
-    (1, 1, 0), (2, 1, 0), (1, 2, 0), (1, 1, 7), (3, 4, 2), (2, 3, 11), (5, 1, 40), (1, 16, 5),
-    (4, 8, 100), (7, 2, 3), (1, 64, 900), (16, 1, 2000), (32, 4, 1), (8, 32, 0),
+    (1, 1, 0),
+    (2, 1, 0),
+    (1, 2, 0),
+    (1, 1, 7),
+    (3, 4, 2),
+    (2, 3, 11),
+    (5, 1, 40),
+    (1, 16, 5),
+    (4, 8, 100),
+    (7, 2, 3),
+    (1, 64, 900),
+    (16, 1, 2000),
+    (32, 4, 1),
+    (8, 32, 0),
 ]
 #: With expert parallelism, shapes whose ⌈B/ep⌉/B differs from the others' (group tokens and
 #: the fullest GPU's tokens then vary apart).
@@ -90,8 +102,15 @@ _RTOL = 1e-9
 
 def _window_probes(W: int) -> list[tuple[int, int, int]]:
     """Shapes inside, straddling and beyond a window of W tokens."""
-    return [(1, 1, W + 3), (2, 1, 2 * W), (1, 8, W - 3), (3, 4, W + 10), (1, 16, W - 5),
-            (2, 2, 3 * W), (1, 64, W // 2)]
+    return [
+        (1, 1, W + 3),
+        (2, 1, 2 * W),
+        (1, 8, W - 3),
+        (3, 4, W + 10),
+        (1, 16, W - 5),
+        (2, 2, 3 * W),
+        (1, 64, W // 2),
+    ]
 
 
 #: Device terms that are step functions of a GEMM's rows, off in the serving simulator.
@@ -172,8 +191,11 @@ class MixedStepCost:
 
     def _times(self, x: np.ndarray, decode: bool = False) -> np.ndarray:
         """Step times of feature rows x (..., features); `decode`: every sequence has T=1."""
-        device = np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T).sum(axis=-1) \
-            + self.overhead_s + (self.decode_overhead_s if decode else 0.0)
+        device = (
+            np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T).sum(axis=-1)
+            + self.overhead_s
+            + (self.decode_overhead_s if decode else 0.0)
+        )
         for c in self.collectives:
             device = device + c.time_s(x[..., 1])
         return np.maximum(device, self._host_launch_s(decode)) + self.host_step_s
@@ -188,8 +210,9 @@ class MixedStepCost:
         if T.size == 0:
             return np.zeros(len(self.names))
         x = self.step_features(T, S)
-        ops = np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T) \
-            + np.asarray(self.op_overhead_s)
+        ops = np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T) + np.asarray(
+            self.op_overhead_s
+        )
         return np.concatenate([ops, [float(c.time_s(x[1])) for c in self.collectives]])
 
     def step_s(self, T: np.ndarray, S: np.ndarray) -> float:
@@ -204,15 +227,27 @@ class MixedStepCost:
     def step_features(self, T: np.ndarray, S: np.ndarray) -> np.ndarray:
         """The feature vector of one step over sequences with T_i new tokens on S_i cached."""
         n = float(T.sum())
-        cols = [1.0, n, float(T.size), float((T * S + T * (T + 1) / 2).sum()),
-                float((S + T).sum()), float(T.max())]
+        cols = [
+            1.0,
+            n,
+            float(T.size),
+            float((T * S + T * (T + 1) / 2).sum()),
+            float((S + T).sum()),
+            float(T.max()),
+        ]
         if self.window is not None:
-            cols += [float(attended_pairs(T, S, self.window).sum()),
-                     float(kv_tokens_read(T, S, self.window).sum())]
+            cols += [
+                float(attended_pairs(T, S, self.window).sum()),
+                float(kv_tokens_read(T, S, self.window).sum()),
+            ]
         if self.ep > 1:
             share = self._share(T.size)
-            cols = [cols[0], *(c * share for c in cols[1:5]), cols[5],
-                    *(c * share for c in cols[6:])]
+            cols = [
+                cols[0],
+                *(c * share for c in cols[1:5]),
+                cols[5],
+                *(c * share for c in cols[6:]),
+            ]
         cols += [float(c) for c in self._moe_cols(n)]
         return np.array(cols)
 
@@ -233,8 +268,9 @@ class MixedStepCost:
             s = np.sort(S.astype(float))
             inside = np.searchsorted(s, self.window - 1 - j, side="left")  # S_i + j + 1 < W
             head = np.concatenate(([0.0], np.cumsum(s)))[inside]
-            x[:, col] = x[:, col + 1] = (head + inside * (j + 1)
-                                         + (n - inside) * self.window) * share
+            x[:, col] = x[:, col + 1] = (
+                head + inside * (j + 1) + (n - inside) * self.window
+            ) * share
             col += 2
         for c in self._moe_cols(n):
             x[:, col] = c
@@ -265,8 +301,11 @@ class MlaPathsStepCost:
         a, n = self.absorbed, self.naive
         shared = np.array([name in n.names for name in a.names])
         own = np.array([name not in a.names for name in n.names])
-        device = float(a.op_times(T, S)[shared].sum() + a.op_times(T[~naive], S[~naive])[
-            ~shared].sum() + n.op_times(T[naive], S[naive])[own].sum())
+        device = float(
+            a.op_times(T, S)[shared].sum()
+            + a.op_times(T[~naive], S[~naive])[~shared].sum()
+            + n.op_times(T[naive], S[naive])[own].sum()
+        )
         return a.host_s(device, decode=False)  # a prefill chunk is in the step
 
     def decode_s(self, S: np.ndarray, steps: int) -> np.ndarray:
@@ -278,19 +317,33 @@ class MlaPathsStepCost:
         return np.array([self.step_s(one, S + j) for j in range(steps)])
 
 
-def mixed_step_cost(model: ModelSpec, hw: HardwareSpec, precision: Precision = Precision(),
-                    ceiling: Ceiling = "achievable", par: Parallel = Parallel(),
-                    engine: EngineSpec | None = None) -> MixedStepCost | MlaPathsStepCost:
+def mixed_step_cost(
+    model: ModelSpec,
+    hw: HardwareSpec,
+    precision: Precision = Precision(),
+    ceiling: Ceiling = "achievable",
+    par: Parallel = Parallel(),
+    engine: EngineSpec | None = None,
+) -> MixedStepCost | MlaPathsStepCost:
     """Fit the per-operator coefficients from `parallel_step_cost` (one GPU: `step_cost`) at
     the probe shapes and check them; collectives are rows with a memory time only. The
     device runs without its non-affine terms (`affine_spec`). MLA with the per-step path
     choice gets one fit per path (`MlaPathsStepCost`)."""
     if model.attention.kind == "mla" and model.attention.mla_decode == "auto":
+
         def forced(path: str) -> MixedStepCost:
-            spec = ModelSpec.model_validate(model.model_dump() | {
-                "attention": model.attention.model_dump() | {"mla_decode": path}})
-            return mixed_step_cost(spec, hw, precision, ceiling, par,  # type: ignore[return-value]
-                                   engine)
+            spec = ModelSpec.model_validate(
+                model.model_dump()
+                | {"attention": model.attention.model_dump() | {"mla_decode": path}}
+            )
+            return mixed_step_cost(
+                spec,
+                hw,
+                precision,
+                ceiling,
+                par,  # type: ignore[return-value]
+                engine,
+            )
 
         return MlaPathsStepCost(model, forced("naive"), forced("absorbed"))
     hw = affine_spec(hw)
@@ -298,16 +351,18 @@ def mixed_step_cost(model: ModelSpec, hw: HardwareSpec, precision: Precision = P
     W = model.attention.sliding_window if model.layers_with("local") else None
     moe = (model.moe.experts, model.moe.top_k) if model.moe is not None else None
     shape = MixedStepCost(np.zeros((0, 0)), np.zeros((0, 0)), 0.0, W, moe, par.ep)
-    B, T, S = np.array(_PROBES + _EP_PROBES * (par.ep > 1) + (_window_probes(W) if W else []),
-                       dtype=float).T
+    B, T, S = np.array(
+        _PROBES + _EP_PROBES * (par.ep > 1) + (_window_probes(W) if W else []), dtype=float
+    ).T
     psc = parallel_step_cost(model, hw, Step(B, T, S), precision, par, ceiling, engine)
     sc = psc.compute
     names = [o.name for o in sc.ops] + [c.name for c in psc.collectives]
     compute = np.stack([np.broadcast_to(o.compute_s, B.shape) for o in sc.ops])  # (ops, probes)
     memory = np.stack([np.broadcast_to(o.memory_s, B.shape) for o in sc.ops])
     X = shape.features(B, T, S)  # (probes, features)
-    collectives = tuple(_collective_row(c, X[:, 1], model, hw, par, ceiling, engine)
-                        for c in psc.collectives)
+    collectives = tuple(
+        _collective_row(c, X[:, 1], model, hw, par, ceiling, engine) for c in psc.collectives
+    )
     compute_coef = np.linalg.lstsq(X, compute.T, rcond=None)[0].T  # (ops, features)
     memory_coef = np.linalg.lstsq(X, memory.T, rcond=None)[0].T
     scale = np.maximum(compute, memory).max()  # an op's error is judged against the step's
@@ -319,32 +374,54 @@ def mixed_step_cost(model: ModelSpec, hw: HardwareSpec, precision: Precision = P
                 f"operator '{names[worst]}' of {model.name} has a {name} time that is not "
                 "affine in the batch features (tokens, sequences, attended pairs, context, "
                 "windowed pairs and context, experts touched); the serving simulator cannot "
-                "cost mixed batches of this model on this hardware spec")
+                "cost mixed batches of this model on this hardware spec"
+            )
     per_row = [float(o.overhead_s) for o in sc.ops]
     overhead = sum(per_row)
     one = Step(1, 1, 1)  # a pure-decode step: its fixed device and host terms
     decode = parallel_step_cost(model, hw, one, precision, par, ceiling, engine).compute
     decode_overhead = float(sum(o.overhead_s for o in decode.ops)) - overhead
-    return MixedStepCost(compute_coef, memory_coef, overhead, W, moe, par.ep,
-                         decode_overhead, sc.host_launch_s,
-                         engine is not None and engine.cuda_graphs, sc.host_step_s,
-                         tuple(names), tuple(per_row), collectives)
+    return MixedStepCost(
+        compute_coef,
+        memory_coef,
+        overhead,
+        W,
+        moe,
+        par.ep,
+        decode_overhead,
+        sc.host_launch_s,
+        engine is not None and engine.cuda_graphs,
+        sc.host_step_s,
+        tuple(names),
+        tuple(per_row),
+        collectives,
+    )
 
 
-def _collective_row(c: Collective, tokens: np.ndarray, model: ModelSpec, hw: HardwareSpec,
-                    par: Parallel, ceiling: Ceiling, engine: EngineSpec | None) -> CollectiveRow:
+def _collective_row(
+    c: Collective,
+    tokens: np.ndarray,
+    model: ModelSpec,
+    hw: HardwareSpec,
+    par: Parallel,
+    ceiling: Ceiling,
+    engine: EngineSpec | None,
+) -> CollectiveRow:
     """A step's collective as a function of its tokens: its message per token read off the
     probes (and checked on every one), its group size and link."""
     message = np.broadcast_to(c.message_bytes, tokens.shape)
     per_token = float(message[0] / tokens[0])
     if not np.allclose(message, per_token * tokens, rtol=_RTOL):
-        raise InvalidInputError(f"collective '{c.name}' of {model.name} does not scale with "
-                                "the step's tokens; the serving simulator cannot cost it")
+        raise InvalidInputError(
+            f"collective '{c.name}' of {model.name} does not scale with "
+            "the step's tokens; the serving simulator cannot cost it"
+        )
     n = {"all-reduce": par.tp, "all-to-all": par.ep}.get(c.kind, 2)
     link = Link.of(hw.interconnect, par.gpus_per_replica, ceiling, engine)
     row = CollectiveRow(c.name, c.kind, c.count, per_token, n, link)
-    if not np.allclose(row.time_s(tokens), np.broadcast_to(c.time_s, tokens.shape),
-                       rtol=1e-9):
-        raise InvalidInputError(f"collective '{c.name}' of {model.name}: the serving "
-                                "simulator's cost disagrees with the step cost")
+    if not np.allclose(row.time_s(tokens), np.broadcast_to(c.time_s, tokens.shape), rtol=1e-9):
+        raise InvalidInputError(
+            f"collective '{c.name}' of {model.name}: the serving "
+            "simulator's cost disagrees with the step cost"
+        )
     return row

@@ -23,8 +23,9 @@ class SweepResult:
         return ok[0] if ok else None
 
 
-def sweep_rate(run: Callable[[float], Summary], start_rate_per_s: float, attainment: float,
-               bisections: int = 8) -> SweepResult:
+def sweep_rate(
+    run: Callable[[float], Summary], start_rate_per_s: float, attainment: float, bisections: int = 8
+) -> SweepResult:
     """Double (or halve) the rate from `start_rate_per_s` until the SLO attainment crosses
     `attainment`, then bisect between the last passing and first failing rate."""
     if not 0 < attainment <= 1:

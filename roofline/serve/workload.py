@@ -56,7 +56,8 @@ class Workload:
             i = int(bad[0])
             raise InvalidInputError(
                 f"request {i + 1}: input + output = {int(total[i])} tokens exceeds "
-                f"{model_name}'s max context of {max_context}; shorten it or drop it")
+                f"{model_name}'s max context of {max_context}; shorten it or drop it"
+            )
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,8 @@ class Lengths:
     def __post_init__(self) -> None:
         if self.kind not in LENGTH_KINDS:
             raise InvalidInputError(
-                f"unknown length distribution '{self.kind}'; use one of: {', '.join(LENGTH_KINDS)}")
+                f"unknown length distribution '{self.kind}'; use one of: {', '.join(LENGTH_KINDS)}"
+            )
         if self.mean < 1:
             raise InvalidInputError(f"mean length must be at least 1 token, got {self.mean:g}")
         if not self.sigma > 0:
@@ -91,17 +93,25 @@ class Lengths:
         return np.clip(out, max(self.low, 1), self.high).astype(np.int64)
 
 
-def synthetic(requests: int, rate_per_s: float, inputs: Lengths, outputs: Lengths,
-              arrivals: Arrivals = "poisson", seed: int = 0, prefix_tokens: int = 0,
-              max_context: int | None = None) -> Workload:
+def synthetic(
+    requests: int,
+    rate_per_s: float,
+    inputs: Lengths,
+    outputs: Lengths,
+    arrivals: Arrivals = "poisson",
+    seed: int = 0,
+    prefix_tokens: int = 0,
+    max_context: int | None = None,
+) -> Workload:
     """`requests` arrivals at `rate_per_s` (Poisson: exponential gaps; fixed: equal gaps).
     With `prefix_tokens` > 0 every prompt starts with the same system prompt (prefix id 0)
     of that many tokens, added to its drawn length. With `max_context`, the tail of the
     length distributions is cut so every request fits (prompt first, then output), and
     `truncated` counts the requests cut; mean lengths that do not fit are refused."""
     if not 1 <= requests <= MAX_REQUESTS:
-        raise InvalidInputError(f"--requests must be at least 1 and at most {MAX_REQUESTS:,}, "
-                                f"got {requests:,}")
+        raise InvalidInputError(
+            f"--requests must be at least 1 and at most {MAX_REQUESTS:,}, got {requests:,}"
+        )
     if not 0 < rate_per_s < float("inf"):
         raise InvalidInputError(f"--rate must be positive and finite, got {rate_per_s}")
     if arrivals not in ARRIVALS:
@@ -111,7 +121,8 @@ def synthetic(requests: int, rate_per_s: float, inputs: Lengths, outputs: Length
     if max_context is not None and inputs.mean + outputs.mean + prefix_tokens > max_context:
         raise InvalidInputError(
             f"mean prompt {inputs.mean + prefix_tokens:g} + generated {outputs.mean:g} tokens is "
-            f"more than the model's {max_context:,}-token context; lower --prompt or --gen")
+            f"more than the model's {max_context:,}-token context; lower --prompt or --gen"
+        )
     rng = np.random.default_rng(seed)
     # unit-rate gaps scaled by the rate: the same seed gives the same requests at every rate
     gaps = rng.exponential(1.0, requests) if arrivals == "poisson" else np.ones(requests)
@@ -137,11 +148,14 @@ def _int_field(row: dict, key: str, where: str, minimum: int) -> int:
     try:
         value = float(raw)
     except (TypeError, ValueError, OverflowError):
-        raise InvalidInputError(f"{where}: '{key}' must be a number, got {str(raw)[:40]!r}"
-                                ) from None
+        raise InvalidInputError(
+            f"{where}: '{key}' must be a number, got {str(raw)[:40]!r}"
+        ) from None
     if not np.isfinite(value) or abs(value) > MAX_TOKENS:
-        raise InvalidInputError(f"{where}: '{key}' must be a whole number of at most "
-                                f"{MAX_TOKENS:,}, got {str(raw)[:40]!r}")
+        raise InvalidInputError(
+            f"{where}: '{key}' must be a whole number of at most "
+            f"{MAX_TOKENS:,}, got {str(raw)[:40]!r}"
+        )
     if value != int(value):
         raise InvalidInputError(f"{where}: '{key}' must be a whole number, got {raw!r}")
     if value < minimum:
@@ -162,8 +176,9 @@ def _rows(path: Path) -> list[tuple[int, dict]]:
             except json.JSONDecodeError as e:
                 raise InvalidInputError(f"{path}: row {n}: not valid JSON ({e.msg})") from None
             except RecursionError:
-                raise InvalidInputError(f"{path}: row {n}: JSON nested too deep; a row is one "
-                                        "object of numbers") from None
+                raise InvalidInputError(
+                    f"{path}: row {n}: JSON nested too deep; a row is one object of numbers"
+                ) from None
             if not isinstance(row, dict):
                 raise InvalidInputError(f"{path}: row {n}: expected a JSON object")
             rows.append((n, row))
@@ -177,8 +192,9 @@ def _rows(path: Path) -> list[tuple[int, dict]]:
     out = []
     for n, row in enumerate(reader, start=2):
         if None in row or None in row.values():
-            raise InvalidInputError(f"{path}: row {n}: expected {len(reader.fieldnames or ())} "
-                                    "fields")
+            raise InvalidInputError(
+                f"{path}: row {n}: expected {len(reader.fieldnames or ())} fields"
+            )
         out.append((n, row))
     return out
 
@@ -190,8 +206,10 @@ def from_trace(path: Path, default_prefix_tokens: int = 0) -> Workload:
     if not rows:
         raise InvalidInputError(f"{path}: trace has no requests")
     if len(rows) > MAX_REQUESTS:
-        raise InvalidInputError(f"{path}: {len(rows):,} requests is more than the "
-                                f"{MAX_REQUESTS:,} a simulation takes; split the trace")
+        raise InvalidInputError(
+            f"{path}: {len(rows):,} requests is more than the "
+            f"{MAX_REQUESTS:,} a simulation takes; split the trace"
+        )
     cols: dict[str, list] = {k: [] for k in (*_COLUMNS, *_OPTIONAL)}
     for n, row in rows:
         where = f"{path}: row {n}"
@@ -202,7 +220,8 @@ def from_trace(path: Path, default_prefix_tokens: int = 0) -> Workload:
             arrival = float(raw_arrival)
         except (TypeError, ValueError, OverflowError):
             raise InvalidInputError(
-                f"{where}: 'arrival_s' must be a number, got {row.get('arrival_s')!r}") from None
+                f"{where}: 'arrival_s' must be a number, got {row.get('arrival_s')!r}"
+            ) from None
         if not np.isfinite(arrival) or arrival < 0:
             raise InvalidInputError(f"{where}: 'arrival_s' must be a finite time >= 0")
         inp = _int_field(row, "input_tokens", where, 1)
@@ -219,6 +238,10 @@ def from_trace(path: Path, default_prefix_tokens: int = 0) -> Workload:
             cols[k].append(v)
     order = np.argsort(np.asarray(cols["arrival_s"]), kind="stable")
     arr = {k: np.asarray(v)[order] for k, v in cols.items()}
-    return Workload(arr["arrival_s"].astype(float), arr["input_tokens"].astype(np.int64),
-                    arr["output_tokens"].astype(np.int64), arr["prefix_id"].astype(np.int64),
-                    arr["prefix_tokens"].astype(np.int64))
+    return Workload(
+        arr["arrival_s"].astype(float),
+        arr["input_tokens"].astype(np.int64),
+        arr["output_tokens"].astype(np.int64),
+        arr["prefix_id"].astype(np.int64),
+        arr["prefix_tokens"].astype(np.int64),
+    )
