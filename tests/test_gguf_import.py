@@ -229,3 +229,30 @@ def test_unsupported_architecture_refused(tmp_path: Path) -> None:
     w.close()
     with pytest.raises(SpecError, match="'rwkv6' is not modelled"):
         spec_from_gguf(read_gguf(tmp_path / "x.gguf"), "x", "x.gguf")
+
+
+def test_models_import_cli_reads_a_gguf(tmp_path: Path, capsys) -> None:
+    """`roofline models import model.gguf -o spec.yaml`: the spec carries the file's formats,
+    loads, and estimates; the printed check compares its weights with the tensor table."""
+    from conftest import run_cli
+
+    path = tmp_path / "tiny-llama.Q4_K_M.gguf"
+    _write(path, "llama", 15, _llama_q4_k_m())
+    out = tmp_path / "tiny.yaml"
+    code, stdout, err = run_cli(capsys, "models", "import", str(path), "-o", str(out))
+    assert code == 0, err
+    assert "GGUF tensor table" in stdout and out.is_file()
+    spec = load_model(str(out))
+    assert spec.checkpoint_weights == spec_from_gguf(read_gguf(path), "x", "x").checkpoint_weights
+    code, _, err = run_cli(capsys, "estimate", str(out), "--weights", spec.checkpoint_weights,
+                           "--batch", "1", "--prompt", "64", "--gen", "8", "--json")
+    assert code == 0, err
+
+
+def test_models_import_refuses_a_gguf_folder(tmp_path: Path, capsys) -> None:
+    from conftest import run_cli
+
+    folder = tmp_path / "x.gguf"
+    folder.mkdir()
+    code, _, err = run_cli(capsys, "models", "import", str(folder))
+    assert code == 1 and "not a regular file" in err and err.count("\n") == 1

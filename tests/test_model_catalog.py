@@ -389,3 +389,18 @@ def test_estimate_runs_on_issue_14_models(
     assert code == 0, err
     case = json.loads(out)["cases"][0]
     assert case["weights_bytes"] > 0 and case["tpot_s"] > 0
+
+
+def test_models_show_prints_bits_per_weight_by_group(capsys) -> None:
+    """Llama-2-7B in int4-g128 (GPTQ/AWQ, 4-bit zeros): attention and MLP at
+    4 + (16 + 4)/128 = 4.15625 bits, embedding and LM head kept at 16."""
+    import json
+
+    from conftest import run_cli
+
+    code, out, _ = run_cli(capsys, "models", "show", "llama-2-7b", "--weights", "int4-g128")
+    w = json.loads(out)["derived"]["weights"]
+    assert code == 0 and w["format"] == "int4-g128"
+    bits = w["bits_per_weight_by_group"]
+    assert bits["attention"] == bits["mlp"] == 4 + (16 + 4) / 128
+    assert bits["embedding"] == bits["lm_head"] == 16

@@ -95,15 +95,22 @@ def _check_types(cfg: dict, path: Path) -> None:
 
 @models_app.command("import")
 def models_import(
-    config: Annotated[Path, typer.Argument(help="path to a Hugging Face config.json")],
+    config: Annotated[Path, typer.Argument(
+        help="path to a Hugging Face config.json, or a llama.cpp .gguf file (header and tensor "
+        "table only; needs the optional gguf package)")],
     name: Annotated[str | None, typer.Option(help="spec name (default: the folder name)")] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="write the YAML here (default: print it)")
     ] = None,
 ) -> None:
-    """Turn a local config.json into a model spec (no network). With a
-    model.safetensors.index.json beside it, compare its total size with the spec's weights."""
+    """Turn a local config.json or GGUF file into a model spec (no network). With a
+    model.safetensors.index.json beside a config, or the tensor table of a GGUF, compare the
+    checkpoint's size with the spec's weights at its formats."""
     common.check_output(output, "model spec")
+    if config.suffix.lower() == ".gguf":
+        spec, lines = _from_gguf(config, name)
+        _emit(spec, lines, output)
+        return
     cfg = _read_json(config)
     _check_types(cfg, config)
     default = cfg.get("_name_or_path") or config.resolve().parent.name
@@ -125,6 +132,28 @@ def models_import(
             f"{c.dtype} {si(c.spec_weights_bytes, 'B')}; difference "
             f"{c.difference_bytes:+,.0f} B ({c.relative_difference:+.2%})"
         )
+    _emit(spec, lines, output)
+
+
+def _from_gguf(path: Path, name: str | None) -> tuple:
+    """A GGUF file's spec (its per-tensor formats in `checkpoint_weights`) and the check of
+    the spec's weight bytes against the file's tensor table."""
+    from ..gguf_import import check_gguf, read_gguf, spec_from_gguf
+
+    if not is_regular_file(path):
+        raise SpecError(f"{path}: not a regular file; give the path of a .gguf file")
+    f = read_gguf(path)
+    spec = spec_from_gguf(f, name or path.stem.lower().replace("_", "-"), str(path))
+    c = check_gguf(spec, f)
+    return spec, [
+        f"{spec.name}: {spec.total_params:,} parameters ({spec.active_params:,} active per "
+        f"token), weights {spec.checkpoint_weights}",
+        f"GGUF tensor table {si(c.file_tensor_bytes, 'B')}; spec weights at those formats "
+        f"{si(c.spec_weights_bytes, 'B')}; difference {c.difference_bytes:+,.0f} B",
+    ]
+
+
+def _emit(spec, lines: list[str], output: Path | None) -> None:
     data = spec.model_dump(mode="json", exclude_defaults=True)
     text = "".join(f"# {line}\n" for line in lines) + yaml.safe_dump(data, sort_keys=False)
     if output is None:
