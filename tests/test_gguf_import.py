@@ -244,8 +244,20 @@ def test_models_import_cli_reads_a_gguf(tmp_path: Path, capsys) -> None:
     assert "GGUF tensor table" in stdout and out.is_file()
     spec = load_model(str(out))
     assert spec.checkpoint_weights == spec_from_gguf(read_gguf(path), "x", "x").checkpoint_weights
-    code, _, err = run_cli(capsys, "estimate", str(out), "--weights", spec.checkpoint_weights,
-                           "--batch", "1", "--prompt", "64", "--gen", "8", "--json")
+    code, _, err = run_cli(
+        capsys,
+        "estimate",
+        str(out),
+        "--weights",
+        spec.checkpoint_weights,
+        "--batch",
+        "1",
+        "--prompt",
+        "64",
+        "--gen",
+        "8",
+        "--json",
+    )
     assert code == 0, err
 
 

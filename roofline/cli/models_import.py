@@ -95,9 +95,13 @@ def _check_types(cfg: dict, path: Path) -> None:
 
 @models_app.command("import")
 def models_import(
-    config: Annotated[Path, typer.Argument(
-        help="path to a Hugging Face config.json, or a llama.cpp .gguf file (header and tensor "
-        "table only; needs the optional gguf package)")],
+    config: Annotated[
+        Path,
+        typer.Argument(
+            help="path to a Hugging Face config.json, or a llama.cpp .gguf file (header and tensor "
+            "table only; needs the optional gguf package)"
+        ),
+    ],
     name: Annotated[str | None, typer.Option(help="spec name (default: the folder name)")] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="write the YAML here (default: print it)")

@@ -78,9 +78,15 @@ def models_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> None:
 @models_app.command("show")
 def models_show(
     name: Annotated[str, typer.Argument(help="model name, alias or YAML path")],
-    weights: Annotated[str | None, typer.Option(help=(
-        "weight format whose bits per weight to show per tensor group (default: the "
-        "checkpoint's formats, else bf16)"))] = None,
+    weights: Annotated[
+        str | None,
+        typer.Option(
+            help=(
+                "weight format whose bits per weight to show per tensor group (default: the "
+                "checkpoint's formats, else bf16)"
+            )
+        ),
+    ] = None,
     specs_dir: SpecsDir = None,
 ) -> None:
     """Print one model's full spec as JSON, with derived parameter counts and the effective
@@ -102,9 +108,12 @@ def models_show(
             {"mixer": g.kind.mixer, "ffn": g.kind.ffn, "owns_kv": g.kind.owns_kv, "count": g.count}
             for g in m.layer_groups
         ],
-        "weights": {"format": p.weights, "bits_per_weight_by_group": bits,
-                    "params_by_group": {g: counts[g] for g in bits},
-                    "weights_bytes": weights_bytes(m, p)},
+        "weights": {
+            "format": p.weights,
+            "bits_per_weight_by_group": bits,
+            "params_by_group": {g: counts[g] for g in bits},
+            "weights_bytes": weights_bytes(m, p),
+        },
     }
     print_json(out)
 
