@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import memory
 from .errors import InvalidInputError, RooflineError
 from .hardware import HardwareSpec
 from .model import ModelSpec
@@ -396,7 +397,9 @@ def cache_kind(m: ModelSpec) -> str:
 
 def kv_chart(curves: Sequence[KVCurve], devices: Sequence[HardwareSpec] = ()) -> Figure:
     """KV cache / state bytes against context length per model (log-log, powers of two on x),
-    with a dashed line at each device's memory capacity."""
+    with a dashed line at each device's memory capacity and, per model, a dotted line in the
+    model's colour at what that capacity leaves after the model's weights: where a curve
+    crosses its dotted line, the KV no longer fits beside the weights."""
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     if not curves:
@@ -433,6 +436,21 @@ def kv_chart(curves: Sequence[KVCurve], devices: Sequence[HardwareSpec] = ()) ->
             textcoords="offset points",
             fontsize=8,
         )
+        for i, c in enumerate(curves):
+            left = hw.memory_bytes - memory.weights_bytes(c.model, c.precision)
+            if left <= 0:
+                continue
+            ax.axhline(left, ls=":", lw=1, color=f"C{i}", gid=f"left:{hw.name}:{c.model.name}")
+            ax.annotate(
+                f"{hw.display_name} − {c.model.display_name} weights: {si(left, 'B')}",
+                (0.99, left),
+                xycoords=("axes fraction", "data"),
+                xytext=(0, 3),
+                textcoords="offset points",
+                fontsize=7,
+                ha="right",
+                color=f"C{i}",
+            )
     batches = sorted({c.batch for c in curves})
     ax.set_title(
         f"KV cache / state vs context, batch {', '.join(map(str, batches))}; each "
@@ -519,6 +537,7 @@ def serve_chart(
     latency_samples_s: Mapping[str, Sequence[float]],
     sweeps: Sequence[RateSweep] = (),
     latency_name: str = "request latency",
+    title: str | None = None,
 ) -> Figure:
     """Empirical CDF of latency samples per serving policy (left), and throughput against
     request arrival rate per policy (right, when `sweeps` are given)."""
@@ -561,6 +580,8 @@ def serve_chart(
             )
         ax.set_title("throughput vs offered load", fontsize=10)
         ax.legend(loc="upper left", fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
     return fig
 
 

@@ -376,3 +376,20 @@ def test_cli_import_does_not_load_matplotlib():
     code = "import sys, roofline.cli; sys.exit('matplotlib' in sys.modules)"
     root = Path(__file__).resolve().parent.parent
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
+
+
+def test_kv_chart_draws_what_is_left_after_each_models_weights() -> None:
+    """Llama-3.1-8B bf16 on an H100 SXM: a dotted line at 85,520,809,984 B less its
+    8,030,261,248 · 2 B of weights."""
+    from roofline.catalog import load_hardware, load_model
+    from roofline.memory import weights_bytes
+    from roofline.plots import kv_chart
+    from roofline.precision import Precision
+    from roofline.sweeps import kv_curve
+
+    m, hw, p = load_model("llama-3.1-8b"), load_hardware("h100-sxm"), Precision()
+    fig = kv_chart([kv_curve(m, p)], [hw])
+    lines = {ln.get_gid(): ln for ln in fig.axes[0].get_lines() if ln.get_gid()}
+    left = lines["left:h100-sxm:llama-3.1-8b"].get_ydata()[0]
+    assert left == pytest.approx(85_520_809_984 - weights_bytes(m, p))
+    assert weights_bytes(m, p) == pytest.approx(8_030_261_248 * 2, rel=0.002)

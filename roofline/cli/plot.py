@@ -312,7 +312,11 @@ def serve_cmd(
                 )
             )
     name = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "end-to-end latency"}[latency]
-    _saved(plots.serve_chart(samples, sweeps, name), output)
+    title = (
+        f"{model} on {hardware} ({engine} engine): {requests} requests, Poisson "
+        f"{rate:g}/s, P≈{input_tokens} G≈{output_tokens}, seed {seed}"
+    )
+    _saved(plots.serve_chart(samples, sweeps, name, title), output)
 
 
 @plot_app.command("plan")
