@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import memory
 from .cost import Ceiling, step_cost
 from .engine import EngineSpec
 from .errors import InvalidInputError
@@ -34,6 +35,12 @@ class DiffusionComparison:
     diffusion_step_s: float  # one full forward over P + L tokens
     autoregressive_ttft_s: float
     autoregressive_tpot_s: float
+    memory_bytes: float = 0.0  # diffusion: weights + one full step's activations and logits
+    usable_bytes: float = float("inf")  # device memory the engine may fill
+
+    @property
+    def fits(self) -> bool:
+        return self.memory_bytes <= self.usable_bytes
 
     @property
     def diffusion_s(self) -> float:
@@ -64,6 +71,7 @@ class DiffusionComparison:
             "diffusion_tokens_per_s",
             "autoregressive_tokens_per_s",
             "diffusion_speedup",
+            "fits",
         ):
             d[k] = getattr(self, k)
         return d
@@ -96,6 +104,13 @@ def compare_diffusion(
         )
     full = Step(batch, prompt + gen, 0, logits="all", causal=False)
     step_s = float(step_cost(model, hw, full, precision, ceiling, engine=engine).time_s)
+    # no KV cache: the weights and one full step (B·(P + L) tokens, logits for each of them)
+    tokens = batch * (prompt + gen)
+    need = memory.weights_bytes(model, precision) + float(
+        memory.step_activation_bytes(model, precision, tokens, tokens)
+    )
+    fraction, _ = memory.memory_terms(engine if ceiling == "achievable" else None, ceiling)
+    usable = memory.memory_budget(hw, fraction).usable_bytes
     ar = estimate(
         model.model_copy(update={"diffusion": None}),
         hw,
@@ -107,5 +122,5 @@ def compare_diffusion(
         engine=engine,
     ).cases[0]
     return DiffusionComparison(
-        model.name, hw.name, batch, prompt, gen, steps, step_s, ar.ttft_s, ar.tpot_s
+        model.name, hw.name, batch, prompt, gen, steps, step_s, ar.ttft_s, ar.tpot_s, need, usable
     )

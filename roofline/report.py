@@ -400,4 +400,10 @@ def diffusion_table(c: DiffusionComparison) -> Table:
         seconds(c.autoregressive_s),
         f"{c.autoregressive_tokens_per_s:,.1f}",
     )
+    verdict = "fits" if c.fits else "[red]does not fit[/red]"
+    t.caption = (
+        f"diffusion memory: weights + one full step's activations and logits = "
+        f"{si(c.memory_bytes, 'B')} of {si(c.usable_bytes, 'B')} usable: {verdict}"
+    )
+    t.caption_justify = "left"
     return t

@@ -48,3 +48,22 @@ def test_cli_json_and_refusals(capsys) -> None:
         main(["diffusion", "llama-3.1-8b"])
     assert exc.value.code == 1
     assert "has no diffusion block" in capsys.readouterr().err
+
+
+def test_diffusion_checks_memory_like_estimate() -> None:
+    """LLaDA-8B, B = 64 sequences of P + L = 512 + 256 tokens in one bidirectional step, no KV
+    cache: weights + n·(2D + 2F)·2 B of activations + n·V·4 B of logits, n = 64·768 tokens,
+    against 0.9 of an H100 SXM's 85,520,809,984 B (vLLM's memory fraction)."""
+    from roofline.catalog import load_engine, load_hardware, load_model
+    from roofline.diffusion import compare_diffusion
+    from roofline.memory import weights_bytes
+    from roofline.precision import Precision
+
+    m, hw = load_model("llada-8b"), load_hardware("h100-sxm")
+    c = compare_diffusion(m, hw, 512, 256, 64, 64, engine=load_engine("vllm"))
+    n = 64 * (512 + 256)
+    D, F, V = m.d_model, m.d_ff, m.vocab_size
+    expected = weights_bytes(m, Precision()) + n * (2 * D + 2 * F) * 2 + n * V * 4
+    assert c.memory_bytes == pytest.approx(expected)
+    assert c.usable_bytes == pytest.approx(0.9 * 85_520_809_984)
+    assert c.fits == (expected <= 0.9 * 85_520_809_984)
