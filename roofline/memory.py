@@ -31,6 +31,7 @@ from .hardware import HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, Step
 from .precision import Precision, group_params
+from .units import si, si_pair
 
 if TYPE_CHECKING:
     from .engine import EngineSpec
@@ -415,20 +416,21 @@ class Shortfall:
         return f"--tp {s.tp}" + (f" --pp {s.pp}" if s.pp > 1 else "")
 
     def message(self, model: str, device: str) -> str:
+        need = self.weights_bytes if self.weights_do_not_fit else self.needs_bytes
+        need_s, has_s = si_pair(need, self.budget.usable_bytes, "B")
         has = (
-            f"has {self.budget.usable_bytes / 1e9:.1f} GB usable "
-            f"({self.budget.memory_fraction:.0%} of {self.budget.capacity_bytes / 1e9:.1f} GB)"
+            f"has {has_s} usable ({self.budget.memory_fraction:.0%} of "
+            f"{si(self.budget.capacity_bytes, 'B')})"
         )
         if self.weights_do_not_fit:
             return (
-                f"{model} needs {self.weights_bytes / 1e9:.1f} GB of weights per GPU but "
-                f"{device} {has}, so no batch fits; smallest that fits batch {self.batch}: "
-                f"{self.hint}"
+                f"{model} needs {need_s} of weights per GPU but {device} {has}, so no batch "
+                f"fits; smallest that fits batch {self.batch}: {self.hint}"
             )
         return (
-            f"batch {self.batch} needs {self.needs_bytes / 1e9:.1f} GB per GPU but {device} "
-            f"{has}; the largest batch that fits at {self.context} tokens is "
-            f"{self.max_batch}; smallest that fits batch {self.batch}: {self.hint}"
+            f"batch {self.batch} needs {need_s} per GPU but {device} {has}; the largest batch "
+            f"that fits at {self.context} tokens is {self.max_batch}; smallest that fits batch "
+            f"{self.batch}: {self.hint}"
         )
 
     def as_dict(self) -> dict:

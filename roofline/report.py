@@ -14,7 +14,7 @@ from .hardware import HardwareSpec
 from .memory import BatchFit, CacheSummary
 from .model import ModelSpec
 from .phases import Estimate
-from .units import seconds, si
+from .units import seconds, si, si_pair
 
 
 def estimate_table(e: Estimate, econ: EstimateEconomics | None = None) -> Table:
@@ -71,8 +71,10 @@ def estimate_table(e: Estimate, econ: EstimateEconomics | None = None) -> Table:
             si(c.weights_bytes, "B"),
             si(c.kv_cache_bytes, "B"),
             si(c.activation_bytes, "B"),
-            si(c.memory_bytes_per_gpu, "B"),
-            "yes" if c.fits else f"[red]no[/red] (> {si(c.usable_bytes, 'B')})",
+            si_pair(c.memory_bytes_per_gpu, c.usable_bytes, "B")[0],
+            "yes"
+            if c.fits
+            else f"[red]no[/red] (> {si_pair(c.memory_bytes_per_gpu, c.usable_bytes, 'B')[1]})",
             seconds(c.ttft_s),
             seconds(c.tpot_s),
             seconds(c.e2e_s),

@@ -20,3 +20,14 @@ def seconds(value: float) -> str:
         if abs(value) >= factor:
             return f"{value / factor:.3g} {unit}"
     return f"{value * 1e12:.3g} ps" if value else "0 s"
+
+
+def si_pair(a: float, b: float, unit: str, digits: int = 3) -> tuple[str, str]:
+    """Two compared quantities with enough digits to tell them apart: (80.2e9, 80.0e9, 'B')
+    -> ('80.2 GB', '80 GB') but (80.04e9, 79.98e9) -> ('80.04 GB', '79.98 GB'), never
+    "needs 80 GB, has 80 GB" for values that differ."""
+    for d in range(digits, digits + 6):
+        x, y = si(a, unit, d), si(b, unit, d)
+        if x != y or a == b:
+            return x, y
+    return x, y

@@ -261,6 +261,7 @@ def test_weights_that_do_not_fit_are_said_and_name_the_tp(capsys):
     assert data["cases"][0]["fits"] is False
     assert data["cases"][0]["weights_bytes"] == 70_553_706_496 * 2
     code, out, _ = run_cli(capsys, "estimate", "llama-3.1-70b", "--batch", "1")
+    out = " ".join(out.split())  # the console wraps long lines
     assert code == 0 and "so no batch fits" in out and "--tp 2" in out
 
 
@@ -286,3 +287,14 @@ def test_past_the_trained_context_is_a_warning(capsys):
     code, out, err = run_cli(capsys, "estimate", "llama-2-7b", "--prompt", "5000", "--json")
     assert code == 0 and json.loads(out)["cases"][0]["prompt_tokens"] == 5000
     assert err.startswith("warning: 5,256 tokens exceed llama-2-7b's trained context of 4,096")
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    (80.2e9, 80.0e9, ("80.2 GB", "80 GB")),
+    (80.04e9, 79.98e9, ("80.04 GB", "79.98 GB")),  # 3 digits would print 80 GB twice
+    (77.0e9, 77.0e9, ("77 GB", "77 GB")),
+])
+def test_compared_values_never_round_alike(a: float, b: float, expected) -> None:
+    from roofline.units import si_pair
+
+    assert si_pair(a, b, "B") == expected
