@@ -289,11 +289,14 @@ def test_past_the_trained_context_is_a_warning(capsys):
     assert err.startswith("warning: 5,256 tokens exceed llama-2-7b's trained context of 4,096")
 
 
-@pytest.mark.parametrize("a, b, expected", [
-    (80.2e9, 80.0e9, ("80.2 GB", "80 GB")),
-    (80.04e9, 79.98e9, ("80.04 GB", "79.98 GB")),  # 3 digits would print 80 GB twice
-    (77.0e9, 77.0e9, ("77 GB", "77 GB")),
-])
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        (80.2e9, 80.0e9, ("80.2 GB", "80 GB")),
+        (80.04e9, 79.98e9, ("80.04 GB", "79.98 GB")),  # 3 digits would print 80 GB twice
+        (77.0e9, 77.0e9, ("77 GB", "77 GB")),
+    ],
+)
 def test_compared_values_never_round_alike(a: float, b: float, expected) -> None:
     from roofline.units import si_pair
 
