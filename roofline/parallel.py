@@ -73,6 +73,16 @@ class Parallel:
     def gpus(self) -> int:
         return self.gpus_per_replica * self.replicas
 
+    def as_dict(self) -> dict:
+        """The one JSON shape of a parallel layout, in every command (docs/json.md)."""
+        return {
+            "tp": self.tp,
+            "pp": self.pp,
+            "ep": self.ep,
+            "replicas": self.replicas,
+            "gpus": self.gpus,
+        }
+
     def sequences_per_gpu(self, batch: ArrayLike) -> ArrayLike:
         """Sequences on the fullest GPU of an EP group: ⌈B/ep⌉ (B itself without EP)."""
         return batch if self.ep == 1 else np.ceil(np.asarray(batch) / self.ep)

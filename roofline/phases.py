@@ -148,20 +148,8 @@ class Estimate:
             "ceiling": self.ceiling,
             "ceiling_source": self.ceiling_source,
             "engine": self.engine.name if self.engine else None,
-            "precision": {
-                "weights": self.precision.weights,
-                "activations": self.precision.activations,
-                "kv": self.precision.kv,
-                "compute": self.precision.compute,
-            },
-            "parallel": {
-                "tp": self.parallel.tp,
-                "pp": self.parallel.pp,
-                "ep": self.parallel.ep,
-                "replicas": self.parallel.replicas,
-                "gpus": self.parallel.gpus,
-                "interconnect": self.hardware.interconnect.kind,
-            },
+            "precision": self.precision.as_dict(),
+            "parallel": self.parallel.as_dict() | {"interconnect": self.hardware.interconnect.kind},
             "ridge_point_flops_per_byte": self.hardware.ridge_point_flops_per_byte(
                 self.precision.compute
             ),

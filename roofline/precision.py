@@ -235,6 +235,15 @@ class Precision:
     def kv_bytes(self) -> float:
         return self.kv_format.bytes
 
+    def as_dict(self) -> dict:
+        """The one JSON shape of a precision, in every command (docs/json.md)."""
+        return {
+            "weights": self.weights,
+            "activations": self.activations,
+            "kv": self.kv,
+            "compute": self.compute,
+        }
+
     def check(self, hw: HardwareSpec) -> None:
         """Refuse a compute dtype `hw` has no tensor-core peak for, saying what would run."""
         if not hw.supports(self.compute):

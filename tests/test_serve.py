@@ -355,7 +355,7 @@ def test_cli_compare_lists_each_policy(capsys):
         "static,continuous,chunked,disaggregated",
     )
     assert code == 0
-    assert [d["policy"] for d in json.loads(out)] == [
+    assert [d["policy"] for d in json.loads(out)["runs"]] == [
         "static",
         "continuous",
         "chunked",

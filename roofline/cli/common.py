@@ -263,6 +263,20 @@ def kv_format(kv_format: str | None, kv: str | None) -> str | None:
     return kv_format or kv
 
 
+def header(
+    model: str, hardware: str, precision: Any, ceiling: str, engine: Any, parallel: Any
+) -> dict:
+    """The keys every prediction's JSON starts with, one shape everywhere (docs/json.md)."""
+    return {
+        "model": model,
+        "hardware": hardware,
+        "ceiling": ceiling,
+        "engine": engine.name if engine is not None and ceiling == "achievable" else None,
+        "precision": precision.as_dict(),
+        "parallel": parallel.as_dict(),
+    }
+
+
 def price_tier(tier: str) -> Any:
     """`--price-tier`: on-demand or discounted."""
     if tier not in ("on-demand", "discounted"):

@@ -8,6 +8,7 @@ import typer
 
 from ..catalog import load_hardware, load_model
 from ..diffusion import compare_diffusion
+from ..parallel import Parallel
 from ..precision import Precision
 from ..report import diffusion_table
 from . import app, common
@@ -41,6 +42,7 @@ def diffusion(
     specs_dir: SpecsDir = None,
 ) -> None:
     """N full forwards over prompt + answer vs TTFT + (L-1)·TPOT of the same model."""
+    eng, p = common.engine(engine, specs_dir), Precision.uniform(dtype)
     c = compare_diffusion(
         load_model(model, specs_dir or ()),
         load_hardware(hardware, specs_dir or ()),
@@ -48,10 +50,12 @@ def diffusion(
         gen,
         steps,
         batch,
-        Precision.uniform(dtype),
-        engine=common.engine(engine, specs_dir),
+        p,
+        engine=eng,
     )
     if json_out:
-        print_json(c.as_dict() | {"engine": None if engine == "none" else engine})
+        print_json(
+            common.header(c.model, c.hardware, p, "achievable", eng, Parallel()) | c.as_dict()
+        )
     else:
         console.print(diffusion_table(c))

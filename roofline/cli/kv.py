@@ -53,8 +53,9 @@ def kv(
         weights=weights_dtype, activations="bf16", kv=common.kv_format(None, kv) or kv_dtype
     )
     par = Parallel(tp, pp, ep)
+    eng = common.engine(engine, specs_dir)
     fraction, budget = memory_terms(
-        common.engine(engine, specs_dir),
+        eng,
         "achievable",
         memory_fraction,
         token_budget(prefill_token_budget),
@@ -73,6 +74,8 @@ def kv(
     ]
     warn([w for r in rows for w in r.warnings])
     if json_out:
-        print_json([r.as_dict() for r in rows])
+        print_json(
+            [common.header(r.model, hw.name, p, "achievable", eng, par) | r.as_dict() for r in rows]
+        )
     else:
         console.print(kv_table(rows, hw.display_name))

@@ -320,6 +320,22 @@ def serve(
         engine,
     )
     engine_name = engine if ceiling == "achievable" else "none"
+    prec = common.precision(dtype, weights, activations, kv_format)
+    head = common.header(
+        m.name, hw.name, prec, ceiling, common.engine(engine, specs_dir), Parallel(tp, pp, ep)
+    ) | {
+        "workload": {
+            "trace": str(trace) if trace else None,
+            "requests": requests,
+            "arrivals": arrivals,
+            "rate_per_s": rate,
+            "lengths": lengths,
+            "prompt_tokens": input_tokens,
+            "gen_tokens": output_tokens,
+            "prefix_tokens": prefix_tokens,
+            "seed": seed,
+        }
+    }
     if trace is not None and sweep:
         raise InvalidInputError("--sweep-rate scales synthetic arrivals; it cannot use --trace")
     if sweep:
@@ -330,7 +346,7 @@ def serve(
             best = result.best
             print_json(
                 {
-                    "engine": engine_name,
+                    **head,
                     "best_rate_per_s": result.best_rate_per_s,
                     "slo_attainment": slo_attainment,
                     "points": [
@@ -348,11 +364,9 @@ def serve(
         def econ(s: Summary) -> dict:
             return {"economics": common.serve_economics_dict(s, hw, tp * pp * ep)}
 
-        print_json(
-            {"engine": engine_name, **summaries[0].as_dict(), **econ(summaries[0])}
-            if not compare
-            else [{"engine": engine_name, **s.as_dict(), **econ(s)} for s in summaries]
-        )
+        runs = [{**s.as_dict(), **econ(s)} for s in summaries]
+        # one shape: `runs` holds every policy's run; a single run also sits at the top level
+        print_json({**head, **(runs[0] if not compare else {}), "runs": runs})
         return
     source = (
         f"trace {trace}"

@@ -172,18 +172,10 @@ def speculate(
     if json_out:
         print_json(
             {
+                **common.header(t.name, hw.name, precision, ceiling, eng, par),
                 "target": t.name,
                 "draft": drafted_by,
-                "hardware": hw.name,
                 "context": context,
-                "precision": {
-                    "weights": precision.weights,
-                    "activations": precision.activations,
-                    "kv": precision.kv,
-                },
-                "parallel": {"tp": tp, "pp": pp, "ep": ep},
-                "ceiling": ceiling,
-                "engine": eng.name if eng else None,
                 "memory": [{"batch": b} | f.as_dict() for b, f in fits.items()],
                 "cases": [{"batch": b} | c.as_dict() for (b, _), cs in grid.items() for c in cs],
                 "best_k": [
