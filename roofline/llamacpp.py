@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from .dtypes import parse_format
-from .model import ModelSpec
+from .model import SOFTMAX_MIXERS, ModelSpec
 
 #: File type -> base block type (llama_model_quantize_impl's switch).
 MIXES: dict[str, str] = {
@@ -85,7 +85,7 @@ def tensors(m: ModelSpec) -> list[Tensor]:
     for i, kind in enumerate(m.layer_kinds):
         mixer_elems = m.mixer_params(kind) if kind.mixer != "ssm" else m.ssm_params()
         group = "ssm" if kind.mixer == "ssm" else "attention"
-        if kind.mixer in ("global", "local") and m.attention.kind != "mla":
+        if kind.mixer in SOFTMAX_MIXERS and m.attention.kind != "mla":
             qd, kvd = m.q_dim, m.kv_dim
             proj = [Tensor(group, "attn_q", i, D, D * qd)]
             if kind.owns_kv:

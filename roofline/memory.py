@@ -2,8 +2,9 @@
 
 Weights count every parameter (all experts of a MoE; the whole embedding table, though a step
 reads only the gathered rows). The KV cache is sized for the context each sequence reaches:
-global layers hold all S tokens, local (sliding-window) layers min(S, W), layers sharing
-another layer's KV hold nothing; SSM and linear-attention layers hold a constant state. All of
+global layers hold all S tokens, local (sliding-window) layers min(S, W), chunked layers
+min(S, chunk size) (the allocation bound of the current chunk), layers sharing another layer's
+KV hold nothing; SSM and linear-attention layers hold a constant state. All of
 it is stored at the KV format.
 
 What fits, defined once here and used by `estimate`, `kv`, `serve`, `plot` and the API:
@@ -70,12 +71,19 @@ def kv_bytes_per_token(m: ModelSpec, p: Precision) -> float:
 
 def kv_elems_per_sequence(m: ModelSpec, context: ArrayLike) -> ArrayLike:
     """Values one sequence of S tokens keeps: per KV-owning layer e = 2·K·H (MLA: r + R),
-    L_global·S·e + L_local·min(S, W)·e, plus the constant SSM / linear-attention state."""
+    L_global·S·e + L_local·min(S, W)·e + L_chunked·min(S, C)·e, plus the constant SSM /
+    linear-attention state. A chunked layer needs only the current chunk's S mod C cached
+    tokens, but that falls to 0 at every chunk boundary; it is sized here by the allocation
+    bound min(S, C), the most it holds at any point up to S (the C − 1 earlier tokens of a
+    chunk plus the one being written), so the size grows monotonically with S."""
     e = m.kv_elems_per_token_layer
     held = m.kv_owner_layers("global") * context * e
     local = m.kv_owner_layers("local")
     if local:
         held = held + local * np.minimum(context, m.attention.sliding_window) * e
+    chunked = m.kv_owner_layers("chunked")
+    if chunked:
+        held = held + chunked * np.minimum(context, m.attention.attention_chunk_size) * e
     return held + m.state_elems_per_sequence
 
 

@@ -23,7 +23,9 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
-Mixer = Literal["global", "local", "linear", "ssm"]
+Mixer = Literal["global", "local", "chunked", "linear", "ssm"]
+#: Mixers that are softmax attention over a KV cache: full, sliding-window, chunked.
+SOFTMAX_MIXERS = ("global", "local", "chunked")
 Ffn = Literal["dense", "moe", "none"]
 
 
@@ -86,6 +88,12 @@ class AttentionSpec(_Frozen):
     )
     sliding_window: int | None = Field(
         default=None, gt=0, description="W, tokens a local layer attends to (itself included)"
+    )
+    attention_chunk_size: int | None = Field(
+        default=None,
+        gt=0,
+        description="C, tokens per attention chunk of a chunked layer: a token at 0-based "
+        "position p attends to positions C·floor(p/C) ... p (Llama 4)",
     )
     kv_share: int = Field(
         default=1,
@@ -247,7 +255,8 @@ class ModelSpec(_Frozen):
         default=("global",),
         min_length=1,
         description="mixer of each layer, cycled over L: "
-        "global (full softmax attention), local (sliding window), linear, ssm",
+        "global (full softmax attention), local (sliding window), chunked (attention within "
+        "fixed chunks of attention.attention_chunk_size tokens), linear, ssm",
     )
     attention: AttentionSpec = AttentionSpec()
     moe: MoESpec | None = None
@@ -259,9 +268,9 @@ class ModelSpec(_Frozen):
     def _consistent(self) -> ModelSpec:
         kinds = set(self.layer_pattern[: self.layers])
         a = self.attention
-        if kinds & {"global", "local", "linear"} and not (self.heads and self.head_dim):
+        if kinds & {*SOFTMAX_MIXERS, "linear"} and not (self.heads and self.head_dim):
             raise ValueError("attention layers need heads and head_dim")
-        if kinds & {"global", "local"} and a.kind != "mla":
+        if kinds & set(SOFTMAX_MIXERS) and a.kind != "mla":
             if not self.kv_heads:
                 raise ValueError("attention layers need kv_heads")
             if self.heads % self.kv_heads:
@@ -287,6 +296,23 @@ class ModelSpec(_Frozen):
                 raise ValueError(
                     f"sliding_window ({a.sliding_window}) exceeds max_context "
                     f"({self.max_context}); the window would never bind"
+                )
+        if "chunked" in kinds and a.attention_chunk_size is None:
+            raise ValueError(
+                "layer_pattern has 'chunked' layers but attention.attention_chunk_size is not set"
+            )
+        if a.attention_chunk_size is not None:
+            if "chunked" not in kinds:
+                raise ValueError(
+                    "attention.attention_chunk_size is set but no layer is 'chunked'; "
+                    "add 'chunked' to layer_pattern"
+                )
+            if a.kind == "mla":
+                raise ValueError("chunked attention is not modelled for MLA layers")
+            if a.attention_chunk_size > self.max_context:
+                raise ValueError(
+                    f"attention_chunk_size ({a.attention_chunk_size}) exceeds max_context "
+                    f"({self.max_context}); the chunks would never bind"
                 )
         if "ssm" in kinds and self.ssm is None:
             raise ValueError("layer_pattern has 'ssm' layers but no ssm block")
@@ -315,7 +341,7 @@ class ModelSpec(_Frozen):
                     not 0 <= j <= i
                     or m[j] != j
                     or mixers[i] != mixers[j]
-                    or mixers[i] not in ("global", "local")
+                    or mixers[i] not in SOFTMAX_MIXERS
                 ):
                     raise ValueError(
                         f"kv_share_map[{i}] = {j}: a layer may only reuse the KV of an earlier "
@@ -343,7 +369,7 @@ class ModelSpec(_Frozen):
             else:
                 ffn = "dense" if self.d_ff else "none"
             owns = True
-            if mixer in ("global", "local"):
+            if mixer in SOFTMAX_MIXERS:
                 if a.kv_share_map is not None:
                     owns = a.kv_share_map[i] == i
                 else:
@@ -423,7 +449,7 @@ class ModelSpec(_Frozen):
         """Weights of one layer's token mixer (shapes as the checkpoints store them)."""
         D, N, H = self.d_model, self.heads, self.head_dim
         a = self.attention
-        if kind.mixer in ("global", "local"):
+        if kind.mixer in SOFTMAX_MIXERS:
             norm = (2 * H if a.qk_norm else 0) + (N if a.sinks else 0)
             if a.kind == "mla":
                 qk = self.mla_qk_head_dim
@@ -566,14 +592,14 @@ class ModelSpec(_Frozen):
             return a.kv_lora_rank + a.qk_rope_head_dim
         return 2 * self.kv_dim
 
-    def kv_owner_layers(self, mixer: Literal["global", "local"]) -> int:
+    def kv_owner_layers(self, mixer: Literal["global", "local", "chunked"]) -> int:
         return sum(k.mixer == mixer and k.owns_kv for k in self.layer_kinds)
 
     @property
     def kv_elems_per_token(self) -> int:
-        """Cached values per token over all KV-owning attention layers, before any window:
-        2·L·K·H for a dense model (MLA: L·(kv_lora_rank + rope dim))."""
-        owners = self.kv_owner_layers("global") + self.kv_owner_layers("local")
+        """Cached values per token over all KV-owning attention layers, before any window or
+        chunk: 2·L·K·H for a dense model (MLA: L·(kv_lora_rank + rope dim))."""
+        owners = sum(self.kv_owner_layers(k) for k in SOFTMAX_MIXERS)
         return owners * self.kv_elems_per_token_layer
 
     @property

@@ -5,12 +5,13 @@ prefill is T = prompt, S = 0; decode is T = 1, S = context so far. B and S may b
 arrays (they broadcast), so a whole batch x context grid is one call.
 
 `operators` walks the model's layer groups (distinct layer kinds with their counts): each
-group contributes its token mixer's operators (softmax attention, MLA, sliding window, linear
-attention, SSM) and its FFN's (dense MLP or MoE), once per layer kind, scaled by the count.
+group contributes its token mixer's operators (softmax attention, MLA, sliding window, chunked
+attention, linear attention, SSM) and its FFN's (dense MLP or MoE), once per layer kind, scaled
+by the count.
 Operators of the same name from different groups are summed, so a hybrid's breakdown still
 has one line per operator name. Family-specific operators carry a family prefix:
-`mla/kv_down`, `mla/absorbed_scores`, `local/scores+av`, `linear/state_update`, `moe/experts`,
-`ssm/scan`.
+`mla/kv_down`, `mla/absorbed_scores`, `local/scores+av`, `chunked/scores+av`,
+`linear/state_update`, `moe/experts`, `ssm/scan`.
 
 Every operator reports element counts, not bytes: FLOPs, weights read, activations read and
 written, KV-cache (or recurrent state) values read and written. `roofline.cost` turns elements
@@ -101,23 +102,48 @@ class Step:
 
 
 def attended_pairs(
-    T: ArrayLike, S: ArrayLike, window: int | None = None, causal: bool = True
+    T: ArrayLike,
+    S: ArrayLike,
+    window: int | None = None,
+    causal: bool = True,
+    chunk: int | None = None,
 ) -> ArrayLike:
     """Query-key pairs a step computes. Causal: each of T new tokens sees the S cached tokens
     and the new ones up to itself, T·S + T(T+1)/2 (decode: S + 1). With a window W, new token
     t (1-based) sees min(S + t, W): for the a = clip(W - S, 0, T) tokens still inside the
-    window a·S + a(a+1)/2, then W each. Bidirectional: T·(S + T)."""
+    window a·S + a(a+1)/2, then W each. With chunks of C tokens (chunked attention: the token
+    at 0-based position p sees positions C·⌊p/C⌋ … p, p mod C + 1 of them), the pairs of the
+    first n positions are f(n) = q·C(C+1)/2 + r(r+1)/2 with q = ⌊n/C⌋, r = n mod C, and a step
+    computes f(S + T) − f(S). Bidirectional: T·(S + T)."""
     if not causal:
+        if chunk is not None:
+            raise InvalidInputError(
+                "chunked attention is causal; bidirectional chunks are not modelled"
+            )
         return T * (S + T)
+    if chunk is not None:
+        return _chunked_prefix_pairs(S + T, chunk) - _chunked_prefix_pairs(S, chunk)
     if window is None:
         return T * S + T * (T + 1) / 2
     a = np.clip(window - S, 0, T)
     return a * S + a * (a + 1) / 2 + (T - a) * window
 
 
-def kv_tokens_read(T: ArrayLike, S: ArrayLike, window: int | None = None) -> ArrayLike:
+def _chunked_prefix_pairs(n: ArrayLike, chunk: int) -> ArrayLike:
+    """f(n): causal pairs of positions 0 … n − 1 under chunks of C, q·C(C+1)/2 + r(r+1)/2."""
+    q, r = n // chunk, n % chunk
+    return q * (chunk * (chunk + 1) / 2) + r * (r + 1) / 2
+
+
+def kv_tokens_read(
+    T: ArrayLike, S: ArrayLike, window: int | None = None, chunk: int | None = None
+) -> ArrayLike:
     """Cached + new tokens whose K,V one attention layer reads: S + T; with a window W only
-    positions from S - W + 1 on are needed, min(S + T, W + T - 1)."""
+    positions from S - W + 1 on are needed, min(S + T, W + T - 1); with chunks of C only the
+    cached part of the current chunk, S mod C, and the T new tokens, (S mod C) + T (never more
+    than S + T, as S mod C ≤ S)."""
+    if chunk is not None:
+        return S % chunk + T
     if window is None:
         return S + T
     return np.minimum(S + T, window + T - 1)
@@ -193,6 +219,7 @@ def sdpa_op(
     causal: bool = True,
     writes_kv: bool = True,
     name: str = "attention/scores+av",
+    chunk: int | None = None,
 ) -> Op:
     """Attention core of one layer: append T new K,V to the cache (unless the layer shares
     another's), then scores Q·Kᵀ and probabilities·V (2 FLOPs per multiply-add, N·H per pair
@@ -201,9 +228,9 @@ def sdpa_op(
     return Op(
         name,
         "attention",
-        flops=B * 4 * attended_pairs(T, S, window, causal) * N * H,
+        flops=B * 4 * attended_pairs(T, S, window, causal, chunk) * N * H,
         act_elems=B * T * 2 * N * H,  # read Q, write O
-        kv_read_elems=B * kv_tokens_read(T, S, window) * 2 * K * H,
+        kv_read_elems=B * kv_tokens_read(T, S, window, chunk) * 2 * K * H,
         kv_write_elems=B * T * 2 * K * H if writes_kv else 0,
         launches=3 if writes_kv else 1,
     )
@@ -227,11 +254,12 @@ def _softmax_attention(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
     """One softmax attention layer. x (B,T,D), q (B,T,N,H), kv (B,S+T,K,H)."""
     B, T, S = s.batch, s.new_tokens, s.cached_tokens
     window = m.attention.sliding_window if kind.mixer == "local" else None
+    chunk = m.attention.attention_chunk_size if kind.mixer == "chunked" else None
     D, qd, kvd = m.d_model, m.q_dim, m.kv_dim
     kv_out = 2 * kvd if kind.owns_kv else 0  # shared-KV layers project only Q
     qkv_out = qd + kv_out
     bias = m.linear_bias in ("qkv", "all")
-    core = "local/scores+av" if window else "attention/scores+av"
+    core = "local/scores+av" if window else "chunked/scores+av" if chunk else "attention/scores+av"
     return [
         Op(
             "attention/qkv",
@@ -242,7 +270,9 @@ def _softmax_attention(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
             weight_rows=qkv_out,
             launches=1 + (ROPE_LAUNCHES if m.position == "rope" else 0),
         ),
-        sdpa_op(B, T, S, m.heads, m.kv_heads, m.head_dim, window, s.causal, kind.owns_kv, core),
+        sdpa_op(
+            B, T, S, m.heads, m.kv_heads, m.head_dim, window, s.causal, kind.owns_kv, core, chunk
+        ),
         Op(
             "attention/out",
             "matmul",

@@ -370,7 +370,8 @@ def cache_kind(m: ModelSpec) -> str:
     """What a model keeps per sequence, for a legend: attention kind (MHA/GQA/MQA/MLA), its
     window and KV sharing, and any constant SSM or linear-attention state."""
     parts = []
-    local, total = m.layers_with("local"), m.layers_with("local") + m.layers_with("global")
+    local, chunked = m.layers_with("local"), m.layers_with("chunked")
+    total = local + chunked + m.layers_with("global")
     if total:
         a = m.attention
         kind = (
@@ -385,6 +386,9 @@ def cache_kind(m: ModelSpec) -> str:
         if local:
             kind += f", window {a.sliding_window:,}"
             kind += "" if local == total else f" on {local}/{total} layers"
+        if chunked:
+            kind += f", chunks of {a.attention_chunk_size:,}"
+            kind += "" if chunked == total else f" on {chunked}/{total} layers"
         if a.kv_share > 1 or a.kv_share_map is not None:
             kind += ", shared KV"
         parts.append(kind)

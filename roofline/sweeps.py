@@ -45,9 +45,9 @@ def kv_curve(model: ModelSpec, precision: Precision, batch: int = 1) -> KVCurve:
     if batch < 1:
         raise InvalidInputError(f"batch size must be at least 1, got {batch}")
     S = context_grid(model.max_context)
-    W = model.attention.sliding_window
-    if W is not None:  # the knee where local layers stop growing, exactly on the grid
-        S = np.union1d(S, [W])
+    for knee in (model.attention.sliding_window, model.attention.attention_chunk_size):
+        if knee is not None:  # where local (chunked) layers stop growing, exactly on the grid
+            S = np.union1d(S, [knee])
     return KVCurve(
         model,
         precision,

@@ -201,6 +201,97 @@ def test_windowed_pairs_match_brute_force(T: int, S: int, W: int) -> None:
     assert kv_tokens_read(T, S, W) == S + T - max(0, S - W + 1)
 
 
+# ---- chunked attention (Llama 4) ---------------------------------------------------------
+@pytest.mark.parametrize(
+    ("T", "S", "C", "pairs", "read"),
+    [
+        # prefill of 10 tokens, chunks of 4: positions 0-3 see 1, 2, 3, 4 (10), 4-7 again 10,
+        # 8-9 see 1, 2 (3): 23 pairs; keys read: all 10 (S mod C = 0, plus T)
+        (10, 0, 4, 10 + 10 + 3, 0 + 10),
+        # decode at S = 5 (position 5, chunk 4-7): sees 4, 5 -> 2 pairs; reads 5 mod 4 + 1 = 2
+        (1, 5, 4, 2, 1 + 1),
+        # decode at a boundary, S = 8: position 8 opens a chunk, sees only itself
+        (1, 8, 4, 1, 0 + 1),
+        # 3 new tokens on S = 6, crossing the boundary at 8: positions 6, 7 see 3, 4; 8 sees 1
+        (3, 6, 4, 3 + 4 + 1, 2 + 3),
+        # the closed form: f(n) = q·C(C+1)/2 + r(r+1)/2; f(20) - f(7) with C = 8:
+        # f(20) = 2·36 + 4·5/2 = 82, f(7) = 0 + 7·8/2 = 28 -> 54; read 7 + 13 = 20
+        (13, 7, 8, 82 - 28, 7 + 13),
+        # Scout's chunk of 8,192: a 10,000-token prefill is one full chunk (8192·8193/2 =
+        # 33,558,528) plus 1,808 tokens (1808·1809/2 = 1,635,336)
+        (10_000, 0, 8_192, 33_558_528 + 1_635_336, 10_000),
+    ],
+)
+def test_chunked_pairs_and_kv_read_by_hand(T: int, S: int, C: int, pairs: int, read: int) -> None:
+    assert attended_pairs(T, S, chunk=C) == pairs
+    assert kv_tokens_read(T, S, chunk=C) == read
+
+
+@given(T=st.integers(1, 40), S=st.integers(0, 60), C=st.integers(1, 20))
+def test_chunked_pairs_match_brute_force(T: int, S: int, C: int) -> None:
+    """Position p (0-based) attends to C·⌊p/C⌋ … p: p mod C + 1 keys."""
+    assert attended_pairs(T, S, chunk=C) == sum(p % C + 1 for p in range(S, S + T))
+    # keys read: from the start of the chunk holding position S to S + T − 1
+    assert kv_tokens_read(T, S, chunk=C) == S + T - C * (S // C)
+    assert kv_tokens_read(T, S, chunk=C) <= S + T
+
+
+def test_chunked_pairs_broadcast_over_arrays() -> None:
+    S = np.array([0, 3, 4, 7])
+    assert attended_pairs(1, S, chunk=4).tolist() == [1, 4, 1, 4]
+    assert kv_tokens_read(2, S, chunk=4).tolist() == [2, 5, 2, 5]
+
+
+def test_scout_layers_and_kv_at_32k() -> None:
+    """Llama 4 Scout: [chunked x3, global] over 48 layers -> 36 chunked (RoPE) layers and 12
+    NoPE global ones (3, 7, ..., 47). At S = 32,768 a global layer holds all S tokens and a
+    chunked one its allocation bound min(S, C) = 8,192; 2·K·H = 2·8·128 = 2,048 values per
+    token and layer, 1 byte each in fp8."""
+    m = load_model("llama-4-scout")
+    assert [k.mixer for k in m.layer_kinds[:4]] == ["chunked", "chunked", "chunked", "global"]
+    assert m.layers_with("global") == 12 and m.layers_with("chunked") == 36
+    assert all(m.layer_kinds[i].mixer == "global" for i in range(3, 48, 4))
+    e = 2 * 8 * 128
+    expected = (12 * 32_768 + 36 * 8_192) * e  # 805,306,368 + 603,979,776
+    assert expected == 1_409_286_144
+    assert kv_cache_bytes(m, Precision(kv="fp8"), 1, 32_768) == expected
+    assert kv_cache_bytes(m, BF16, 1, 32_768) == 2 * expected
+    # below one chunk every layer holds all S tokens
+    assert kv_cache_bytes(m, BF16, 1, 1_000) == 48 * 1_000 * e * 2
+
+
+def test_scout_decode_operators_by_hand() -> None:
+    """Decode at S = 10,000 (position 10,000 = 8192 + 1808): a chunked layer reads and attends
+    the 1,808 cached tokens of its chunk plus the new one, a global layer all 10,001; per pair
+    4·N·H FLOPs, per token read 2·K·H values."""
+    m = load_model("llama-4-scout")
+    ops = {o.name: o for o in operators(m, Step(1, 1, 10_000))}
+    N, K, H = 40, 8, 128
+    chunked, full = ops["chunked/scores+av"], ops["attention/scores+av"]
+    assert chunked.flops == 36 * 4 * (1_808 + 1) * N * H
+    assert chunked.kv_read_elems == 36 * (1_808 + 1) * 2 * K * H
+    assert full.flops == 12 * 4 * 10_001 * N * H
+    assert full.kv_read_elems == 12 * 10_001 * 2 * K * H
+    assert chunked.kv_write_elems == 36 * 2 * K * H
+
+
+def test_maverick_interleaves_moe_and_dense() -> None:
+    """interleave_moe_layer_step 2: HF's moe_layers = range(1, 48, 2), the odd layers; the even
+    ones run the dense MLP of intermediate_size_mlp 16,384."""
+    m = load_model("llama-4-maverick")
+    ffn = [k.ffn for k in m.layer_kinds]
+    assert ffn[:4] == ["dense", "moe", "dense", "moe"] and m.layers_moe == 24
+    assert [i for i, f in enumerate(ffn) if f == "moe"] == list(range(1, 48, 2))
+
+
+def test_serve_refuses_chunked_attention_before_fitting() -> None:
+    from roofline.errors import InvalidInputError
+    from roofline.serve.stepcost import mixed_step_cost
+
+    with pytest.raises(InvalidInputError, match="chunked attention .* cannot cost mixed batches"):
+        mixed_step_cost(load_model("llama-4-scout"), load_hardware("h200"))
+
+
 @given(E=st.integers(1, 256), k_frac=st.floats(0.0, 1.0), n=st.integers(1, 10_000))
 def test_expected_experts_touched_bounds(E: int, k_frac: float, n: int) -> None:
     k = max(1, round(k_frac * E))
@@ -322,6 +413,7 @@ def test_estimate_runs_for_every_catalog_model(name: str, capsys) -> None:
         ("minimax-text-01", {"linear/state_update", "attention/scores+av", "moe/experts"}),
         ("gemma-2-9b", {"local/scores+av", "attention/scores+av"}),
         ("mistral-7b-v0.1", {"local/scores+av"}),
+        ("llama-4-scout", {"chunked/scores+av", "attention/scores+av", "moe/shared_experts"}),
     ],
 )
 def test_breakdown_names_family_operators(name: str, family_ops: set[str], capsys) -> None:
@@ -387,6 +479,12 @@ BASE = dict(
         ),
         ({"layer_pattern": ["local", "mlp"]}, "layer_pattern.1"),
         ({"layer_pattern": ["local", "global"]}, "sliding_window is not set"),
+        ({"layer_pattern": ["chunked", "global"]}, "attention_chunk_size is not set"),
+        ({"attention": {"attention_chunk_size": 256}}, "no layer is 'chunked'"),
+        (
+            {"layer_pattern": ["chunked"], "attention": {"attention_chunk_size": 4096}},
+            "attention_chunk_size (4096) exceeds max_context (1024)",
+        ),
         ({"layer_pattern": ["ssm"]}, "no ssm block"),
         ({"attention": {"kind": "mha"}}, "kind 'mha' needs kv_heads = heads"),
         ({"attention": {"kind": "mla", "kv_lora_rank": 32}}, "kind 'mla' needs qk_rope_head_dim"),

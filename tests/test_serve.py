@@ -480,6 +480,8 @@ REFUSED = {
     "dbrx": "leave no KV memory",
     "gpt-oss-120b": "leave no KV memory",
     "llada-8b": "diffusion LM",
+    "llama-4-scout": "the serving simulator cannot cost mixed batches of it yet",
+    "llama-4-maverick": "the serving simulator cannot cost mixed batches of it yet",
 }
 
 

@@ -328,7 +328,16 @@ def mixed_step_cost(
     """Fit the per-operator coefficients from `parallel_step_cost` (one GPU: `step_cost`) at
     the probe shapes and check them; collectives are rows with a memory time only. The
     device runs without its non-affine terms (`affine_spec`). MLA with the per-step path
-    choice gets one fit per path (`MlaPathsStepCost`)."""
+    choice gets one fit per path (`MlaPathsStepCost`). Chunked attention is refused before any
+    fit: its pairs and KV read depend on each sequence's S mod C, which no affine feature of
+    the batch totals follows."""
+    chunked = model.layers_with("chunked")
+    if chunked:
+        raise InvalidInputError(
+            f"{model.name} has chunked attention (chunks of "
+            f"{model.attention.attention_chunk_size:,} tokens on {chunked}/{model.layers} "
+            "layers); the serving simulator cannot cost mixed batches of it yet"
+        )
     if model.attention.kind == "mla" and model.attention.mla_decode == "auto":
 
         def forced(path: str) -> MixedStepCost:
