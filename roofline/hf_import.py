@@ -146,6 +146,33 @@ def _gemma3(c: Config) -> dict:
     return _gemma(c, ["local"] * (every - 1) + ["global"], qk_norm=True)
 
 
+def _llama4(c: Config) -> dict:
+    """Llama 4 (Scout, Maverick): the text model of `text_config`. RoPE layers attend within
+    chunks of attention_chunk_size; every no_rope_layer_interval-th layer (NoPE) attends to
+    everything; MoE on every interleave_moe_layer_step-th layer (transformers'
+    Llama4TextConfig: layers step−1, 2·step−1, ...), one shared expert of the routed width,
+    dense layers of intermediate_size_mlp between them."""
+    c = c.get("text_config", c)
+    s = _decoder(c, tie_default=False)
+    every = c.get("no_rope_layer_interval", 4)
+    step = c.get("interleave_moe_layer_step", 1)
+    expert_ff = _get(c, "intermediate_size")
+    s.update(
+        d_ff=0 if step == 1 else _get(c, "intermediate_size_mlp"),
+        layer_pattern=["chunked"] * (every - 1) + ["global"],
+        attention={"attention_chunk_size": _get(c, "attention_chunk_size")},
+        moe={
+            "experts": _get(c, "num_local_experts"),
+            "top_k": _get(c, "num_experts_per_tok"),
+            "expert_d_ff": expert_ff,
+            "shared_experts": 1,
+            "period": step,
+            "offset": step - 1,
+        },
+    )
+    return s
+
+
 def _deepseek(c: Config) -> dict:
     s = _decoder(c, tie_default=False)
     rope, nope = _get(c, "qk_rope_head_dim"), _get(c, "qk_nope_head_dim")
@@ -434,6 +461,8 @@ SUPPORTED: dict[str, Callable[[Config], dict]] = {
     "GPTJForCausalLM": _gptj,
     "DbrxForCausalLM": _dbrx,
     "GptOssForCausalLM": _gpt_oss,
+    "Llama4ForConditionalGeneration": _llama4,
+    "Llama4ForCausalLM": _llama4,
 }
 
 

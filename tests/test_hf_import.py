@@ -46,6 +46,8 @@ def _import(capsys, folder: str, *extra: str) -> str:
         ("phi-4", "phi-4"),
         ("gemma-3-4b-pt", "gemma-3-4b"),
         ("Mistral-Small-24B-Base-2501", "mistral-small-24b"),
+        ("Llama-4-Scout-17B-16E", "llama-4-scout"),
+        ("Llama-4-Maverick-17B-128E", "llama-4-maverick"),
     ],
 )
 def test_import_matches_catalog(tmp_path: Path, capsys, folder: str, catalog_name: str) -> None:
