@@ -123,6 +123,14 @@ def run_published(
         console.print(_rows_table(preds))
         for key in ("all", "metric", "engine", "source"):
             console.print(_summary_table(f"accuracy by {key} ({ceiling} ceiling)", groups[key]))
+        a = groups["all"][0]
+        console.print(
+            f"summary ({ceiling}, engine {engine or 'per row'}): {a.predicted}/{a.rows} rows "
+            f"predicted; median |error| {100 * (a.median_abs_error or 0):.1f}%, p90 |error| "
+            f"{100 * (a.p90_abs_error or 0):.1f}%, median signed "
+            f"{100 * (a.median_signed_error or 0):+.1f}%; {a.failed} outside their band",
+            highlight=False,
+        )
         missing = [p for p in preds if p.predicted is None]
         for p in missing:
             console.print(
