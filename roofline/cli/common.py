@@ -236,6 +236,19 @@ Ceiling = Annotated[str, typer.Option(help="datasheet (speed of light) or achiev
 Seed = Annotated[
     int, typer.Option(help="random seed of the synthetic workload", callback=in_range(0, MAX_SEED))
 ]
+#: Mean lengths of a served workload (`serve`, `plot serve`); the old names stay as aliases.
+MeanPrompt = Annotated[
+    int,
+    typer.Option(
+        "--prompt", "--input-tokens", help="mean prompt tokens P", callback=in_range(1, MAX_TOKENS)
+    ),
+]
+MeanGen = Annotated[
+    int,
+    typer.Option(
+        "--gen", "--output-tokens", help="mean generated tokens G", callback=in_range(1, MAX_TOKENS)
+    ),
+]
 SloTtft = Annotated[
     float, typer.Option(help="TTFT SLO, seconds", callback=in_range(0, 1e6, open_low=True))
 ]

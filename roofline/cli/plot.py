@@ -232,24 +232,8 @@ def serve_cmd(
     latency: Annotated[
         str, typer.Option(help="latency whose CDF is drawn: ttft, tpot, e2e")
     ] = "e2e",
-    input_tokens: Annotated[
-        int,
-        typer.Option(
-            "--prompt",
-            "--input-tokens",
-            help="mean prompt tokens P",
-            callback=common.in_range(1, common.MAX_TOKENS),
-        ),
-    ] = 1024,
-    output_tokens: Annotated[
-        int,
-        typer.Option(
-            "--gen",
-            "--output-tokens",
-            help="mean generated tokens G",
-            callback=common.in_range(1, common.MAX_TOKENS),
-        ),
-    ] = 256,
+    input_tokens: common.MeanPrompt = 1024,
+    output_tokens: common.MeanGen = 256,
     seed: common.Seed = 0,
     sweep: Annotated[
         bool,

@@ -159,24 +159,8 @@ def serve(
     ] = 2000,
     arrivals: Annotated[str, Opt(help="poisson or fixed (equal gaps)")] = "poisson",
     lengths: Annotated[str, Opt(help="fixed, uniform (1..2·mean-1) or lognormal")] = "lognormal",
-    input_tokens: Annotated[
-        int,
-        Opt(
-            "--prompt",
-            "--input-tokens",
-            help="mean prompt tokens P",
-            callback=common.in_range(1, common.MAX_TOKENS),
-        ),
-    ] = 1024,
-    output_tokens: Annotated[
-        int,
-        Opt(
-            "--gen",
-            "--output-tokens",
-            help="mean generated tokens G",
-            callback=common.in_range(1, common.MAX_TOKENS),
-        ),
-    ] = 256,
+    input_tokens: common.MeanPrompt = 1024,
+    output_tokens: common.MeanGen = 256,
     sigma: Annotated[
         float, Opt(help="lognormal shape σ", callback=common.in_range(0, 10, open_low=True))
     ] = 0.8,
