@@ -217,7 +217,7 @@ def weight_bits(p: Precision, op_name: str) -> int:
     return (p.group_formats()[group] if group else p.weight_format).element_bits
 
 
-def launches(op: Op, engine: EngineSpec | None) -> ArrayLike:
+def launches(op: Op, engine: EngineSpec | None) -> int:
     """Kernels the operator launches: eager `Op.launches`; fused, one per instance, plus the
     engine's `extra_launches_per_layer` (RoPE, KV-cache write) on each attention layer."""
     if engine is None or engine.launches == "eager":
@@ -245,13 +245,15 @@ def shape_efficiencies(ops: list[Op], c: Ceilings) -> list[ArrayLike | None]:
             out[i] = gemm_shape_efficiency(m, n, tile, units, k, k0)
         return out
     col = (-1,) + (1,) * M[0].ndim
-    eff = gemm_shape_efficiency(
-        np.stack(M),
-        np.array([float(n) for n in N]).reshape(col),
-        tile,
-        units,
-        np.array([float(k) for k in K]).reshape(col),
-        k0,
+    eff = np.asarray(
+        gemm_shape_efficiency(
+            np.stack(M),
+            np.array([float(n) for n in N]).reshape(col),
+            tile,
+            units,
+            np.array([float(k) for k in K]).reshape(col),
+            k0,
+        )
     )
     for k, i in enumerate(idx):
         out[i] = eff[k]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Frozen(BaseModel):
@@ -145,6 +145,14 @@ class EngineSpec(_Frozen):
         le=1,
         description=("fraction of device memory the engine claims for weights, KV and workspace"),
     )
+    first_token: Literal["prefill", "decode"] = Field(
+        default="prefill",
+        description=(
+            "the step that yields a request's first token: the prefill of all P prompt tokens, "
+            "or `decode`: a prefill of P - 1 tokens, then a decode step over the last one"
+        ),
+    )
+    first_token_source: str = ""
     source: str = Field(min_length=1)
     notes: str = ""
 
@@ -155,6 +163,12 @@ class EngineSpec(_Frozen):
             if not re.fullmatch(r"w(4|8|16)a(8|16)", key):
                 raise ValueError(f"matmul width '{key}' is not w<4|8|16>a<8|16>")
         return v
+
+    @model_validator(mode="after")
+    def _first_token_sourced(self) -> EngineSpec:
+        if self.first_token != "prefill" and not self.first_token_source:
+            raise ValueError("first_token 'decode' needs a first_token_source")
+        return self
 
     def weights_as_run(self, name: str) -> str:
         """The --weights string of format `name` as this engine stores it."""

@@ -1,7 +1,9 @@
 """Phases of a request: prefill, then decode token by token, and the metrics users quote.
 
 Definitions (used everywhere, written once):
-- TTFT: time to first token = the prefill step of B prompts of P tokens (it yields token 1).
+- TTFT: time to first token = the prefill step of B prompts of P tokens (it yields token 1);
+  on an engine whose first token comes from a decode step (`EngineSpec.first_token`), the
+  prefill of P - 1 tokens plus one decode step over the last prompt token (S = P - 1).
 - TPOT: mean time per output token after the first: decode steps j = 1..G-1, each over the
   S = P + j - 1 tokens cached before it (the KV cache grows step by step).
 - E2E: TTFT + (G - 1) · TPOT.
@@ -161,6 +163,12 @@ class Estimate:
         }
 
 
+def first_token_split(engine: EngineSpec | None, prompt: int) -> int:
+    """1 when the engine's first token comes from a decode step over the last prompt token
+    (`EngineSpec.first_token` = decode): TTFT = prefill of P - 1 tokens + that step; else 0."""
+    return int(engine is not None and engine.first_token == "decode" and prompt > 1)
+
+
 def mean_tpot_s(
     model: ModelSpec,
     hw: HardwareSpec,
@@ -177,9 +185,8 @@ def mean_tpot_s(
     S = prompt + np.arange(max(gen - 1, 1))  # cached tokens before each step
     B = np.asarray(batch)[:, None]
     step = Step(B, 1, S[None, :])
-    return parallel_step_cost(model, hw, step, precision, parallel, ceiling, engine).time_s.mean(
-        axis=1
-    )
+    t = parallel_step_cost(model, hw, step, precision, parallel, ceiling, engine).time_s
+    return np.asarray(t).mean(axis=1)
 
 
 def estimate(
@@ -216,7 +223,10 @@ def estimate(
     def cost(step: Step) -> ParallelStepCost:
         return parallel_step_cost(model, hw, step, precision, parallel, ceiling, engine)
 
-    ttft = cost(Step(B, prompt, 0)).time_s
+    split = first_token_split(engine, prompt)
+    ttft = cost(Step(B, prompt - split, 0)).time_s
+    if split:
+        ttft = ttft + cost(Step(B, 1, prompt - 1)).time_s
     tpot = mean_tpot_s(model, hw, B, prompt, gen, precision, ceiling, parallel, engine)
     context = prompt + gen
     fit = memory.batch_fit(
@@ -237,14 +247,15 @@ def estimate(
             model, precision, parallel, B, prompt, prompt, prefill_token_budget=prefill_token_budget
         ).kv_cache_bytes
     )
+    kv_bytes, act_bytes = np.asarray(mem.kv_cache_bytes), np.asarray(mem.activation_bytes)
     cases = tuple(
         Case(
             int(b),
             prompt,
             gen,
             float(mem.weights_bytes),
-            float(mem.kv_cache_bytes[i]),
-            float(mem.activation_bytes[i]),
+            float(kv_bytes[i]),
+            float(act_bytes[i]),
             fit.budget.usable_bytes,
             float(ttft[i]),
             float(tpot[i]),
@@ -271,7 +282,7 @@ def estimate(
         else None
     )
     first = batches[0]
-    prefill, decode = cost(Step(first, prompt, 0)), cost(Step(first, 1, prompt))
+    prefill, decode = cost(Step(first, prompt - split, 0)), cost(Step(first, 1, prompt))
     return Estimate(
         model,
         hw,

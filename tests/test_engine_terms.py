@@ -351,3 +351,35 @@ def test_serve_pure_decode_steps_skip_host_launches_under_graphs() -> None:
         engine=eng,
     )
     assert decode == pytest.approx(float(ref.time_s), rel=1e-9)
+
+
+# ---- first token from a decode step (LMDeploy TurboMind 0.1.0a1) ----------------------------
+def test_first_token_from_a_decode_step_adds_one_step_to_ttft() -> None:
+    """TTFT = prefill of P - 1 tokens + one decode step over S = P - 1 cached tokens. With 1 s
+    of host time per step and a 30M-parameter model on a 100 TFLOP/s, 1 TB/s toy GPU (kernels
+    of microseconds), the prefill engine's TTFT is one step, ~1 s, and the decode engine's
+    two, ~2 s; TPOT, the steps after the first token, is the same."""
+    m, hw, P = load_model("tiny-llama-30m"), _hw(), 128
+    slow = dict(host_step_us=1e6)
+    prefill = estimate(m, hw, [1], P, 16, engine=_engine(**slow)).cases[0]
+    decode_first = estimate(
+        m, hw, [1], P, 16, engine=_engine(first_token="decode", first_token_source="test", **slow)
+    ).cases[0]
+    assert prefill.ttft_s == pytest.approx(1.0, rel=1e-3)
+    assert decode_first.ttft_s == pytest.approx(2.0, rel=1e-3)
+    assert decode_first.tpot_s == prefill.tpot_s
+    e = _engine(first_token="decode", first_token_source="test")
+    split = estimate(m, hw, [1], P, 16, engine=e).cases[0].ttft_s
+    pieces = (
+        step_cost(m, hw, Step(1, P - 1, 0), engine=e).time_s
+        + step_cost(m, hw, Step(1, 1, P - 1), engine=e).time_s
+    )
+    assert split == pytest.approx(float(pieces), rel=1e-12)
+    # a one-token prompt is that decode step alone
+    one = estimate(m, hw, [1], 1, 16, engine=e).cases[0].ttft_s
+    assert one == pytest.approx(float(step_cost(m, hw, Step(1, 1, 0), engine=e).time_s))
+
+
+def test_first_token_decode_needs_a_source() -> None:
+    with pytest.raises(ValueError, match="first_token_source"):
+        _engine(first_token="decode")

@@ -11,6 +11,7 @@ from ..cost import CEILINGS
 from ..errors import DoesNotFitError, InvalidInputError
 from ..parallel import Parallel
 from ..phases import estimate as run_estimate
+from ..phases import first_token_split
 from . import app, common
 from .common import (
     JsonFlag,
@@ -132,9 +133,16 @@ def estimate(
                     f" (one of {par.ep} EP ranks: attention of "
                     f"{int(e.prefill.step.batch)} sequence(s), 1/{par.ep} of the experts)"
                 )
+            T = P - first_token_split(e.engine, P)
             common.console.print(
-                breakdown_table(f"prefill: B={b}, T={P}, S=0{rank}", e.prefill, e.prefill_comm_s)
+                breakdown_table(f"prefill: B={b}, T={T}, S=0{rank}", e.prefill, e.prefill_comm_s)
             )
+            if T < P:
+                common.console.print(
+                    f"TTFT = this prefill + one decode step over the last prompt token "
+                    f"(S={P - 1}): {e.engine.name if e.engine else ''} yields the first token "
+                    "from a decode step (first_token in `roofline engines show`)"
+                )
             common.console.print(
                 breakdown_table(
                     f"decode (first step): B={b}, T=1, S={P}{rank}", e.decode, e.decode_comm_s
