@@ -24,6 +24,8 @@ it) and, when an `EngineSpec` is given, the software stack's terms on top:
 - host: without CUDA graphs every kernel costs the engine's `host_launch_us` on the host; the
   host runs ahead of the device, so a step takes max(device time, host launch time); every
   step also pays `host_step_us` (scheduling, sampling) that nothing hides;
+- W8A8 (fp8 or int8 activations): a GEMM reads its input quantised and writes its output in
+  16 bits, and every other operator works on the 16-bit residual stream (`activation_bytes`);
 - small-M GEMM term M½ and gemv row cost: measured terms of calibrated CPUs (below).
 
 CPU terms from `roofline calibrate` (module `roofline.measure.calibrate` says how each is
@@ -209,6 +211,27 @@ def gemv_rows_s(op: Op, row_s: float) -> ArrayLike:
     return np.where(gemm_rows(op) < 2, op.weight_rows * row_s, 0)
 
 
+def activation_bytes(op: Op, p: Precision) -> ArrayLike:
+    """Activation bytes an operator moves. A GEMM reads its input in the activation format
+    and writes its output in the residual format (`Precision.residual_bytes`: 16-bit when
+    the GEMM inputs are quantised, W8A8); every other operator works on the 16-bit residual
+    stream. A GEMM's output is flops · N / (2 · weights) elements (B·T·N per instance), its
+    input the rest of `Op.act_elems`."""
+    act, res = p.activation_bytes, p.residual_bytes
+    if act == res:
+        return op.act_elems * act
+    if op.kind != "matmul":
+        return op.act_elems * res
+    w = np.asarray(op.weight_elems, dtype=float)
+    out = np.divide(
+        op.flops * np.asarray(op.weight_rows, dtype=float),
+        2 * w,
+        out=np.zeros(np.broadcast(op.flops, w).shape),
+        where=w > 0,
+    )
+    return (op.act_elems - out) * act + out * res
+
+
 @lru_cache(maxsize=4096)
 def weight_bits(p: Precision, op_name: str) -> int:
     """Element bits of the weights operator `op_name` multiplies (its tensor group's format:
@@ -273,7 +296,7 @@ def op_cost(
     sequence (the engine's decode attention kernel and its fixed cost); `shape_eff`: the
     matmul's GEMM shape efficiency if already computed (`shape_efficiencies`)."""
     w = op.weight_elems * p.weight_bytes_for(op.name)
-    a = op.act_elems * p.activation_bytes
+    a = activation_bytes(op, p)
     kv = (op.kv_read_elems + op.kv_write_elems) * p.kv_bytes
     t, e = c.terms, c.engine
     mem_eff: ArrayLike = 1.0

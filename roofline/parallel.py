@@ -282,18 +282,6 @@ class ParallelStepCost:
         return self.compute.time_s + self.comm_s
 
 
-#: Residual-stream format of engines that quantise GEMM inputs (W8A8, fp8): the residual, the
-#: norms and the TP reduction stay in 16 bits (TensorRT-LLM and vLLM fp8 checkpoints quantise
-#: each GEMM's input, not the hidden state between layers).
-RESIDUAL_BYTES = 2
-
-
-def residual_bytes(p: Precision) -> float:
-    """Bytes per element of the hidden state between layers: the activation format, at least
-    16 bits (fp8 GEMM inputs keep a bf16 residual; fp32 stays fp32)."""
-    return max(p.activation_bytes, RESIDUAL_BYTES)
-
-
 def parallel_step_cost(
     model: ModelSpec,
     hw: HardwareSpec,
@@ -305,7 +293,7 @@ def parallel_step_cost(
 ) -> ParallelStepCost:
     """Cost of one forward step of `model` spread over `par` (see module docstring). `step`
     holds the replica's B sequences; with EP the fullest GPU runs ⌈B/ep⌉ of them. Collective
-    payloads are the residual stream (`residual_bytes`); a parallel attention + MLP block
+    payloads are the residual stream (`Precision.residual_bytes`); a parallel attention + MLP block
     (GPT-J, Falcon) reduces once per layer, a sequential one twice."""
     check(model, hw, par)
     local, shard = step, None
@@ -313,7 +301,7 @@ def parallel_step_cost(
         local = dataclasses.replace(step, batch=par.sequences_per_gpu(step.batch))
         shard = ExpertShard(par.ep, step.batch * step.new_tokens)
     compute = step_cost(tp_shard(model, par.tp), hw, local, precision, ceiling, shard, engine)
-    hidden_bytes = local.batch * step.new_tokens * model.d_model * residual_bytes(precision)
+    hidden_bytes = local.batch * step.new_tokens * model.d_model * precision.residual_bytes
     link = Link.of(
         hw.interconnect, par.gpus_per_replica, ceiling, engine if ceiling == "achievable" else None
     )

@@ -85,6 +85,10 @@ def group_params(m: ModelSpec) -> dict[str, int]:
     }
 
 
+#: Bytes of a 16-bit residual stream (`Precision.residual_bytes`).
+RESIDUAL_BYTES = 2
+
+
 @dataclass(frozen=True)
 class Precision:
     weights: str = "bf16"
@@ -230,6 +234,14 @@ class Precision:
     @property
     def activation_bytes(self) -> float:
         return self.activation_format.bytes
+
+    @property
+    def residual_bytes(self) -> float:
+        """Bytes per element of the hidden state between GEMMs: the activation format, at
+        least 16 bits. Engines that quantise GEMM inputs (W8A8, fp8) quantise each GEMM's
+        input and keep its output, the residual, the norms and the TP reduction in 16 bits
+        (TensorRT-LLM and vLLM fp8 checkpoints); fp32 stays fp32."""
+        return max(self.activation_bytes, RESIDUAL_BYTES)
 
     @property
     def kv_bytes(self) -> float:

@@ -383,3 +383,19 @@ def test_first_token_from_a_decode_step_adds_one_step_to_ttft() -> None:
 def test_first_token_decode_needs_a_source() -> None:
     with pytest.raises(ValueError, match="first_token_source"):
         _engine(first_token="decode")
+
+
+# ---- W8A8: only a GEMM's input is 8-bit -----------------------------------------------------
+def test_w8a8_quantises_gemm_inputs_and_keeps_the_residual_16_bit() -> None:
+    """One projection, B·T = 4 rows, K = 64 → N = 32: input 4·64 = 256 elements at 1 byte
+    (fp8), output 4·32 = 128 at 2 bytes (bf16): 512 B. A norm over the same 4·64 input and
+    output (512 elements) moves 16-bit values: 1024 B. In bf16 the GEMM is 384 · 2 = 768 B."""
+    from roofline.cost import activation_bytes
+
+    mm = Op("mlp/up", "matmul", flops=2 * 4 * 64 * 32, weight_elems=64 * 32, act_elems=4 * 96,
+            weight_rows=32)  # fmt: skip
+    norm = Op("norms", "elementwise", flops=0, act_elems=2 * 4 * 64)
+    w8a8 = Precision(weights="fp8", activations="fp8", kv="fp8")
+    assert activation_bytes(mm, w8a8) == pytest.approx(256 * 1 + 128 * 2)
+    assert activation_bytes(norm, w8a8) == pytest.approx(512 * 2)
+    assert activation_bytes(mm, BF16) == pytest.approx(384 * 2)
