@@ -36,6 +36,7 @@ pays `gemv_row_ns` per weight row on top of streaming its bytes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -159,7 +160,10 @@ def gemm_rows(op: Op) -> ArrayLike:
     (B·T for a projection, tokens per touched expert for MoE); 0 for other operators."""
     if op.kind != "matmul":
         return 0
-    w = np.asarray(op.weight_elems, dtype=float)
+    w = op.weight_elems
+    if isinstance(w, int | float):  # one weight matrix shape: no masked division needed
+        return op.flops / (2 * w) if w > 0 else 0 * op.flops
+    w = np.asarray(w, dtype=float)
     return np.divide(op.flops, 2 * w, out=np.zeros(np.broadcast(op.flops, w).shape), where=w > 0)
 
 
@@ -250,36 +254,39 @@ def launches(op: Op, engine: EngineSpec | None) -> int:
 
 
 def shape_efficiencies(ops: list[Op], c: Ceilings) -> list[ArrayLike | None]:
-    """`gemm_shape_efficiency` of every matmul of a step in one vectorised evaluation (None
-    for other operators, or when the ceiling has no tile term)."""
+    """`gemm_shape_efficiency` of every matmul of a step (None for other operators, or when
+    the ceiling has no tile term), the M-dependent terms computed once per distinct M."""
     tile, units = c.terms.gemm_tile, c.compute_units
-    idx = [i for i, op in enumerate(ops) if op.kind == "matmul"]
     out: list[ArrayLike | None] = [None] * len(ops)
-    if tile is None or not units or not idx:
+    if tile is None or not units:
         return out
     k0 = c.terms.gemm_tile_k0
-    M = [np.asarray(gemm_rows(ops[i]), dtype=float) for i in idx]
-    N = [np.asarray(ops[i].weight_rows, dtype=float) / ops[i].instances for i in idx]
-    K = [
-        np.asarray(ops[i].weight_elems, dtype=float) / np.asarray(ops[i].weight_rows) for i in idx
-    ]  # inner dimension: weights per output row
-    if len({m.shape for m in M}) > 1 or any(n.ndim or k.ndim for n, k in zip(N, K, strict=True)):
-        for i, m, n, k in zip(idx, M, N, K, strict=True):  # ragged: one by one
-            out[i] = gemm_shape_efficiency(m, n, tile, units, k, k0)
-        return out
-    col = (-1,) + (1,) * M[0].ndim
-    eff = np.asarray(
-        gemm_shape_efficiency(
-            np.stack(M),
-            np.array([float(n) for n in N]).reshape(col),
-            tile,
-            units,
-            np.array([float(k) for k in K]).reshape(col),
-            k0,
-        )
-    )
-    for k, i in enumerate(idx):
-        out[i] = eff[k]
+    tm_max, tn = tile
+    rows: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for i, op in enumerate(ops):
+        if op.kind != "matmul":
+            continue
+        N, W = op.weight_rows, op.weight_elems
+        if not (isinstance(N, int | float) and isinstance(W, int | float) and N > 0):
+            out[i] = gemm_shape_efficiency(  # ragged (per-expert) shapes: the general form
+                gemm_rows(op), np.asarray(N, dtype=float) / op.instances, tile, units,
+                np.asarray(W, dtype=float) / np.asarray(N), k0,
+            )  # fmt: skip
+            continue
+        M = np.asarray(gemm_rows(op), dtype=float)
+        key = (M.shape, M.tobytes())
+        if key not in rows:  # tile rows and row tiles of this M (shared by the projections)
+            Mc = np.maximum(M, 1.0)
+            tm = np.minimum(
+                np.maximum(2.0 ** np.ceil(np.log2(Mc)), min(MIN_TILE_ROWS, tm_max)), tm_max
+            )
+            rows[key] = (Mc, tm, np.ceil(Mc / tm))
+        Mc, tm, m_tiles = rows[key]
+        n = max(N / op.instances, 1.0)
+        K = W / N
+        waves = np.ceil(m_tiles * math.ceil(n / tn) / units)
+        eff = Mc * n / (waves * units * tm * tn)
+        out[i] = eff * (K / (K + k0)) if k0 else eff
     return out
 
 

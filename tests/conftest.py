@@ -52,3 +52,17 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
         code = int(e.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def same_json(a: object, b: object, rel: float = 1e-9) -> bool:
+    """Two JSON documents equal, floats to `rel`: a restructuring may reorder arithmetic,
+    which moves the last bits of a float, but must not change a number."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_json(a[k], b[k], rel) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_json(x, y, rel) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) or isinstance(b, float):
+        if not isinstance(a, int | float) or not isinstance(b, int | float):
+            return False
+        return abs(a - b) <= rel * max(abs(a), abs(b)) or a == b
+    return a == b

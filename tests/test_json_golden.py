@@ -16,7 +16,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, same_json
 
 FIXTURE = Path(__file__).parent / "fixtures" / "json_golden.json"
 
@@ -74,7 +74,14 @@ def _json(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> object:
 
 @pytest.mark.parametrize("name", RUNS)
 def test_json_unchanged(capsys: pytest.CaptureFixture[str], name: str) -> None:
-    assert _json(capsys, RUNS[name]) == json.loads(FIXTURE.read_text())[name]
+    assert same_json(_json(capsys, RUNS[name]), json.loads(FIXTURE.read_text())[name])
+
+
+def test_same_json_tells_a_changed_number_from_a_reordered_sum() -> None:
+    assert same_json({"a": [0.1 + 0.2, 1]}, {"a": [0.3, 1]})
+    assert not same_json({"a": [0.3, 1]}, {"a": [0.3001, 1]})
+    assert not same_json({"a": 1.0}, {"a": 1.0, "b": 2})
+    assert not same_json([1.0, "x"], [1.0, "y"])
 
 
 if __name__ == "__main__":  # rewrite the fixture from the code as it is now

@@ -17,7 +17,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, same_json
 
 FIXTURE = Path(__file__).parent / "fixtures" / "serve_golden.json"
 BASE = ("serve", "--requests", "200", "--rate", "40", "--ceiling", "datasheet", "--json")
@@ -93,7 +93,7 @@ def _serve(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> object:
 
 @pytest.mark.parametrize("name", RUNS)
 def test_serve_json_unchanged(capsys: pytest.CaptureFixture[str], name: str) -> None:
-    assert _serve(capsys, RUNS[name]) == json.loads(FIXTURE.read_text())[name]
+    assert same_json(_serve(capsys, RUNS[name]), json.loads(FIXTURE.read_text())[name])
 
 
 if __name__ == "__main__":  # rewrite the fixture from the code as it is now
