@@ -31,7 +31,10 @@ def test_tpot_and_memory_never_fall_as_batch_or_context_grow(m, hw, ceiling, b1,
     t = step_cost(
         model, dev, Step(np.array([b1, b2, b1]), 1, np.array([s1, s1, s2])), P, ceiling
     ).time_s
-    assert t[1] >= t[0] and t[2] >= t[0]
+    # a chunked-attention layer (Llama 4) restarts at each chunk boundary: a token at position
+    # C attends to itself alone, so its step may be faster than one at C - 1
+    chunked = model.layers_with("chunked") > 0
+    assert t[1] >= t[0] and (chunked or t[2] >= t[0])
     mem = memory.kv_cache_bytes(model, P, np.array([b1, b2, b1]), np.array([s1, s1, s2]))
     assert mem[1] >= mem[0] and mem[2] >= mem[0]
     assert memory.max_batch(model, dev, P, s2) <= memory.max_batch(model, dev, P, s1)
