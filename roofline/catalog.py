@@ -416,3 +416,10 @@ def load_engine(name_or_path: str, specs_dirs: Sequence[str | Path] = ()) -> Eng
     if isinstance(name_or_path, EngineSpec):
         return name_or_path
     return engine_catalog(specs_dirs).load(name_or_path)
+
+
+def load_engine_or_none(
+    name_or_path: str, specs_dirs: Sequence[str | Path] = ()
+) -> EngineSpec | None:
+    """`load_engine`, or None for `none` (the hardware layer alone)."""
+    return None if name_or_path.strip().lower() == "none" else load_engine(name_or_path, specs_dirs)

@@ -8,12 +8,15 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 
 import typer
 
 from ..errors import InvalidInputError
 from ..precision import Precision
+
+if TYPE_CHECKING:
+    from ..cost import Ceiling
 
 N = TypeVar("N", int, float)
 
@@ -102,9 +105,18 @@ DEFAULT_ENGINE = "vllm"
 
 def engine(name: str, specs_dir: list[Path] | None) -> Any:
     """The EngineSpec for `--engine` (None for `none`)."""
-    from ..catalog import load_engine
+    from ..catalog import load_engine_or_none
 
-    return None if name.strip().lower() == "none" else load_engine(name, specs_dir or ())
+    return load_engine_or_none(name, specs_dir or ())
+
+
+def ceiling(name: str) -> Ceiling:
+    """`--ceiling`: datasheet or achievable."""
+    from ..cost import CEILINGS
+
+    if name not in CEILINGS:
+        raise InvalidInputError(f"unknown ceiling '{name}'; use one of: {', '.join(CEILINGS)}")
+    return cast("Ceiling", name)
 
 
 def _num(v: float) -> str:

@@ -1,7 +1,7 @@
 """`roofline plot roofline|batch|kv|serve`: charts from the same results the tables and JSON show.
 
 Each command computes its results with the core (`phases.estimate`, `sweeps.kv_curve`, the
-serving simulation through `cli.serve.prepare_runs`) and hands
+serving simulation through `serve.config.serve_runs`) and hands
 them to `roofline.plots`, which only draws. Files are PNG or SVG by suffix; `plot batch` without
 `--output` prints the frontier as a text table instead.
 """
@@ -19,15 +19,16 @@ from ..cost import CEILINGS
 from ..errors import InvalidInputError
 from ..files import replace_from
 from ..measure.results import load_results
+from ..parallel import Parallel
 from ..phases import estimate
 from ..precision import Precision
 from ..report import frontier_table
+from ..serve.config import ServeConfig, serve_runs
 from ..serve.sweep import sweep_rate
 from ..sweeps import kv_curve
 from . import app, common
 from .common import DEFAULT_ENGINE, EngineOpt, SpecsDir, console, int_list, positive
 from .measure import validation_of
-from .serve import prepare_runs
 
 plot_app = typer.Typer(
     help="Draw charts (PNG or SVG): roofline, latency-throughput frontier, "
@@ -260,34 +261,30 @@ def serve_cmd(
     """Serving simulation: latency CDF per policy at --rate, and with --sweep-rate the
     throughput each policy reaches at every arrival rate its SLO sweep tried."""
     _chart_path(output)
-    _, _, policies, run = prepare_runs(
-        model,
-        hardware,
-        compare.split(","),
-        requests,
+    config = ServeConfig(
+        model=model,
+        hardware=hardware,
+        policies=tuple(compare.split(",")),
+        requests=requests,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         seed=seed,
         slo_ttft=slo_ttft,
         slo_tpot=slo_tpot,
-        dtype=dtype,
-        ceiling=ceiling,
-        specs_dir=specs_dir,
-        weights=weights,
-        activations=activations,
-        kv_format=common.kv_format(kv_format, kv),
-        tp=tp,
-        pp=pp,
-        ep=ep,
+        precision=common.precision(dtype, weights, activations, common.kv_format(kv_format, kv)),
+        ceiling=common.ceiling(ceiling),
+        specs_dir=tuple(specs_dir or ()),
+        parallel=Parallel(tp, pp, ep),
         engine=engine,
     )
-    summaries = {p.name: run(i, rate) for i, p in enumerate(policies)}
+    runs = serve_runs(config, common.NOTES)
+    summaries = {p.name: runs.run(i, rate) for i, p in enumerate(runs.policies)}
     samples = {name: s.latency_samples_s(latency) for name, s in summaries.items()}
     sweeps = []
     if sweep:
-        for i, p in enumerate(policies):
+        for i, p in enumerate(runs.policies):
             points = sorted(
-                sweep_rate(lambda r, i=i: run(i, r), rate, slo_attainment).points,
+                sweep_rate(lambda r, i=i: runs.run(i, r), rate, slo_attainment).points,
                 key=lambda point: point[0],
             )
             sweeps.append(
