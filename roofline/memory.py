@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from .errors import InvalidInputError
+from .errors import DoesNotFitError, InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, Step
@@ -440,6 +440,10 @@ class Shortfall:
             f"that fits at {self.context} tokens is {self.max_batch}; smallest that fits batch "
             f"{self.batch}: {self.hint}"
         )
+
+    def require(self, model: str, device: str) -> None:
+        """Refuse the configuration (for callers that want a hard check)."""
+        raise DoesNotFitError(self.message(model, device))
 
     def as_dict(self) -> dict:
         s = self.smallest

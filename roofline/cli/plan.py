@@ -10,7 +10,6 @@ import numpy as np
 import typer
 
 from ..catalog import load_hardware, load_model
-from ..cost import CEILINGS
 from ..economics import TIERS, parse_price_options
 from ..errors import InvalidInputError
 from ..plan import PlanResult, Requirement, Space, default_hardware, plan
@@ -48,8 +47,7 @@ def run_plan(
     specs_dir: list[Path] | None,
 ) -> PlanResult:
     """Parse and load everything `plan` needs, then call the core (shared with `plot plan`)."""
-    if ceiling not in CEILINGS:
-        raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
+    roof = common.ceiling(ceiling)
     if tier not in TIERS:
         raise InvalidInputError(f"unknown --price-tier '{tier}'; use one of: {', '.join(TIERS)}")
     dirs = specs_dir or ()
@@ -79,7 +77,7 @@ def run_plan(
         tuple(int_list(max_batches, "max batch")),
         serving=serving,
         tier=tier,
-        ceiling=ceiling,
+        ceiling=roof,
     )  # type: ignore[arg-type]
     eng = common.engine(engine, specs_dir)
     return plan(m, devices, req, space, table, workload, confirm_top, requests, seed, eng)

@@ -15,10 +15,10 @@ import typer
 
 from .. import plots
 from ..catalog import load_hardware, load_model
-from ..cost import CEILINGS
 from ..errors import InvalidInputError
 from ..files import replace_from
 from ..measure.results import load_results
+from ..measure.validate import validation_of
 from ..parallel import Parallel
 from ..phases import estimate
 from ..precision import Precision
@@ -28,7 +28,6 @@ from ..serve.sweep import sweep_rate
 from ..sweeps import kv_curve
 from . import app, common
 from .common import DEFAULT_ENGINE, EngineOpt, SpecsDir, console, int_list, positive
-from .measure import validation_of
 
 plot_app = typer.Typer(
     help="Draw charts (PNG or SVG): roofline, latency-throughput frontier, "
@@ -59,11 +58,6 @@ TextOutput = Annotated[
     typer.Option("--output", "-o", help="chart file, .png or .svg; without it, print a text table"),
 ]
 TextFlag = Annotated[bool, typer.Option("--text", help="print the text table as well as the file")]
-
-
-def _check_ceiling(ceiling: str) -> None:
-    if ceiling not in CEILINGS:
-        raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
 
 
 def _chart_path(path: Path | None) -> None:
@@ -108,7 +102,7 @@ def roofline_cmd(
 ) -> None:
     """Roofline of a device, with each operator of a model's prefill and decode steps."""
     _chart_path(output)
-    _check_ceiling(ceiling)
+    roof = common.ceiling(ceiling)
     batches, precision = int_list(batch, "batch size"), Precision.uniform(dtype)
     hw = load_hardware(hardware, specs_dir or ())
     estimates = []
@@ -117,7 +111,7 @@ def roofline_cmd(
         # gen = 1: the chart needs only the prefill step and the first decode step (S = P)
         eng = common.engine(engine, specs_dir)
         estimates = [
-            estimate(m, hw, [b], positive(prompt, "--prompt"), 1, precision, ceiling, engine=eng)  # type: ignore[arg-type]
+            estimate(m, hw, [b], positive(prompt, "--prompt"), 1, precision, roof, engine=eng)
             for b in batches
         ]
     points = load_results(measured).points if measured is not None else ()
@@ -139,7 +133,8 @@ def validate_cmd(
 ) -> None:
     """Predicted vs measured time per point with each family's band (as `roofline validate`)."""
     _chart_path(output)
-    v = validation_of(results, load_results(results), hardware, ceiling, None, specs_dir)
+    roof = common.ceiling(ceiling) if ceiling else None
+    v = validation_of(results, load_results(results), hardware, roof, None, specs_dir or ())
     _saved(plots.validation_chart(v), output)
 
 
@@ -159,7 +154,7 @@ def batch_cmd(
 ) -> None:
     """Latency-throughput frontier over batch sizes (one curve per model x device)."""
     _chart_path(output)
-    _check_ceiling(ceiling)
+    roof = common.ceiling(ceiling)
     batches = int_list(batch, "batch size")
     specs = [load_model(m, specs_dir or ()) for m in models]
     devices = [load_hardware(h, specs_dir or ()) for h in hardware]
@@ -172,9 +167,9 @@ def batch_cmd(
             positive(prompt, "--prompt"),
             positive(gen, "--gen"),
             Precision.uniform(dtype),
-            ceiling,
+            roof,
             engine=eng,
-        )  # type: ignore[arg-type]
+        )
         for m in specs
         for hw in devices
     ]
