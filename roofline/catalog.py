@@ -183,7 +183,7 @@ def _user_dirs(extra: Sequence[str | Path]) -> list[Path]:
         if not _is_dir(d):
             shown = str(d) if len(str(d)) <= 120 else f"{str(d)[:60]}…{str(d)[-60:]}"
             raise SpecError(
-                f"spec folder '{shown}' does not exist (from --specs-dir or "
+                f"spec folder '{shown}' does not exist (from `specs_dir` or "
                 f"${SPECS_PATH_ENV}); give an existing folder"
             )
     return dirs

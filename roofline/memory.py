@@ -159,13 +159,13 @@ def memory_terms(
 
 def check_memory_fraction(memory_fraction: float) -> float:
     if not 0 < memory_fraction <= 1:
-        raise InvalidInputError(f"--memory-fraction must be in (0, 1], got {memory_fraction}")
+        raise InvalidInputError(f"`memory_fraction` must be in (0, 1], got {memory_fraction}")
     return memory_fraction
 
 
 def check_token_budget(token_budget: int | None) -> int | None:
     if token_budget is not None and token_budget < 1:
-        raise InvalidInputError(f"--prefill-token-budget must be at least 1, got {token_budget}")
+        raise InvalidInputError(f"`prefill_token_budget` must be at least 1, got {token_budget}")
     return token_budget
 
 
@@ -420,8 +420,8 @@ class Shortfall:
     def hint(self) -> str:
         s = self.smallest
         if s is None:
-            return "a smaller --weights format"
-        return f"--tp {s.tp}" + (f" --pp {s.pp}" if s.pp > 1 else "")
+            return "a smaller `weights` format"
+        return f"`tp={s.tp}`" + (f" `pp={s.pp}`" if s.pp > 1 else "")
 
     def message(self, model: str, device: str) -> str:
         need = self.weights_bytes if self.weights_do_not_fit else self.needs_bytes

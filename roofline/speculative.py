@@ -169,7 +169,7 @@ class PairFit:
             raise DoesNotFitError(
                 f"{target} and its draft need {self.needs_bytes / 1e9:.1f} GB per GPU at batch "
                 f"{batch} but {device} has {self.budget.usable_bytes / 1e9:.1f} GB usable; add "
-                "GPUs (--tp/--pp) or use a smaller --weights format"
+                "GPUs (`tp`/`pp`) or use a smaller `weights` format"
             )
 
     def as_dict(self) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -189,6 +190,35 @@ def positive(value: int, what: str, limit: int = MAX_TOKENS) -> int:
     return value
 
 
+#: How the core names a parameter in a message: `name` or `name=value` (`tp=3`).
+_PARAM = re.compile(r"`([a-z][a-z0-9_]*)(?:=([^`]*))?`")
+#: Core parameters whose option has another name.
+_OPTION_OF = {
+    "rate_per_s": "rate",
+    "attainment": "slo_attainment",
+    "input_tokens": "prompt",
+    "output_tokens": "gen",
+    "prompt_tokens": "prompt",
+    "gen_tokens": "gen",
+    "slo_ttft_s": "slo_ttft",
+    "slo_tpot_s": "slo_tpot",
+}
+
+
+def with_flags(text: str, flags: dict[str, str] | None = None) -> str:
+    """A core message with its parameters said as flags: `tp=3` -> --tp 3, `memory_fraction`
+    -> --memory-fraction; `flags` maps a command's parameter names to its own flags (`kv` ->
+    --kv-layout in `serve`), the rest take the name's dashed form."""
+
+    def flag(m: re.Match) -> str:
+        name, value = m.group(1), m.group(2)
+        option = _OPTION_OF.get(name, name)
+        f = (flags or {}).get(name) or (flags or {}).get(option) or "--" + option.replace("_", "-")
+        return f if value is None else f"{f} {value}"
+
+    return _PARAM.sub(flag, text)
+
+
 def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2))
 
@@ -338,7 +368,7 @@ def cost_line(summary: Any, hw: Any, gpus_per_replica: int) -> str:
         }
         e = serve_economics(summary, devices, load_prices(), gpus_per_replica)
     except RooflineError as err:
-        return f"cost: not shown ({err})"
+        return f"cost: not shown ({with_flags(str(err))})"
     return (
         f"cost: ${e.usd_per_hour:.2f}/h, ${e.cost_per_million_tokens_usd:.3f} per million "
         f"output tokens at the simulated throughput; energy ≤ "

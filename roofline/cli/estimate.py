@@ -118,7 +118,7 @@ def estimate(
 
         common.console.print(estimate_table(e, econ))
         for line in fit_lines(e):
-            common.console.print(line)
+            common.console.print(common.with_flags(line))
         if breakdown:
             common.console.print(memory_table(e.fit, e.hardware.display_name))
             b, P = e.cases[0].batch, e.cases[0].prompt_tokens

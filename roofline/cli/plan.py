@@ -146,7 +146,7 @@ def render(r: PlanResult, frontier_rows: int) -> None:
         )
     console.print(t)
     for label, why in r.unconfirmed:
-        console.print(f"not simulated: {label} — {why}", highlight=False)
+        console.print(f"not simulated: {label} — {common.with_flags(why)}", highlight=False)
     f = Table(
         title=f"Pareto frontier: cost vs p95 TPOT and TTFT (analytic; "
         f"{min(frontier_rows, len(r.frontier))} of {len(r.frontier)} rows)"

@@ -191,7 +191,7 @@ def validation_of(
     """`validate` on the spec calibrated from `results` (ceiling achievable by default), or on
     the `hardware` spec named (ceiling datasheet by default)."""
     if tolerance is not None and not 0 < tolerance <= 1e9:
-        raise InvalidInputError(f"--tolerance must be a fraction such as 0.25, got {tolerance}")
+        raise InvalidInputError(f"`tolerance` must be a fraction such as 0.25, got {tolerance}")
     if hardware is None:
         return validate(
             results, calibrated_spec(results, results_path), ceiling or "achievable", tolerance
