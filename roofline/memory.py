@@ -78,12 +78,12 @@ def kv_elems_per_sequence(m: ModelSpec, context: ArrayLike) -> ArrayLike:
     chunk plus the one being written), so the size grows monotonically with S."""
     e = m.kv_elems_per_token_layer
     held = m.kv_owner_layers("global") * context * e
-    local = m.kv_owner_layers("local")
-    if local:
-        held = held + local * np.minimum(context, m.attention.sliding_window) * e
-    chunked = m.kv_owner_layers("chunked")
-    if chunked:
-        held = held + chunked * np.minimum(context, m.attention.attention_chunk_size) * e
+    window, chunk = m.attention.sliding_window, m.attention.attention_chunk_size
+    local, chunked = m.kv_owner_layers("local"), m.kv_owner_layers("chunked")
+    if local and window is not None:
+        held = held + local * np.minimum(context, window) * e
+    if chunked and chunk is not None:
+        held = held + chunked * np.minimum(context, chunk) * e
     return held + m.state_elems_per_sequence
 
 

@@ -329,7 +329,7 @@ def parallel_step_cost(
                 all_reduce_s(hidden_bytes, par.tp, link),
             )
         )
-    if par.ep > 1:  # dispatch to and combine from the k experts of each local token
+    if par.ep > 1 and model.moe is not None:  # dispatch to and combine from the top-k experts
         routed_bytes = hidden_bytes * model.moe.top_k
         collectives.append(
             Collective(

@@ -251,7 +251,7 @@ def speculative_cost(
     else:
         draft_s = float(
             k
-            * drafter.head_layer_fraction  # type: ignore[operator]
+            * (drafter.head_layer_fraction or 0.0)  # a Drafter without a model has heads
             * layer_decode_s(target, hw, plain, precision, ceiling, engine, par)
         )
     return SpeculativeCost(k, float(acceptance), draft_s, verify_s, target_step_s)

@@ -17,7 +17,8 @@ from ..errors import InvalidInputError
 from ..precision import Precision
 
 if TYPE_CHECKING:
-    from ..cost import Ceiling
+    from ..cost import Ceiling as CeilingName
+    from ..economics import Tier
 
 N = TypeVar("N", int, float)
 
@@ -111,13 +112,13 @@ def engine(name: str, specs_dir: list[Path] | None) -> Any:
     return load_engine_or_none(name, specs_dir or ())
 
 
-def ceiling(name: str) -> Ceiling:
+def ceiling(name: str) -> CeilingName:
     """`--ceiling`: datasheet or achievable."""
     from ..cost import CEILINGS
 
     if name not in CEILINGS:
         raise InvalidInputError(f"unknown ceiling '{name}'; use one of: {', '.join(CEILINGS)}")
-    return cast("Ceiling", name)
+    return cast("CeilingName", name)
 
 
 def _num(v: float) -> str:
@@ -332,11 +333,13 @@ def header(
     }
 
 
-def price_tier(tier: str) -> Any:
+def price_tier(tier: str) -> Tier:
     """`--price-tier`: on-demand or discounted."""
-    if tier not in ("on-demand", "discounted"):
-        raise InvalidInputError(f"unknown --price-tier '{tier}'; use on-demand or discounted")
-    return tier
+    from ..economics import TIERS
+
+    if tier not in TIERS:
+        raise InvalidInputError(f"unknown --price-tier '{tier}'; use one of: {', '.join(TIERS)}")
+    return cast("Tier", tier)
 
 
 def serve_economics_dict(summary: Any, hw: Any, gpus_per_replica: int) -> dict | None:

@@ -10,7 +10,7 @@ import numpy as np
 import typer
 
 from ..catalog import load_hardware, load_model
-from ..economics import TIERS, parse_price_options
+from ..economics import parse_price_options
 from ..errors import InvalidInputError
 from ..plan import PlanResult, Requirement, Space, default_hardware, plan
 from ..serve.workload import from_trace
@@ -47,13 +47,11 @@ def run_plan(
     specs_dir: list[Path] | None,
 ) -> PlanResult:
     """Parse and load everything `plan` needs, then call the core (shared with `plot plan`)."""
-    roof = common.ceiling(ceiling)
-    if tier not in TIERS:
-        raise InvalidInputError(f"unknown --price-tier '{tier}'; use one of: {', '.join(TIERS)}")
+    roof, price_tier = common.ceiling(ceiling), common.price_tier(tier)
     dirs = specs_dir or ()
     m = load_model(model, dirs)
     table = parse_price_options(prices)
-    names = _names(hardware) if hardware else default_hardware(table, tier)  # type: ignore[arg-type]
+    names = _names(hardware) if hardware else default_hardware(table, price_tier)
     devices = [load_hardware(h, dirs) for h in names]
     workload = None
     if trace is not None:
@@ -75,10 +73,10 @@ def run_plan(
         _names(formats),
         max_gpus,
         tuple(int_list(max_batches, "max batch")),
-        serving=serving,
-        tier=tier,
+        serving=serving,  # type: ignore[arg-type]  # Space refuses an unknown one
+        tier=price_tier,
         ceiling=roof,
-    )  # type: ignore[arg-type]
+    )
     eng = common.engine(engine, specs_dir)
     return plan(m, devices, req, space, table, workload, confirm_top, requests, seed, eng)
 

@@ -8,6 +8,7 @@ them to `roofline.plots`, which only draws. Files are PNG or SVG by suffix; `plo
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -279,7 +280,7 @@ def serve_cmd(
     if sweep:
         for i, p in enumerate(runs.policies):
             points = sorted(
-                sweep_rate(lambda r, i=i: runs.run(i, r), rate, slo_attainment).points,
+                sweep_rate(partial(runs.run, i), rate, slo_attainment).points,
                 key=lambda point: point[0],
             )
             sweeps.append(

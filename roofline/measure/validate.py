@@ -144,7 +144,7 @@ def kernel_op(p: Point) -> Op:
     return attention_op(s["B"], s["T"], s["S"], s["N"], s["K"], s["H"])
 
 
-def predict_s(p: Point, results: Results, hw: HardwareSpec, ceiling: str) -> float:
+def predict_s(p: Point, results: Results, hw: HardwareSpec, ceiling: Ceiling) -> float:
     if p.kernel == "model":
         s = p.shape
         return float(
@@ -155,12 +155,15 @@ def predict_s(p: Point, results: Results, hw: HardwareSpec, ceiling: str) -> flo
                 Precision.uniform(p.dtype),
                 ceiling,
             ).time_s
-        )  # type: ignore[arg-type]
+        )
     return op_time_s(kernel_op(p), hw, p.dtype, ceiling)
 
 
 def validate(
-    results: Results, hw: HardwareSpec, ceiling: str = "achievable", tolerance: float | None = None
+    results: Results,
+    hw: HardwareSpec,
+    ceiling: Ceiling = "achievable",
+    tolerance: float | None = None,
 ) -> Validation:
     """Every measured point against the calculator on `hw`. `tolerance` overrides the bands."""
     llc = results.environment.device.last_level_cache_bytes
