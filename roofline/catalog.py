@@ -183,7 +183,7 @@ def _user_dirs(extra: Sequence[str | Path]) -> list[Path]:
         if not _is_dir(d):
             shown = str(d) if len(str(d)) <= 120 else f"{str(d)[:60]}…{str(d)[-60:]}"
             raise SpecError(
-                f"spec folder '{shown}' does not exist (from --specs-dir or "
+                f"spec folder '{shown}' does not exist (from `specs_dir` or "
                 f"${SPECS_PATH_ENV}); give an existing folder"
             )
     return dirs
@@ -416,3 +416,10 @@ def load_engine(name_or_path: str, specs_dirs: Sequence[str | Path] = ()) -> Eng
     if isinstance(name_or_path, EngineSpec):
         return name_or_path
     return engine_catalog(specs_dirs).load(name_or_path)
+
+
+def load_engine_or_none(
+    name_or_path: str, specs_dirs: Sequence[str | Path] = ()
+) -> EngineSpec | None:
+    """`load_engine`, or None for `none` (the hardware layer alone)."""
+    return None if name_or_path.strip().lower() == "none" else load_engine(name_or_path, specs_dirs)

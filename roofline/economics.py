@@ -105,7 +105,7 @@ class PriceTable:
             why = f" ({entry.note})" if entry and entry.note else ""
             raise InvalidInputError(
                 f"no {tier} price for {hardware} in {self.source}{why}; pass "
-                f"--price {hardware}=USD_PER_GPU_HOUR"
+                f"`price={hardware}=USD_PER_GPU_HOUR`"
             )
         return price
 
@@ -172,11 +172,11 @@ def parse_price_options(values: Sequence[str], table: PriceTable | None = None) 
             price = float(usd)
         except ValueError:
             raise InvalidInputError(
-                f"--price {v}: '{usd}' is not a number of dollars per "
-                "GPU-hour (e.g. --price h100-sxm=2.1)"
+                f"`price={v}`: '{usd}' is not a number of dollars per "
+                "GPU-hour (e.g. `price=h100-sxm=2.1`)"
             ) from None
         if not price > 0:
-            raise InvalidInputError(f"--price {v}: the price must be positive")
+            raise InvalidInputError(f"`price={v}`: the price must be positive")
         overrides[name.strip()] = price
     return table.with_overrides(overrides) if overrides else table
 
@@ -273,7 +273,7 @@ def estimate_economics(
     back to back (prefill, then G−1 decode steps at the mid-generation context P + G/2) for
     `utilisation` of the time, idle otherwise."""
     if not 0 < utilisation <= 1:
-        raise InvalidInputError(f"--utilisation must be in (0, 1], got {utilisation}")
+        raise InvalidInputError(f"`utilisation` must be in (0, 1], got {utilisation}")
     m, hw, prec, par = est.model, est.hardware, est.precision, est.parallel
     pm = power_model(hw)
     B = np.array([c.batch for c in est.cases], dtype=float)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from .errors import InvalidInputError
+from .errors import DoesNotFitError, InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, Step
@@ -78,12 +78,12 @@ def kv_elems_per_sequence(m: ModelSpec, context: ArrayLike) -> ArrayLike:
     chunk plus the one being written), so the size grows monotonically with S."""
     e = m.kv_elems_per_token_layer
     held = m.kv_owner_layers("global") * context * e
-    local = m.kv_owner_layers("local")
-    if local:
-        held = held + local * np.minimum(context, m.attention.sliding_window) * e
-    chunked = m.kv_owner_layers("chunked")
-    if chunked:
-        held = held + chunked * np.minimum(context, m.attention.attention_chunk_size) * e
+    window, chunk = m.attention.sliding_window, m.attention.attention_chunk_size
+    local, chunked = m.kv_owner_layers("local"), m.kv_owner_layers("chunked")
+    if local and window is not None:
+        held = held + local * np.minimum(context, window) * e
+    if chunked and chunk is not None:
+        held = held + chunked * np.minimum(context, chunk) * e
     return held + m.state_elems_per_sequence
 
 
@@ -159,13 +159,13 @@ def memory_terms(
 
 def check_memory_fraction(memory_fraction: float) -> float:
     if not 0 < memory_fraction <= 1:
-        raise InvalidInputError(f"--memory-fraction must be in (0, 1], got {memory_fraction}")
+        raise InvalidInputError(f"`memory_fraction` must be in (0, 1], got {memory_fraction}")
     return memory_fraction
 
 
 def check_token_budget(token_budget: int | None) -> int | None:
     if token_budget is not None and token_budget < 1:
-        raise InvalidInputError(f"--prefill-token-budget must be at least 1, got {token_budget}")
+        raise InvalidInputError(f"`prefill_token_budget` must be at least 1, got {token_budget}")
     return token_budget
 
 
@@ -420,8 +420,8 @@ class Shortfall:
     def hint(self) -> str:
         s = self.smallest
         if s is None:
-            return "a smaller --weights format"
-        return f"--tp {s.tp}" + (f" --pp {s.pp}" if s.pp > 1 else "")
+            return "a smaller `weights` format"
+        return f"`tp={s.tp}`" + (f" `pp={s.pp}`" if s.pp > 1 else "")
 
     def message(self, model: str, device: str) -> str:
         need = self.weights_bytes if self.weights_do_not_fit else self.needs_bytes
@@ -440,6 +440,10 @@ class Shortfall:
             f"that fits at {self.context} tokens is {self.max_batch}; smallest that fits batch "
             f"{self.batch}: {self.hint}"
         )
+
+    def require(self, model: str, device: str) -> None:
+        """Refuse the configuration (for callers that want a hard check)."""
+        raise DoesNotFitError(self.message(model, device))
 
     def as_dict(self) -> dict:
         s = self.smallest

@@ -173,20 +173,20 @@ def tp_shard(m: ModelSpec, tp: int) -> ModelSpec:
     N, K, F = m.heads, m.kv_heads, m.d_ff
     if N % tp:
         raise InvalidInputError(
-            f"--tp {tp} does not divide {m.name}'s {N} query heads; use a divisor of {N}"
+            f"`tp={tp}` does not divide {m.name}'s {N} query heads; use a divisor of {N}"
         )
     if K % tp and tp % K:
         raise InvalidInputError(
-            f"--tp {tp} neither divides {m.name}'s {K} kv heads nor is a multiple of them "
+            f"`tp={tp}` neither divides {m.name}'s {K} kv heads nor is a multiple of them "
             "(kv heads cannot be split or evenly replicated); use a divisor or multiple of "
             f"{K} that divides {N}"
         )
     if F % tp:
-        raise InvalidInputError(f"--tp {tp} does not divide {m.name}'s MLP width F = {F}")
+        raise InvalidInputError(f"`tp={tp}` does not divide {m.name}'s MLP width F = {F}")
     if m.ssm is not None:
         raise InvalidInputError(
-            f"--tp {tp}: tensor parallelism of {m.name}'s SSM (Mamba) "
-            "layers is not modelled; use --pp"
+            f"`tp={tp}`: tensor parallelism of {m.name}'s SSM (Mamba) "
+            "layers is not modelled; use `pp`"
         )
     update = {
         "name": f"{m.name}-tp{tp}",
@@ -200,7 +200,7 @@ def tp_shard(m: ModelSpec, tp: int) -> ModelSpec:
         widths = [e.expert_d_ff] + ([e.shared_d_ff] if e.shared_d_ff else [])
         if any(w % tp for w in widths):
             raise InvalidInputError(
-                f"--tp {tp} does not divide {m.name}'s expert width {e.expert_d_ff}"
+                f"`tp={tp}` does not divide {m.name}'s expert width {e.expert_d_ff}"
             )
         update["moe"] = e.model_dump() | {
             "expert_d_ff": e.expert_d_ff // tp,
@@ -212,7 +212,7 @@ def tp_shard(m: ModelSpec, tp: int) -> ModelSpec:
 def pp_stage(m: ModelSpec, pp: int) -> ModelSpec:
     """The largest pipeline stage's layers, ⌈L/p⌉ (it sets per-GPU KV and weight memory)."""
     if pp > m.layers:
-        raise InvalidInputError(f"--pp {pp} exceeds {m.name}'s {m.layers} layers")
+        raise InvalidInputError(f"`pp={pp}` exceeds {m.name}'s {m.layers} layers")
     if pp == 1:
         return m
     return ModelSpec.model_validate(m.model_dump() | {"layers": -(-m.layers // pp)})
@@ -225,18 +225,18 @@ def check_ep(m: ModelSpec, par: Parallel) -> None:
         return
     if m.moe is None:
         raise InvalidInputError(
-            f"--ep {ep}: {m.name} is a dense model with no experts to shard; use --tp or --pp"
+            f"`ep={ep}`: {m.name} is a dense model with no experts to shard; use `tp` or `pp`"
         )
     E = m.moe.experts
     if E % ep:
         raise InvalidInputError(
-            f"--ep {ep} does not divide {m.name}'s {E} routed experts; use a divisor of {E}"
+            f"`ep={ep}` does not divide {m.name}'s {E} routed experts; use a divisor of {E}"
         )
     if par.tp > 1:
         raise InvalidInputError(
-            f"--ep {ep} with --tp {par.tp}: tensor-parallel experts inside "
-            "an expert-parallel group are not modelled; use --ep with --pp, "
-            "or --tp alone"
+            f"`ep={ep}` with `tp={par.tp}`: tensor-parallel experts inside "
+            "an expert-parallel group are not modelled; use `ep` with `pp`, "
+            "or `tp` alone"
         )
 
 
@@ -317,7 +317,7 @@ def parallel_step_cost(
                 all_reduce_s(hidden_bytes, par.tp, link),
             )
         )
-    if par.ep > 1:  # dispatch to and combine from the k experts of each local token
+    if par.ep > 1 and model.moe is not None:  # dispatch to and combine from the top-k experts
         routed_bytes = hidden_bytes * model.moe.top_k
         collectives.append(
             Collective(

@@ -102,14 +102,14 @@ class Requirement:
 
     def __post_init__(self) -> None:
         if not self.rate_per_s > 0:
-            raise InvalidInputError(f"--rate must be positive, got {self.rate_per_s}")
+            raise InvalidInputError(f"`rate_per_s` must be positive, got {self.rate_per_s}")
         if self.prompt_tokens < 1 or self.gen_tokens < 2:
             raise InvalidInputError(
-                "--prompt must be at least 1 token and --gen at least 2 "
+                "`prompt_tokens` must be at least 1 token and `gen_tokens` at least 2 "
                 "(TPOT needs a token after the first)"
             )
         if not (self.slo_ttft_s > 0 and self.slo_tpot_s > 0):
-            raise InvalidInputError("--slo-ttft and --slo-tpot must be positive seconds")
+            raise InvalidInputError("`slo_ttft_s` and `slo_tpot_s` must be positive seconds")
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -134,14 +134,14 @@ class Space:
 
     def __post_init__(self) -> None:
         if not self.hardware:
-            raise InvalidInputError("give at least one device to search (--hardware)")
+            raise InvalidInputError("give at least one device to search (`hardware`)")
         if self.max_gpus < 1:
-            raise InvalidInputError(f"--max-gpus must be at least 1, got {self.max_gpus}")
+            raise InvalidInputError(f"`max_gpus` must be at least 1, got {self.max_gpus}")
         if not self.formats or not self.max_batches or min(self.max_batches) < 1:
             raise InvalidInputError("give at least one format and positive max batches")
         if self.serving not in SERVING:
             raise InvalidInputError(
-                f"unknown --serving '{self.serving}'; use one of: {', '.join(SERVING)}"
+                f"unknown `serving` '{self.serving}'; use one of: {', '.join(SERVING)}"
             )
 
 
@@ -235,7 +235,7 @@ def _engine_kwargs(fn: Callable, engine) -> dict:
     if "engine" not in inspect.signature(fn).parameters:
         raise InvalidInputError(
             f"engine profiles are not wired into {fn.__module__}."
-            f"{fn.__name__} yet; run the plan without --engine"
+            f"{fn.__name__} yet; run the plan without `engine`"
         )
     return {"engine": engine}
 
@@ -830,10 +830,10 @@ def _infeasible_checks(
         best = min(weights, key=lambda r: r.weights_bytes_per_gpu / r.capacity_bytes)
         raise InfeasibleError(
             f"memory: {model.name} fits on none of {', '.join(space.hardware)} within "
-            f"--max-gpus {space.max_gpus} in {', '.join(space.formats)}; closest: "
+            f"`max_gpus={space.max_gpus}` in {', '.join(space.formats)}; closest: "
             f"{best.weights_bytes_per_gpu / 1e9:.1f} GB of weights per GPU on {best.hardware} "
             f"{best.fmt} TP{best.parallel.tp} PP{best.parallel.pp} EP{best.parallel.ep} "
-            f"against {best.capacity_bytes / 1e9:.0f} GB (90% usable); raise --max-gpus or use "
+            f"against {best.capacity_bytes / 1e9:.0f} GB (90% usable); raise `max_gpus` or use "
             "a narrower format"
         )
     floor_tpot = min(groups, key=lambda g: g.tpot_grid_s[0])
@@ -842,7 +842,7 @@ def _infeasible_checks(
             f"TPOT SLO {req.slo_tpot_s * 1e3:g} ms is below the {roof} of "
             f"every deployment searched: the fastest decode step (batch 1) is "
             f"{floor_tpot.tpot_grid_s[0] * 1e3:.2f} ms on {floor_tpot.hardware} "
-            f"{floor_tpot.fmt} TP{floor_tpot.parallel.tp}; raise --slo-tpot to at least that"
+            f"{floor_tpot.fmt} TP{floor_tpot.parallel.tp}; raise `slo_tpot_s` to at least that"
         )
     floor_ttft = min(groups, key=lambda g: g.t_prefill_s)
     if req.slo_ttft_s < floor_ttft.t_prefill_s:
@@ -850,7 +850,7 @@ def _infeasible_checks(
             f"TTFT SLO {req.slo_ttft_s * 1e3:g} ms is below the {roof} of "
             f"every deployment searched: the fastest prefill of {req.prompt_tokens} tokens is "
             f"{floor_ttft.t_prefill_s * 1e3:.2f} ms on {floor_ttft.hardware} {floor_ttft.fmt} "
-            f"TP{floor_ttft.parallel.tp}; raise --slo-ttft to at least that"
+            f"TP{floor_ttft.parallel.tp}; raise `slo_ttft_s` to at least that"
         )
 
 
@@ -860,19 +860,19 @@ def _no_point_meets(
     stable = (points.status != SATURATED) & (points.status != KV)
     if not stable.any():
         return InfeasibleError(
-            f"throughput: no deployment within --max-gpus {space.max_gpus} sustains "
+            f"throughput: no deployment within `max_gpus={space.max_gpus}` sustains "
             f"{req.rate_per_s:g} req/s (every one saturates its prefill or its batch limit, or "
-            "runs out of KV memory); raise --max-gpus or lower --rate"
+            "runs out of KV memory); raise `max_gpus` or lower `rate_per_s`"
         )
     miss = np.maximum(points.ttft_p95_s / req.slo_ttft_s, points.tpot_p95_s / req.slo_tpot_s)
     i = int(np.argmin(np.where(stable, miss, np.inf)))
     c = candidate(points, i, groups)
     which = "TTFT" if c.ttft_p95_s / req.slo_ttft_s >= c.tpot_p95_s / req.slo_tpot_s else "TPOT"
     return InfeasibleError(
-        f"{which}: no deployment within --max-gpus {space.max_gpus} meets p95 TTFT ≤ "
+        f"{which}: no deployment within `max_gpus={space.max_gpus}` meets p95 TTFT ≤ "
         f"{req.slo_ttft_s:g} s and TPOT ≤ {req.slo_tpot_s * 1e3:g} ms at {req.rate_per_s:g} "
         f"req/s; closest: TTFT {c.ttft_p95_s:.3g} s, TPOT {c.tpot_p95_s * 1e3:.3g} ms "
-        f"({c.label}); relax the SLO, raise --max-gpus or lower --rate"
+        f"({c.label}); relax the SLO, raise `max_gpus` or lower `rate_per_s`"
     )
 
 

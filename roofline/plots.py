@@ -538,7 +538,7 @@ def validation_chart(v: Validation) -> Figure:
 
 # ---- serving: latency distributions and throughput vs load -------------------------------
 def serve_chart(
-    latency_samples_s: Mapping[str, Sequence[float]],
+    latency_samples_s: Mapping[str, Sequence[float] | np.ndarray],
     sweeps: Sequence[RateSweep] = (),
     latency_name: str = "request latency",
     title: str | None = None,

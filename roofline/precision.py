@@ -106,13 +106,13 @@ class Precision:
         if a.compute is None:
             raise InvalidInputError(
                 f"'{a.name}' is a weight/KV storage format with no matmul of its own; "
-                "use it with --weights or --kv-format and pick --activations bf16, fp16, fp8 "
+                "use it with `weights` or `kv_format` and pick `activations` bf16, fp16, fp8 "
                 "or int8"
             )
         if w.element_bits > a.element_bits:
             raise InvalidInputError(
                 f"weights {w.name} are wider than activations {a.name}: no kernel multiplies "
-                f"them; quantise the weights to {a.name} or narrower, or widen --activations"
+                f"them; quantise the weights to {a.name} or narrower, or widen `activations`"
             )
 
     @classmethod
@@ -262,6 +262,6 @@ class Precision:
             have = ", ".join(hw.dense_peak_tflops)
             raise InvalidInputError(
                 f"{hw.name} has no {self.compute} compute (it has: {have}); keep the "
-                f"{self.weights} weights but set --activations to one it has (weight-only "
+                f"{self.weights} weights but set `activations` to one it has (weight-only "
                 "kernels dequantise to bf16/fp16)"
             )

@@ -59,10 +59,10 @@ def estimate_table(e: Estimate, econ: EstimateEconomics | None = None) -> Table:
     for i, c in enumerate(e.cases):
         money = (
             (
-                f"{econ.cases[i].cost_per_million_tokens_usd:.3g}",  # type: ignore[union-attr]
+                f"{econ.cases[i].cost_per_million_tokens_usd:.3g}",
                 f"{econ.cases[i].joules_per_token:.3g}",
-            )  # type: ignore[union-attr]
-            if priced
+            )
+            if econ is not None and priced
             else ()
         )
         t.add_row(

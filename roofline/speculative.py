@@ -30,7 +30,7 @@ import numpy as np
 from . import memory
 from .cost import Ceiling
 from .engine import EngineSpec
-from .errors import InvalidInputError
+from .errors import DoesNotFitError, InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, Step
@@ -163,6 +163,15 @@ class PairFit:
     def fits(self) -> bool:
         return self.needs_bytes <= self.budget.usable_bytes
 
+    def require(self, target: str, device: str, batch: int) -> None:
+        """Refuse a pair that does not fit (for callers that want a hard check)."""
+        if not self.fits:
+            raise DoesNotFitError(
+                f"{target} and its draft need {self.needs_bytes / 1e9:.1f} GB per GPU at batch "
+                f"{batch} but {device} has {self.budget.usable_bytes / 1e9:.1f} GB usable; add "
+                "GPUs (`tp`/`pp`) or use a smaller `weights` format"
+            )
+
     def as_dict(self) -> dict:
         return self.budget.as_dict() | {
             "target_bytes": self.target_bytes,
@@ -242,7 +251,7 @@ def speculative_cost(
     else:
         draft_s = float(
             k
-            * drafter.head_layer_fraction  # type: ignore[operator]
+            * (drafter.head_layer_fraction or 0.0)  # a Drafter without a model has heads
             * layer_decode_s(target, hw, plain, precision, ceiling, engine, par)
         )
     return SpeculativeCost(k, float(acceptance), draft_s, verify_s, target_step_s)

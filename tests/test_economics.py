@@ -100,8 +100,12 @@ def test_bad_price_option(bad, needle):
 
 
 def test_missing_price_names_the_device_and_the_fix():
-    with pytest.raises(InvalidInputError, match="--price gb200=USD_PER_GPU_HOUR"):
+    """The core names the parameter (`price=...`); the CLI says it as the flag."""
+    from roofline.cli.common import with_flags
+
+    with pytest.raises(InvalidInputError, match="`price=gb200=USD_PER_GPU_HOUR`") as e:
         load_prices().usd_per_gpu_hour("gb200")
+    assert with_flags(str(e.value)).endswith("pass --price gb200=USD_PER_GPU_HOUR")
 
 
 def test_price_table_entries_are_catalog_devices_with_source_and_date():

@@ -126,7 +126,7 @@ def test_memory_fraction_is_a_parameter_of_the_core():
         == int((0.92 * H100_BYTES - W13 - 8192 * HIDDEN13) // (1280 * KV13 + LOGITS13))
         == 49
     )
-    with pytest.raises(Exception, match="memory-fraction"):
+    with pytest.raises(Exception, match="`memory_fraction`"):
         memory.max_batch(m, hw, BF16, 1280, memory_fraction=0)
     assert memory.max_batch(m, hw, BF16, 1280, 1024, Parallel(tp=2)) > 2 * full * 0.9
 

@@ -258,7 +258,7 @@ def test_serve_chart(tmp_path):
 def test_cli_serve_chart_plots_the_simulation_results(tmp_path, monkeypatch):
     """`plot serve`: each CDF is the Summary's sorted latency samples over i/n, and each rate
     curve the sweep's (rate, throughput) points in rate order, from the same result objects."""
-    from roofline.cli.serve import prepare_runs
+    from roofline.serve.config import ServeConfig, serve_runs
     from roofline.serve.sweep import sweep_rate
 
     drawn = []
@@ -289,10 +289,18 @@ def test_cli_serve_chart_plots_the_simulation_results(tmp_path, monkeypatch):
         ]
     )
     (fig,) = drawn
-    _, _, policies, run = prepare_runs(
-        "llama-3.1-8b", "h100-sxm", ["static", "chunked"], 30, input_tokens=200, output_tokens=30
+    runs = serve_runs(
+        ServeConfig(
+            model="llama-3.1-8b",
+            hardware="h100-sxm",
+            policies=("static", "chunked"),
+            requests=30,
+            input_tokens=200,
+            output_tokens=30,
+        )
     )
-    for i, p in enumerate(policies):
+    run = runs.run
+    for i, p in enumerate(runs.policies):
         ttft = np.sort(run(i, 4.0).ttft_s)
         cdf = by_gid(fig, f"cdf:{p.name}").get_xydata()
         np.testing.assert_array_equal(cdf[:, 0], ttft)

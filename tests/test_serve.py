@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from roofline.catalog import load_hardware, load_model, model_catalog
 from roofline.cli import main
 from roofline.cost import step_cost
+from roofline.errors import InvalidInputError
 from roofline.operators import Step
 from roofline.serve.metrics import Summary
-from roofline.serve.policy import POLICIES
+from roofline.serve.policy import POLICIES, policy
 from roofline.serve.simulate import Deployment, Pool, build_deployment, simulate
 from roofline.serve.stepcost import affine_spec, mixed_step_cost
 from roofline.serve.workload import NO_PREFIX, Lengths, Workload, synthetic
@@ -553,3 +554,30 @@ def test_mla_mixed_step_decompresses_the_chunk_and_absorbs_the_decode():
     assert mixed != pytest.approx(timer.absorbed.step_s(T, S), rel=1e-6)
     # uniform shapes take one path and match step_cost exactly
     assert timer.step_s(np.array([512.0]), np.array([0.0])) == pytest.approx(chunk, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "call,api,argv,cli",
+    [
+        (
+            lambda: policy("static").with_overrides(kv="paged"),
+            "use `kv=contiguous` with it",
+            ["serve", "--policy", "static", "--kv-layout", "paged"],
+            "use --kv-layout contiguous with it",
+        ),
+        (
+            lambda: policy("continuous").with_overrides(max_seqs=64, token_budget=8),
+            "raise `token_budget`",
+            ["serve", "--max-seqs", "64", "--token-budget", "8"],
+            "raise --token-budget",
+        ),
+    ],
+)
+def test_core_errors_name_parameters_and_the_cli_says_flags(call, api, argv, cli, capsys):
+    """The core names the parameter an API caller passed; the CLI prints that command's flag."""
+    with pytest.raises(InvalidInputError) as e:
+        call()
+    assert api in str(e.value)
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert cli in capsys.readouterr().err

@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import typer.main
@@ -129,20 +129,26 @@ def register(argv: list[str]) -> None:
         importlib.import_module(f"{__name__}.{name}")
 
 
-def _command_path(argv: list[str]) -> str:
-    """'roofline plot kv' for argv ['plot', 'kv', ...]: the deepest command argv names."""
+def _command(argv: list[str]) -> tuple[Any, list[str]]:
+    """The deepest command argv names, and its path: ['roofline', 'plot', 'kv']."""
     cmd, words = typer.main.get_command(app), ["roofline"]
     for word in argv:
         sub = getattr(cmd, "commands", {}).get(word)
         if sub is None:
             break
         cmd, words = sub, [*words, word]
-    return " ".join(words)
+    return cmd, words
+
+
+def _flags(argv: list[str]) -> dict[str, str]:
+    """Parameter name -> the long flag of the command argv names (`kv_format` -> --kv-format)."""
+    longs = {p.name: [o for o in p.opts if o.startswith("--")] for p in _command(argv)[0].params}
+    return {name: opts[0] for name, opts in longs.items() if name and opts}
 
 
 def _usage_hint(e: Exception, argv: list[str]) -> str:
     ctx = getattr(e, "ctx", None)
-    path = getattr(ctx, "command_path", "") or _command_path(argv)
+    path = getattr(ctx, "command_path", "") or " ".join(_command(argv)[1])
     return f"see `{path} --help`"
 
 
@@ -163,7 +169,7 @@ def _broken_pipe() -> SystemExit:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .common import NOTES
+    from .common import NOTES, with_flags
 
     argv = sys.argv[1:] if argv is None else argv
     _received.clear()
@@ -174,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
             rv = app(args=argv, prog_name="roofline", standalone_mode=False)
             sys.stdout.flush()
     except RooflineError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {with_flags(str(e), _flags(argv))}", file=sys.stderr)
         raise SystemExit(1) from None
     except KeyboardInterrupt:
         raise _interrupted() from None

@@ -5,15 +5,20 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 
 import typer
 
 from ..errors import InvalidInputError
 from ..precision import Precision
+
+if TYPE_CHECKING:
+    from ..cost import Ceiling as CeilingName
+    from ..economics import Tier
 
 N = TypeVar("N", int, float)
 
@@ -102,9 +107,18 @@ DEFAULT_ENGINE = "vllm"
 
 def engine(name: str, specs_dir: list[Path] | None) -> Any:
     """The EngineSpec for `--engine` (None for `none`)."""
-    from ..catalog import load_engine
+    from ..catalog import load_engine_or_none
 
-    return None if name.strip().lower() == "none" else load_engine(name, specs_dir or ())
+    return load_engine_or_none(name, specs_dir or ())
+
+
+def ceiling(name: str) -> CeilingName:
+    """`--ceiling`: datasheet or achievable."""
+    from ..cost import CEILINGS
+
+    if name not in CEILINGS:
+        raise InvalidInputError(f"unknown ceiling '{name}'; use one of: {', '.join(CEILINGS)}")
+    return cast("CeilingName", name)
 
 
 def _num(v: float) -> str:
@@ -175,6 +189,35 @@ def positive(value: int, what: str, limit: int = MAX_TOKENS) -> int:
     if value > limit:
         raise InvalidInputError(f"{what} must be at most {limit:,}, got {value:,}")
     return value
+
+
+#: How the core names a parameter in a message: `name` or `name=value` (`tp=3`).
+_PARAM = re.compile(r"`([a-z][a-z0-9_]*)(?:=([^`]*))?`")
+#: Core parameters whose option has another name.
+_OPTION_OF = {
+    "rate_per_s": "rate",
+    "attainment": "slo_attainment",
+    "input_tokens": "prompt",
+    "output_tokens": "gen",
+    "prompt_tokens": "prompt",
+    "gen_tokens": "gen",
+    "slo_ttft_s": "slo_ttft",
+    "slo_tpot_s": "slo_tpot",
+}
+
+
+def with_flags(text: str, flags: dict[str, str] | None = None) -> str:
+    """A core message with its parameters said as flags: `tp=3` -> --tp 3, `memory_fraction`
+    -> --memory-fraction; `flags` maps a command's parameter names to its own flags (`kv` ->
+    --kv-layout in `serve`), the rest take the name's dashed form."""
+
+    def flag(m: re.Match) -> str:
+        name, value = m.group(1), m.group(2)
+        option = _OPTION_OF.get(name, name)
+        f = (flags or {}).get(name) or (flags or {}).get(option) or "--" + option.replace("_", "-")
+        return f if value is None else f"{f} {value}"
+
+    return _PARAM.sub(flag, text)
 
 
 def print_json(obj: Any) -> None:
@@ -290,11 +333,13 @@ def header(
     }
 
 
-def price_tier(tier: str) -> Any:
+def price_tier(tier: str) -> Tier:
     """`--price-tier`: on-demand or discounted."""
-    if tier not in ("on-demand", "discounted"):
-        raise InvalidInputError(f"unknown --price-tier '{tier}'; use on-demand or discounted")
-    return tier
+    from ..economics import TIERS
+
+    if tier not in TIERS:
+        raise InvalidInputError(f"unknown --price-tier '{tier}'; use one of: {', '.join(TIERS)}")
+    return cast("Tier", tier)
 
 
 def serve_economics_dict(summary: Any, hw: Any, gpus_per_replica: int) -> dict | None:
@@ -326,7 +371,7 @@ def cost_line(summary: Any, hw: Any, gpus_per_replica: int) -> str:
         }
         e = serve_economics(summary, devices, load_prices(), gpus_per_replica)
     except RooflineError as err:
-        return f"cost: not shown ({err})"
+        return f"cost: not shown ({with_flags(str(err))})"
     return (
         f"cost: ${e.usd_per_hour:.2f}/h, ${e.cost_per_million_tokens_usd:.3f} per million "
         f"output tokens at the simulated throughput; energy ≤ "

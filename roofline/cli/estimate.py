@@ -7,8 +7,6 @@ from typing import Annotated
 import typer
 
 from ..catalog import load_hardware, load_model
-from ..cost import CEILINGS
-from ..errors import DoesNotFitError, InvalidInputError
 from ..parallel import Parallel
 from ..phases import estimate as run_estimate
 from ..phases import first_token_split
@@ -85,8 +83,7 @@ def estimate(
     specs_dir: SpecsDir = None,
 ) -> None:
     """Estimate prefill and decode latency, throughput and memory per batch size."""
-    if ceiling not in CEILINGS:
-        raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
+    roof = common.ceiling(ceiling)
     m = load_model(model, specs_dir or ())
     hw = load_hardware(hardware, specs_dir or ())
     precision = common.precision(dtype, weights, activations, common.kv_format(kv_format, kv))
@@ -97,7 +94,7 @@ def estimate(
         positive(prompt, "--prompt"),
         positive(gen, "--gen"),
         precision,
-        ceiling,  # type: ignore[arg-type]
+        roof,
         Parallel(tp, pp, ep, replicas),
         common.engine(engine, specs_dir),
         memory_fraction=memory_fraction,
@@ -122,7 +119,7 @@ def estimate(
 
         common.console.print(estimate_table(e, econ))
         for line in fit_lines(e):
-            common.console.print(line)
+            common.console.print(common.with_flags(line))
         if breakdown:
             common.console.print(memory_table(e.fit, e.hardware.display_name))
             b, P = e.cases[0].batch, e.cases[0].prompt_tokens
@@ -149,4 +146,4 @@ def estimate(
                 )
             )
     if require_fit and e.shortfall is not None:
-        raise DoesNotFitError(e.shortfall.message(m.name, hw.name))
+        e.shortfall.require(m.name, hw.name)

@@ -15,12 +15,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..catalog import load_hardware
-from ..cost import CEILINGS
 from ..errors import InvalidInputError, RooflineError
 from ..files import signals_deferred, write_text
 from ..measure.calibrate import calibrated_spec
 from ..measure.results import Results, load_results, median_of_runs, write_results
-from ..measure.validate import PROTOCOL, Validation, validate
+from ..measure.validate import PROTOCOL, Validation, validation_of
 from ..units import seconds, si
 from . import app, common, interrupt_status
 from .common import JsonFlag, SpecsDir, console, print_json
@@ -212,26 +211,6 @@ def _validation_tables(v: Validation) -> list[Table]:
     return [pts, fam]
 
 
-def validation_of(
-    results_path: Path,
-    r: Results,
-    hardware: str | None,
-    ceiling: str | None,
-    tolerance: float | None,
-    specs_dir: list[Path] | None,
-) -> Validation:
-    """Validate `r` on the calibrated spec (default) or on `hardware`."""
-    if tolerance is not None and not 0 < tolerance <= 1e9:
-        raise InvalidInputError(f"--tolerance must be a fraction such as 0.25, got {tolerance}")
-    if hardware is None:
-        hw, ceiling = calibrated_spec(r, results_path), ceiling or "achievable"
-    else:
-        hw, ceiling = load_hardware(hardware, specs_dir or ()), ceiling or "datasheet"
-    if ceiling not in CEILINGS:
-        raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
-    return validate(r, hw, ceiling, tolerance)
-
-
 def _validate(
     results_path: Path,
     r: Results,
@@ -241,7 +220,8 @@ def _validate(
     json_out: bool,
     specs_dir: list[Path] | None,
 ) -> None:
-    v = validation_of(results_path, r, hardware, ceiling, tolerance, specs_dir)
+    roof = common.ceiling(ceiling) if ceiling else None
+    v = validation_of(results_path, r, hardware, roof, tolerance, specs_dir or ())
     if json_out:
         print_json(v.as_dict())
     else:

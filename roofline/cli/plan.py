@@ -10,8 +10,7 @@ import numpy as np
 import typer
 
 from ..catalog import load_hardware, load_model
-from ..cost import CEILINGS
-from ..economics import TIERS, parse_price_options
+from ..economics import parse_price_options
 from ..errors import InvalidInputError
 from ..plan import PlanResult, Requirement, Space, default_hardware, plan
 from ..serve.workload import from_trace
@@ -48,14 +47,11 @@ def run_plan(
     specs_dir: list[Path] | None,
 ) -> PlanResult:
     """Parse and load everything `plan` needs, then call the core (shared with `plot plan`)."""
-    if ceiling not in CEILINGS:
-        raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
-    if tier not in TIERS:
-        raise InvalidInputError(f"unknown --price-tier '{tier}'; use one of: {', '.join(TIERS)}")
+    roof, price_tier = common.ceiling(ceiling), common.price_tier(tier)
     dirs = specs_dir or ()
     m = load_model(model, dirs)
     table = parse_price_options(prices)
-    names = _names(hardware) if hardware else default_hardware(table, tier)  # type: ignore[arg-type]
+    names = _names(hardware) if hardware else default_hardware(table, price_tier)
     devices = [load_hardware(h, dirs) for h in names]
     workload = None
     if trace is not None:
@@ -77,10 +73,10 @@ def run_plan(
         _names(formats),
         max_gpus,
         tuple(int_list(max_batches, "max batch")),
-        serving=serving,
-        tier=tier,
-        ceiling=ceiling,
-    )  # type: ignore[arg-type]
+        serving=serving,  # type: ignore[arg-type]  # Space refuses an unknown one
+        tier=price_tier,
+        ceiling=roof,
+    )
     eng = common.engine(engine, specs_dir)
     return plan(m, devices, req, space, table, workload, confirm_top, requests, seed, eng)
 
@@ -148,7 +144,7 @@ def render(r: PlanResult, frontier_rows: int) -> None:
         )
     console.print(t)
     for label, why in r.unconfirmed:
-        console.print(f"not simulated: {label} — {why}", highlight=False)
+        console.print(f"not simulated: {label} — {common.with_flags(why)}", highlight=False)
     f = Table(
         title=f"Pareto frontier: cost vs p95 TPOT and TTFT (analytic; "
         f"{min(frontier_rows, len(r.frontier))} of {len(r.frontier)} rows)"

@@ -1,13 +1,14 @@
 """`roofline plot roofline|batch|kv|serve`: charts from the same results the tables and JSON show.
 
 Each command computes its results with the core (`phases.estimate`, `sweeps.kv_curve`, the
-serving simulation through `cli.serve.prepare_runs`) and hands
+serving simulation through `serve.config.serve_runs`) and hands
 them to `roofline.plots`, which only draws. Files are PNG or SVG by suffix; `plot batch` without
 `--output` prints the frontier as a text table instead.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -15,19 +16,19 @@ import typer
 
 from .. import plots
 from ..catalog import load_hardware, load_model
-from ..cost import CEILINGS
 from ..errors import InvalidInputError
 from ..files import replace_from
 from ..measure.results import load_results
+from ..measure.validate import validation_of
+from ..parallel import Parallel
 from ..phases import estimate
 from ..precision import Precision
 from ..report import frontier_table
+from ..serve.config import ServeConfig, serve_runs
 from ..serve.sweep import sweep_rate
 from ..sweeps import kv_curve
 from . import app, common
 from .common import DEFAULT_ENGINE, EngineOpt, SpecsDir, console, int_list, positive
-from .measure import validation_of
-from .serve import prepare_runs
 
 plot_app = typer.Typer(
     help="Draw charts (PNG or SVG): roofline, latency-throughput frontier, "
@@ -58,11 +59,6 @@ TextOutput = Annotated[
     typer.Option("--output", "-o", help="chart file, .png or .svg; without it, print a text table"),
 ]
 TextFlag = Annotated[bool, typer.Option("--text", help="print the text table as well as the file")]
-
-
-def _check_ceiling(ceiling: str) -> None:
-    if ceiling not in CEILINGS:
-        raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
 
 
 def _chart_path(path: Path | None) -> None:
@@ -107,7 +103,7 @@ def roofline_cmd(
 ) -> None:
     """Roofline of a device, with each operator of a model's prefill and decode steps."""
     _chart_path(output)
-    _check_ceiling(ceiling)
+    roof = common.ceiling(ceiling)
     batches, precision = int_list(batch, "batch size"), Precision.uniform(dtype)
     hw = load_hardware(hardware, specs_dir or ())
     estimates = []
@@ -116,7 +112,7 @@ def roofline_cmd(
         # gen = 1: the chart needs only the prefill step and the first decode step (S = P)
         eng = common.engine(engine, specs_dir)
         estimates = [
-            estimate(m, hw, [b], positive(prompt, "--prompt"), 1, precision, ceiling, engine=eng)  # type: ignore[arg-type]
+            estimate(m, hw, [b], positive(prompt, "--prompt"), 1, precision, roof, engine=eng)
             for b in batches
         ]
     points = load_results(measured).points if measured is not None else ()
@@ -138,7 +134,8 @@ def validate_cmd(
 ) -> None:
     """Predicted vs measured time per point with each family's band (as `roofline validate`)."""
     _chart_path(output)
-    v = validation_of(results, load_results(results), hardware, ceiling, None, specs_dir)
+    roof = common.ceiling(ceiling) if ceiling else None
+    v = validation_of(results, load_results(results), hardware, roof, None, specs_dir or ())
     _saved(plots.validation_chart(v), output)
 
 
@@ -158,7 +155,7 @@ def batch_cmd(
 ) -> None:
     """Latency-throughput frontier over batch sizes (one curve per model x device)."""
     _chart_path(output)
-    _check_ceiling(ceiling)
+    roof = common.ceiling(ceiling)
     batches = int_list(batch, "batch size")
     specs = [load_model(m, specs_dir or ()) for m in models]
     devices = [load_hardware(h, specs_dir or ()) for h in hardware]
@@ -171,9 +168,9 @@ def batch_cmd(
             positive(prompt, "--prompt"),
             positive(gen, "--gen"),
             Precision.uniform(dtype),
-            ceiling,
+            roof,
             engine=eng,
-        )  # type: ignore[arg-type]
+        )
         for m in specs
         for hw in devices
     ]
@@ -260,34 +257,30 @@ def serve_cmd(
     """Serving simulation: latency CDF per policy at --rate, and with --sweep-rate the
     throughput each policy reaches at every arrival rate its SLO sweep tried."""
     _chart_path(output)
-    _, _, policies, run = prepare_runs(
-        model,
-        hardware,
-        compare.split(","),
-        requests,
+    config = ServeConfig(
+        model=model,
+        hardware=hardware,
+        policies=tuple(compare.split(",")),
+        requests=requests,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         seed=seed,
         slo_ttft=slo_ttft,
         slo_tpot=slo_tpot,
-        dtype=dtype,
-        ceiling=ceiling,
-        specs_dir=specs_dir,
-        weights=weights,
-        activations=activations,
-        kv_format=common.kv_format(kv_format, kv),
-        tp=tp,
-        pp=pp,
-        ep=ep,
+        precision=common.precision(dtype, weights, activations, common.kv_format(kv_format, kv)),
+        ceiling=common.ceiling(ceiling),
+        specs_dir=tuple(specs_dir or ()),
+        parallel=Parallel(tp, pp, ep),
         engine=engine,
     )
-    summaries = {p.name: run(i, rate) for i, p in enumerate(policies)}
+    runs = serve_runs(config, common.NOTES)
+    summaries = {p.name: runs.run(i, rate) for i, p in enumerate(runs.policies)}
     samples = {name: s.latency_samples_s(latency) for name, s in summaries.items()}
     sweeps = []
     if sweep:
-        for i, p in enumerate(policies):
+        for i, p in enumerate(runs.policies):
             points = sorted(
-                sweep_rate(lambda r, i=i: run(i, r), rate, slo_attainment).points,
+                sweep_rate(partial(runs.run, i), rate, slo_attainment).points,
                 key=lambda point: point[0],
             )
             sweeps.append(

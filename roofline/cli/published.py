@@ -7,6 +7,7 @@ from pathlib import Path
 from ..errors import InvalidInputError
 from ..published import Prediction, Summary, bundled_csv, load_rows, predict_all, summaries
 from ..units import si
+from . import common
 from .common import console, print_json
 
 
@@ -107,7 +108,7 @@ def run_published(
 ) -> None:
     """Predict every row, print the tables (or JSON), exit 1 if a row leaves its band."""
     path = csv or bundled_csv()
-    preds = predict_all(load_rows(path), ceiling, engine, specs_dir or ())  # type: ignore[arg-type]
+    preds = predict_all(load_rows(path), common.ceiling(ceiling), engine, specs_dir or ())
     groups = summaries(preds)
     if json_out:
         print_json(

@@ -3,146 +3,22 @@ throughput, goodput, KV use; compare policies or sweep the arrival rate."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..catalog import load_hardware, load_model
-from ..cost import CEILINGS
 from ..errors import InvalidInputError
-from ..hardware import HardwareSpec
-from ..memory import memory_terms
-from ..model import ModelSpec
 from ..parallel import Parallel
+from ..serve.config import ServeConfig, serve_runs
 from ..serve.metrics import Summary
-from ..serve.policy import POLICIES, Policy, policy
+from ..serve.policy import POLICIES
 from ..serve.report import summary_table, sweep_table, timeline_lines
-from ..serve.simulate import build_deployment, simulate
 from ..serve.sweep import sweep_rate
-from ..serve.workload import Lengths, from_trace, synthetic
 from . import app, common
 from .common import JsonFlag, SpecsDir, console, print_json
 
 Opt = typer.Option
-
-
-def prepare_runs(
-    model: str,
-    hardware: str,
-    names: list[str],
-    requests: int = 2000,
-    arrivals: str = "poisson",
-    lengths: str = "lognormal",
-    input_tokens: int = 1024,
-    output_tokens: int = 256,
-    sigma: float = 0.8,
-    trace: Path | None = None,
-    prefix_tokens: int = 0,
-    seed: int = 0,
-    slo_ttft: float = 1.0,
-    slo_tpot: float = 0.1,
-    dtype: str = "bf16",
-    ceiling: str = "achievable",
-    specs_dir: list[Path] | None = None,
-    max_seq_len: int | None = None,
-    memory_fraction: float | None = None,
-    replicas: int = 1,
-    prefill_replicas: int = 1,
-    decode_replicas: int = 1,
-    prefill_hardware: str | None = None,
-    decode_hardware: str | None = None,
-    overrides: dict | None = None,
-    weights: str | None = None,
-    activations: str | None = None,
-    kv_format: str | None = None,
-    tp: int = 1,
-    pp: int = 1,
-    ep: int = 1,
-    engine: str = common.DEFAULT_ENGINE,
-) -> tuple[ModelSpec, HardwareSpec, list[Policy], Callable[[int, float], Summary]]:
-    """Load the specs, policies and deployments once; `run(i, rate)` simulates policy i on the
-    workload at `rate` and summarises it (shared by `serve` and `plot serve`)."""
-    if ceiling not in CEILINGS:
-        raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
-    dirs = specs_dir or ()
-    m = load_model(model, dirs)
-    hw = load_hardware(hardware, dirs)
-    pre_hw = load_hardware(prefill_hardware, dirs) if prefill_hardware else None
-    dec_hw = load_hardware(decode_hardware, dirs) if decode_hardware else None
-    policies = [policy(n.strip()).with_overrides(**(overrides or {})) for n in names]
-    prec = common.precision(dtype, weights, activations, kv_format)
-    par = Parallel(tp, pp, ep)
-    eng = common.engine(engine, specs_dir)
-    fraction, _ = memory_terms(eng if ceiling == "achievable" else None, ceiling, memory_fraction)
-    inputs = Lengths(
-        lengths,
-        input_tokens,
-        high=m.max_context,
-        sigma=sigma,  # type: ignore[arg-type]
-        low=1,
-        uniform_high=2 * input_tokens - 1,
-    )
-    outputs = Lengths(
-        lengths,
-        output_tokens,
-        high=m.max_context,
-        sigma=sigma,  # type: ignore[arg-type]
-        low=1,
-        uniform_high=2 * output_tokens - 1,
-    )
-
-    def workload(r: float):
-        w = (
-            from_trace(trace, prefix_tokens)
-            if trace is not None
-            else synthetic(
-                requests,
-                r,
-                inputs,
-                outputs,
-                arrivals,
-                seed,
-                prefix_tokens,  # type: ignore[arg-type]
-                m.max_context,
-            )
-        )
-        if w.truncated:
-            note = (
-                f"note: {w.truncated} of {w.requests} generated requests cut to fit "
-                f"{m.name}'s {m.max_context:,}-token context"
-            )
-            if note not in common.NOTES:
-                common.NOTES.append(note)
-        w.check(m.max_context, m.name)
-        return w
-
-    deployments = [
-        build_deployment(
-            m,
-            hw,
-            p,
-            prec,
-            ceiling,
-            replicas,
-            pre_hw,
-            dec_hw,  # type: ignore[arg-type]
-            prefill_replicas,
-            decode_replicas,
-            fraction,
-            par,
-            eng,
-        )
-        for p in policies
-    ]
-
-    def run(i: int, r: float) -> Summary:
-        return Summary(
-            simulate(workload(r), policies[i], deployments[i], max_seq_len), slo_ttft, slo_tpot
-        )
-
-    return m, hw, policies, run
 
 
 @app.command()
@@ -261,53 +137,49 @@ def serve(
     specs_dir: SpecsDir = None,
 ) -> None:
     """Simulate serving: TTFT/TPOT/E2E percentiles, throughput, goodput, KV and batch use."""
-    m, hw, policies, run = prepare_runs(
-        model,
-        hardware,
-        compare.split(",") if compare else [policy_name],
-        requests,
-        arrivals,
-        lengths,
-        input_tokens,
-        output_tokens,
-        sigma,
-        trace,
-        prefix_tokens,
-        seed,
-        slo_ttft,
-        slo_tpot,
-        dtype,
-        ceiling,
-        specs_dir,
-        max_seq_len,
-        memory_fraction,
-        replicas,
-        prefill_replicas,
-        decode_replicas,
-        prefill_hardware,
-        decode_hardware,
-        dict(
-            max_seqs=max_seqs,
-            token_budget=token_budget,
-            kv=kv or kv_layout_alias,
-            block_size=block_size,
-            preemption=preemption,
-            prefix_caching=prefix_caching,
-            router=router,
-        ),
-        weights,
-        activations,
-        kv_format,
-        tp,
-        pp,
-        ep,
-        engine,
-    )
-    engine_name = engine if ceiling == "achievable" else "none"
     prec = common.precision(dtype, weights, activations, kv_format)
-    head = common.header(
-        m.name, hw.name, prec, ceiling, common.engine(engine, specs_dir), Parallel(tp, pp, ep)
-    ) | {
+    overrides = dict(
+        max_seqs=max_seqs,
+        token_budget=token_budget,
+        kv=kv or kv_layout_alias,
+        block_size=block_size,
+        preemption=preemption,
+        prefix_caching=prefix_caching,
+        router=router,
+    )
+    config = ServeConfig(
+        model=model,
+        hardware=hardware,
+        policies=tuple(compare.split(",") if compare else [policy_name]),
+        requests=requests,
+        arrivals=arrivals,  # type: ignore[arg-type]  # checked by `synthetic`
+        lengths=lengths,  # type: ignore[arg-type]  # checked by `Lengths`
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        sigma=sigma,
+        trace=trace,
+        prefix_tokens=prefix_tokens,
+        seed=seed,
+        slo_ttft=slo_ttft,
+        slo_tpot=slo_tpot,
+        precision=prec,
+        ceiling=common.ceiling(ceiling),
+        specs_dir=tuple(specs_dir or ()),
+        max_seq_len=max_seq_len,
+        memory_fraction=memory_fraction,
+        replicas=replicas,
+        prefill_replicas=prefill_replicas,
+        decode_replicas=decode_replicas,
+        prefill_hardware=prefill_hardware,
+        decode_hardware=decode_hardware,
+        overrides=overrides,
+        parallel=Parallel(tp, pp, ep),
+        engine=engine,
+    )
+    runs = serve_runs(config, common.NOTES)
+    m, hw, policies = runs.model, runs.hardware, runs.policies
+    engine_name = engine if ceiling == "achievable" else "none"
+    head = common.header(m.name, hw.name, prec, ceiling, runs.engine, Parallel(tp, pp, ep)) | {
         "workload": {
             "trace": str(trace) if trace else None,
             "requests": requests,
@@ -325,7 +197,7 @@ def serve(
     if sweep:
         if len(policies) > 1:
             raise InvalidInputError("--sweep-rate runs one --policy; drop --compare")
-        result = sweep_rate(lambda r: run(0, r), rate, slo_attainment)
+        result = sweep_rate(lambda r: runs.run(0, r), rate, slo_attainment)
         if json_out:
             best = result.best
             print_json(
@@ -342,15 +214,15 @@ def serve(
         else:
             console.print(sweep_table(result))
         return
-    summaries = [run(i, rate) for i in range(len(policies))]
+    summaries = [runs.run(i, rate) for i in range(len(policies))]
     if json_out:
 
         def econ(s: Summary) -> dict:
             return {"economics": common.serve_economics_dict(s, hw, tp * pp * ep)}
 
-        runs = [{**s.as_dict(), **econ(s)} for s in summaries]
+        rows = [{**s.as_dict(), **econ(s)} for s in summaries]
         # one shape: `runs` holds every policy's run; a single run also sits at the top level
-        print_json({**head, **(runs[0] if not compare else {}), "runs": runs})
+        print_json({**head, **(rows[0] if not compare else {}), "runs": rows})
         return
     source = (
         f"trace {trace}"
@@ -362,11 +234,10 @@ def serve(
         )
     )
     group = "" if tp * pp * ep == 1 else f" × {tp * pp * ep} (TP {tp}, PP {pp}, EP {ep})"
-    p = common.precision(dtype, weights, activations, kv_format)
     formats = (
-        p.weights
-        if p.weights == p.activations == p.kv
-        else (f"weights {p.weights}, activations {p.activations}, KV {p.kv}")
+        prec.weights
+        if prec.weights == prec.activations == prec.kv
+        else (f"weights {prec.weights}, activations {prec.activations}, KV {prec.kv}")
     )
     console.print(
         summary_table(

@@ -8,8 +8,7 @@ import typer
 from rich.table import Table
 
 from ..catalog import load_hardware, load_model
-from ..cost import CEILINGS, Ceiling
-from ..errors import DoesNotFitError, InvalidInputError
+from ..errors import InvalidInputError
 from ..memory import memory_terms
 from ..parallel import Parallel
 from ..speculative import (
@@ -123,8 +122,7 @@ def speculate(
     specs_dir: SpecsDir = None,
 ) -> None:
     """Expected tokens per target step, speed-up, best K and break-even acceptance."""
-    if ceiling not in CEILINGS:
-        raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
+    roof = common.ceiling(ceiling)
     if (draft is None) == (heads is None):
         raise InvalidInputError("give --draft MODEL or --heads FRACTION (one of them)")
     t = load_model(target, specs_dir or ())
@@ -135,7 +133,6 @@ def speculate(
     ks, alphas, batches = k_values(k), probabilities(acceptance), int_list(batch, "batch size")
     precision = common.precision(dtype, weights, activations, common.kv_format(kv_format, kv))
     par = Parallel(tp, pp, ep)
-    roof: Ceiling = ceiling  # type: ignore[assignment]  # checked against CEILINGS above
     eng = common.engine(engine, specs_dir) if ceiling == "achievable" else None
     fraction, budget = memory_terms(
         eng, ceiling, memory_fraction, token_budget(prefill_token_budget)
@@ -192,58 +189,49 @@ def speculate(
                 ],
             }
         )
-        _require(require_fit, fits, t.name, hw.name)
-        return
-    for b in batches:
-        first = grid[(b, alphas[0])][0]
-        table = Table(
-            title=f"speculative decoding: {t.display_name} drafted by {drafted_by} "
-            f"on {hw.display_name}, B={b}, S={context}, {dtype}; plain target "
-            f"step {seconds(first.target_step_s)}"
-        )
-        table.add_column("K", justify="right")
-        table.add_column("draft", justify="right")
-        table.add_column("verify", justify="right")
-        for a in alphas:
-            table.add_column(f"tokens/step α={a}", justify="right")
-            table.add_column(f"speed-up α={a}", justify="right")
-        table.add_column("break-even α", justify="right")
-        for i, kk in enumerate(ks):
-            row = [
-                str(kk),
-                seconds(grid[(b, alphas[0])][i].draft_s),
-                seconds(grid[(b, alphas[0])][i].verify_s),
-            ]
+    else:
+        for b in batches:
+            first = grid[(b, alphas[0])][0]
+            table = Table(
+                title=f"speculative decoding: {t.display_name} drafted by {drafted_by} "
+                f"on {hw.display_name}, B={b}, S={context}, {dtype}; plain target "
+                f"step {seconds(first.target_step_s)}"
+            )
+            table.add_column("K", justify="right")
+            table.add_column("draft", justify="right")
+            table.add_column("verify", justify="right")
             for a in alphas:
-                c = grid[(b, a)][i]
-                row += [f"{c.expected_tokens_per_step:.2f}", f"{c.speedup:.2f}×"]
-            v = even[(b, kk)]
-            row.append("never pays" if v is None else f"{v:.2f}")
-            table.add_row(*row)
-        console.print(table)
-        console.print(
-            "best K: "
-            + ", ".join(
-                f"α={a}: K={best_k(grid[(b, a)])} ({max(c.speedup for c in grid[(b, a)]):.2f}×)"
-                for a in alphas
+                table.add_column(f"tokens/step α={a}", justify="right")
+                table.add_column(f"speed-up α={a}", justify="right")
+            table.add_column("break-even α", justify="right")
+            for i, kk in enumerate(ks):
+                row = [
+                    str(kk),
+                    seconds(grid[(b, alphas[0])][i].draft_s),
+                    seconds(grid[(b, alphas[0])][i].verify_s),
+                ]
+                for a in alphas:
+                    c = grid[(b, a)][i]
+                    row += [f"{c.expected_tokens_per_step:.2f}", f"{c.speedup:.2f}×"]
+                v = even[(b, kk)]
+                row.append("never pays" if v is None else f"{v:.2f}")
+                table.add_row(*row)
+            console.print(table)
+            console.print(
+                "best K: "
+                + ", ".join(
+                    f"α={a}: K={best_k(grid[(b, a)])} ({max(c.speedup for c in grid[(b, a)]):.2f}×)"
+                    for a in alphas
+                )
             )
-        )
-        f = fits[b]
-        verdict = "fit" if f.fits else "[red]do not fit[/red]"
-        console.print(
-            f"memory per GPU at S + K + 1 = {context + max(ks) + 1:,} tokens: target "
-            f"{si(f.target_bytes, 'B')} + draft {si(f.draft_bytes, 'B')} = "
-            f"{si(f.needs_bytes, 'B')} of {si(f.budget.usable_bytes, 'B')} usable: "
-            f"they {verdict} together."
-        )
-    _require(require_fit, fits, t.name, hw.name)
-
-
-def _require(require_fit: bool, fits: dict, target: str, device: str) -> None:
-    for b, f in fits.items():
-        if require_fit and not f.fits:
-            raise DoesNotFitError(
-                f"{target} and its draft need {f.needs_bytes / 1e9:.1f} GB per GPU at batch {b} "
-                f"but {device} has {f.budget.usable_bytes / 1e9:.1f} GB usable; add GPUs "
-                "(--tp/--pp) or use a smaller --weights format"
+            f = fits[b]
+            verdict = "fit" if f.fits else "[red]do not fit[/red]"
+            console.print(
+                f"memory per GPU at S + K + 1 = {context + max(ks) + 1:,} tokens: target "
+                f"{si(f.target_bytes, 'B')} + draft {si(f.draft_bytes, 'B')} = "
+                f"{si(f.needs_bytes, 'B')} of {si(f.budget.usable_bytes, 'B')} usable: "
+                f"they {verdict} together."
             )
+    if require_fit:
+        for b, f in fits.items():
+            f.require(t.name, hw.name, b)

@@ -216,7 +216,7 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
         achievable=Achievable(
             matmul_fraction=fractions,
             memory_bandwidth_fraction=round(a.bandwidth_bytes_per_s / bw, 4),
-            **{k: round(v, 4) for k, v in a.terms.items()},
+            **{k: round(v, 4) for k, v in a.terms.items()},  # type: ignore[arg-type]  # float terms, by name
             source=src,
         ),
         confidence="measured",

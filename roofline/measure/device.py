@@ -113,7 +113,7 @@ def detect_cpu(threads: int | None = None) -> DeviceInfo:
     flags = set(info.get("flags", "").split())
     if threads is not None and not 1 <= threads <= cpu_threads():
         raise InvalidInputError(
-            f"--threads must be between 1 and {cpu_threads()} (the cores "
+            f"`threads` must be between 1 and {cpu_threads()} (the cores "
             f"this process may use), got {threads}"
         )
     threads = threads or cpu_threads()

@@ -17,7 +17,7 @@ from ..errors import InvalidInputError, SpecError, field_error
 from ..files import read_text, replace_from
 from ..model import ModelSpec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 #: A results file larger than this is not one `measure` wrote (the full suite writes < 1 MB).
 MAX_RESULTS_BYTES = 64 * 2**20
 #: No kernel point is timed for longer than a day per call; a larger value is corrupt.

@@ -10,15 +10,19 @@ bandwidth, dtypes the device emulates) are shown but not gated, with the reason.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from ..cost import step_cost
+from ..catalog import load_hardware
+from ..cost import Ceiling, step_cost
+from ..errors import InvalidInputError
 from ..hardware import HardwareSpec
 from ..operators import Op, Step
 from ..precision import Precision
-from .calibrate import CALIBRATION_FAMILIES, is_dram_point
+from .calibrate import CALIBRATION_FAMILIES, calibrated_spec, is_dram_point
 from .kernel_ops import attention_op, gemm_op, op_time_s, stream_op
 from .results import FAMILIES, Point, Results
 
@@ -140,7 +144,7 @@ def kernel_op(p: Point) -> Op:
     return attention_op(s["B"], s["T"], s["S"], s["N"], s["K"], s["H"])
 
 
-def predict_s(p: Point, results: Results, hw: HardwareSpec, ceiling: str) -> float:
+def predict_s(p: Point, results: Results, hw: HardwareSpec, ceiling: Ceiling) -> float:
     if p.kernel == "model":
         s = p.shape
         return float(
@@ -151,12 +155,15 @@ def predict_s(p: Point, results: Results, hw: HardwareSpec, ceiling: str) -> flo
                 Precision.uniform(p.dtype),
                 ceiling,
             ).time_s
-        )  # type: ignore[arg-type]
+        )
     return op_time_s(kernel_op(p), hw, p.dtype, ceiling)
 
 
 def validate(
-    results: Results, hw: HardwareSpec, ceiling: str = "achievable", tolerance: float | None = None
+    results: Results,
+    hw: HardwareSpec,
+    ceiling: Ceiling = "achievable",
+    tolerance: float | None = None,
 ) -> Validation:
     """Every measured point against the calculator on `hw`. `tolerance` overrides the bands."""
     llc = results.environment.device.last_level_cache_bytes
@@ -174,3 +181,22 @@ def validate(
             Row(p, predicted, tolerance if tolerance is not None else BANDS[p.family], gated, note)
         )
     return Validation(hw, ceiling, tuple(rows))
+
+
+def validation_of(
+    results_path: Path,
+    results: Results,
+    hardware: str | None = None,
+    ceiling: Ceiling | None = None,
+    tolerance: float | None = None,
+    specs_dir: Sequence[Path] = (),
+) -> Validation:
+    """`validate` on the spec calibrated from `results` (ceiling achievable by default), or on
+    the `hardware` spec named (ceiling datasheet by default)."""
+    if tolerance is not None and not 0 < tolerance <= 1e9:
+        raise InvalidInputError(f"`tolerance` must be a fraction such as 0.25, got {tolerance}")
+    if hardware is None:
+        return validate(
+            results, calibrated_spec(results, results_path), ceiling or "achievable", tolerance
+        )
+    return validate(results, load_hardware(hardware, specs_dir), ceiling or "datasheet", tolerance)

@@ -55,15 +55,15 @@ class Policy:
         if self.batching == "continuous" and self.token_budget < self.max_seqs:
             raise InvalidInputError(
                 f"token budget {self.token_budget} is below max sequences {self.max_seqs}: "
-                "a decode step of every sequence would not fit; raise --token-budget"
+                "a decode step of every sequence would not fit; raise `token_budget`"
             )
         if self.batching == "static" and self.kv != "contiguous":
             raise InvalidInputError(
                 "static batching reserves contiguous KV for each sequence; "
-                "use --kv-layout contiguous with it"
+                "use `kv=contiguous` with it"
             )
         if self.prefix_caching and self.kv != "paged":
-            raise InvalidInputError("prefix caching shares KV blocks; it needs --kv-layout paged")
+            raise InvalidInputError("prefix caching shares KV blocks; it needs `kv=paged`")
         if self.disaggregated and self.batching == "static":
             raise InvalidInputError("disaggregated serving needs continuous batching")
 

@@ -111,8 +111,8 @@ def kv_capacity_tokens(
     if tokens < 1:
         raise DoesNotFitError(
             f"{room} leave no KV memory on {hw.name} ({memory_fraction:.0%} of "
-            f"{hw.memory_bytes / 1e9:.1f} GB); use a larger device, more GPUs (--tp/--pp/--ep), "
-            "a smaller weight format, or a lower --token-budget/--max-seqs"
+            f"{hw.memory_bytes / 1e9:.1f} GB); use a larger device, more GPUs (`tp`/`pp`/`ep`), "
+            "a smaller weight format, or a lower `token_budget`/`max_seqs`"
         )
     return tokens
 
@@ -142,14 +142,14 @@ def build_deployment(
             "`roofline diffusion`"
         )
     if not 0 < memory_fraction <= 1:
-        raise InvalidInputError(f"--memory-fraction must be in (0, 1], got {memory_fraction}")
+        raise InvalidInputError(f"`memory_fraction` must be in (0, 1], got {memory_fraction}")
     for n, what in (
-        (replicas, "--replicas"),
-        (prefill_replicas, "--prefill-replicas"),
-        (decode_replicas, "--decode-replicas"),
+        (replicas, "replicas"),
+        (prefill_replicas, "prefill_replicas"),
+        (decode_replicas, "decode_replicas"),
     ):
         if n < 1:
-            raise InvalidInputError(f"{what} must be at least 1, got {n}")
+            raise InvalidInputError(f"`{what}` must be at least 1, got {n}")
 
     def pool(name: str, device: HardwareSpec, n: int) -> Pool:
         check(model, device, par)

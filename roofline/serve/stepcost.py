@@ -237,8 +237,8 @@ class MixedStepCost:
         ]
         if self.window is not None:
             cols += [
-                float(attended_pairs(T, S, self.window).sum()),
-                float(kv_tokens_read(T, S, self.window).sum()),
+                float(np.sum(attended_pairs(T, S, self.window))),
+                float(np.sum(kv_tokens_read(T, S, self.window))),
             ]
         if self.ep > 1:
             share = self._share(T.size)

@@ -29,7 +29,7 @@ def sweep_rate(
     """Double (or halve) the rate from `start_rate_per_s` until the SLO attainment crosses
     `attainment`, then bisect between the last passing and first failing rate."""
     if not 0 < attainment <= 1:
-        raise InvalidInputError(f"--slo-attainment must be in (0, 1], got {attainment}")
+        raise InvalidInputError(f"`attainment` must be in (0, 1], got {attainment}")
     points: list[tuple[float, Summary]] = []
 
     def ok(rate: float) -> bool:

@@ -80,7 +80,7 @@ class Lengths:
         if self.mean < 1:
             raise InvalidInputError(f"mean length must be at least 1 token, got {self.mean:g}")
         if not self.sigma > 0:
-            raise InvalidInputError(f"--sigma must be positive, got {self.sigma:g}")
+            raise InvalidInputError(f"`sigma` must be positive, got {self.sigma:g}")
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if self.kind == "fixed":
@@ -110,18 +110,19 @@ def synthetic(
     `truncated` counts the requests cut; mean lengths that do not fit are refused."""
     if not 1 <= requests <= MAX_REQUESTS:
         raise InvalidInputError(
-            f"--requests must be at least 1 and at most {MAX_REQUESTS:,}, got {requests:,}"
+            f"`requests` must be at least 1 and at most {MAX_REQUESTS:,}, got {requests:,}"
         )
     if not 0 < rate_per_s < float("inf"):
-        raise InvalidInputError(f"--rate must be positive and finite, got {rate_per_s}")
+        raise InvalidInputError(f"`rate_per_s` must be positive and finite, got {rate_per_s}")
     if arrivals not in ARRIVALS:
         raise InvalidInputError(f"unknown arrivals '{arrivals}'; use one of: {', '.join(ARRIVALS)}")
     if prefix_tokens < 0:
-        raise InvalidInputError(f"--prefix-tokens cannot be negative, got {prefix_tokens}")
+        raise InvalidInputError(f"`prefix_tokens` cannot be negative, got {prefix_tokens}")
     if max_context is not None and inputs.mean + outputs.mean + prefix_tokens > max_context:
         raise InvalidInputError(
             f"mean prompt {inputs.mean + prefix_tokens:g} + generated {outputs.mean:g} tokens is "
-            f"more than the model's {max_context:,}-token context; lower --prompt or --gen"
+            f"more than the model's {max_context:,}-token context; lower `input_tokens` or "
+            "`output_tokens`"
         )
     rng = np.random.default_rng(seed)
     # unit-rate gaps scaled by the rate: the same seed gives the same requests at every rate

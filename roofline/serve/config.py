@@ -1,0 +1,145 @@
+"""One serving study by name: the specs, workload, policies and deployment a `serve` run or a
+`plot serve` chart simulates (`ServeConfig`), loaded once into `ServeRuns`, whose `run(i, rate)`
+simulates policy i at an arrival rate and summarises it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..catalog import load_engine_or_none, load_hardware, load_model
+from ..cost import Ceiling
+from ..engine import EngineSpec
+from ..hardware import HardwareSpec
+from ..memory import memory_terms
+from ..model import ModelSpec
+from ..parallel import Parallel
+from ..precision import Precision
+from .metrics import Summary
+from .policy import Policy, policy
+from .simulate import Deployment, build_deployment, simulate
+from .workload import Arrivals, LengthKind, Lengths, Workload, from_trace, synthetic
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeConfig:
+    """Names and sizes of one study. Lengths are means (`lengths`: fixed, uniform on
+    1..2·mean-1, or lognormal of shape `sigma`); a `trace` replaces the synthetic workload.
+    `overrides` are policy fields (`max_seqs`, `kv`, ...) applied to every policy; `engine`
+    `none` runs the hardware layer alone."""
+
+    model: str
+    hardware: str
+    policies: tuple[str, ...] = ("continuous",)
+    requests: int = 2000
+    arrivals: Arrivals = "poisson"
+    lengths: LengthKind = "lognormal"
+    input_tokens: int = 1024
+    output_tokens: int = 256
+    sigma: float = 0.8
+    trace: Path | None = None
+    prefix_tokens: int = 0
+    seed: int = 0
+    slo_ttft: float = 1.0
+    slo_tpot: float = 0.1
+    precision: Precision = Precision()
+    ceiling: Ceiling = "achievable"
+    specs_dir: tuple[Path, ...] = ()
+    max_seq_len: int | None = None
+    memory_fraction: float | None = None
+    replicas: int = 1
+    prefill_replicas: int = 1
+    decode_replicas: int = 1
+    prefill_hardware: str | None = None
+    decode_hardware: str | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    parallel: Parallel = Parallel()
+    engine: str = "vllm"
+
+
+@dataclass
+class ServeRuns:
+    """A config's specs and deployments, loaded once; `notes` collects what the workloads
+    said (requests cut to fit the context)."""
+
+    config: ServeConfig
+    model: ModelSpec
+    hardware: HardwareSpec
+    engine: EngineSpec | None
+    policies: list[Policy]
+    deployments: list[Deployment]
+    notes: list[str] = field(default_factory=list)
+
+    def workload(self, rate_per_s: float) -> Workload:
+        c, m = self.config, self.model
+        if c.trace is not None:
+            w = from_trace(c.trace, c.prefix_tokens)
+        else:
+
+            def lengths(mean: int) -> Lengths:
+                return Lengths(
+                    c.lengths, mean, high=m.max_context, sigma=c.sigma, uniform_high=2 * mean - 1
+                )
+
+            inputs, outputs = lengths(c.input_tokens), lengths(c.output_tokens)
+            w = synthetic(
+                c.requests,
+                rate_per_s,
+                inputs,
+                outputs,
+                c.arrivals,
+                c.seed,
+                c.prefix_tokens,
+                m.max_context,
+            )
+        note = (
+            f"note: {w.truncated} of {w.requests} generated requests cut to fit "
+            f"{m.name}'s {m.max_context:,}-token context"
+        )
+        if w.truncated and note not in self.notes:
+            self.notes.append(note)
+        w.check(m.max_context, m.name)
+        return w
+
+    def run(self, i: int, rate_per_s: float) -> Summary:
+        """Policy i simulated on the workload at `rate_per_s`, summarised against the SLO."""
+        c = self.config
+        result = simulate(
+            self.workload(rate_per_s), self.policies[i], self.deployments[i], c.max_seq_len
+        )
+        return Summary(result, c.slo_ttft, c.slo_tpot)
+
+
+def serve_runs(c: ServeConfig, notes: list[str] | None = None) -> ServeRuns:
+    """Load the specs, policies and deployments of `c` once; the workloads' notes go to
+    `notes` (a new list if None)."""
+    dirs = c.specs_dir
+    m, hw = load_model(c.model, dirs), load_hardware(c.hardware, dirs)
+    pre_hw = load_hardware(c.prefill_hardware, dirs) if c.prefill_hardware else None
+    dec_hw = load_hardware(c.decode_hardware, dirs) if c.decode_hardware else None
+    policies = [policy(n.strip()).with_overrides(**c.overrides) for n in c.policies]
+    eng = load_engine_or_none(c.engine, dirs)
+    fraction, _ = memory_terms(
+        eng if c.ceiling == "achievable" else None, c.ceiling, c.memory_fraction
+    )
+    deployments = [
+        build_deployment(
+            m,
+            hw,
+            p,
+            c.precision,
+            c.ceiling,
+            c.replicas,
+            pre_hw,
+            dec_hw,
+            c.prefill_replicas,
+            c.decode_replicas,
+            fraction,
+            c.parallel,
+            eng,
+        )
+        for p in policies
+    ]
+    return ServeRuns(c, m, hw, eng, policies, deployments, [] if notes is None else notes)
