@@ -227,6 +227,7 @@ def estimate(
     ttft = cost(Step(B, prompt - split, 0)).time_s
     if split:
         ttft = ttft + cost(Step(B, 1, prompt - 1)).time_s
+    ttft = np.asarray(ttft)
     tpot = mean_tpot_s(model, hw, B, prompt, gen, precision, ceiling, parallel, engine)
     context = prompt + gen
     fit = memory.batch_fit(
