@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -330,12 +331,63 @@ def header_text(text: str) -> str | None:
     return "\n".join(lines)
 
 
+_HEADER_LINE = re.compile(r"(name|display_name|aliases):[ \t]*(.*)")
+#: plain words YAML reads as something else than the text (numbers, booleans, null, anchors)
+_NOT_PLAIN = re.compile(
+    r"[-+.\d_:eE]*|true|false|yes|no|on|off|null|~|.*[\"'{}\[\]&*!|>%@`#,].*", re.I
+)
+
+
+def plain_header(head: str) -> dict | None:
+    """`name` and `aliases` of a header in the plain forms the bundled specs use (`name: x`;
+    `aliases: [a, b]` over one or more lines, or a block list of `- a` lines, of plain words;
+    a one-line `display_name`), read without YAML; None for anything else, which YAML reads."""
+    entries: list[list[str]] = []  # key, value, continuation lines
+    for line in head.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        if line[0].isspace():
+            if not entries:
+                return None
+            entries[-1].append(line.strip())
+            continue
+        m = _HEADER_LINE.fullmatch(line.rstrip())
+        if m is None:
+            return None
+        entries.append(list(m.groups()))
+    data: dict = {}
+    for key, value, *more in entries:
+        if key == "aliases":
+            if not value and more and all(v.startswith("- ") for v in more):
+                items = [v[2:].strip() for v in more]
+            elif value.startswith("["):
+                flow = " ".join([value, *more])
+                if not flow.endswith("]"):
+                    return None
+                items = [v.strip() for v in flow[1:-1].split(",")]
+                items = [] if items == [""] else items
+            else:
+                return None
+            if any(not v or _NOT_PLAIN.fullmatch(v) for v in items):
+                return None
+            data["aliases"] = items
+        elif key == "name":
+            if not value or more or _NOT_PLAIN.fullmatch(value):
+                return None
+            data["name"] = value
+        elif not value or more or value[0] in "|>&*!'\"":
+            return None  # a block, multi-line or quoted display name: let YAML read it
+    return data
+
+
 def _index_data(path: Path, bundled: bool) -> dict:
     """Name and aliases of a spec file: a bundled file's header only (the catalog's own files
     put them first; `tests/test_catalog_index.py` checks every one against the full parse),
     a user's file read whole with every check."""
     if bundled:
         head = header_text(path.read_text(encoding="utf-8"))
+        if head is not None and (plain := plain_header(head)) is not None:
+            return plain
         if head is not None:
             data = yaml.load(head, Loader=_Loader)
             if isinstance(data, dict):

@@ -39,3 +39,33 @@ def test_header_text(text: str, expected: str | None) -> None:
     assert header_text(text.replace("\\\n", "\n")) == (
         None if expected is None else expected.replace("\\\n", "\n")
     )
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_plain_header_reads_what_yaml_reads(path) -> None:
+    from roofline.catalog import plain_header
+
+    head = header_text(path.read_text(encoding="utf-8"))
+    plain, top = plain_header(head), yaml.safe_load(head)
+    if plain is not None:  # None: YAML reads the header
+        assert plain["name"] == top["name"]
+        assert plain.get("aliases", []) == [str(a) for a in top.get("aliases") or []]
+
+
+@pytest.mark.parametrize(
+    "head, expected",
+    [
+        ("name: a\naliases: [b, c d]", {"name": "a", "aliases": ["b", "c d"]}),
+        ("name: a\naliases: [b,\n  c]", {"name": "a", "aliases": ["b", "c"]}),
+        ("name: a\naliases:\n  - b\n  - c", {"name": "a", "aliases": ["b", "c"]}),
+        ("# x\nname: a\ndisplay_name: A (b)", {"name": "a"}),
+        ("name: a\naliases: ['3090']", None),  # quoted: YAML
+        ("name: a\naliases: [1.5, yes]", None),  # YAML would read a number and a boolean
+        ("name: a\ndisplay_name: >-\n  long", None),
+        ("name: 'a'", None),
+    ],
+)
+def test_plain_header(head: str, expected: dict | None) -> None:
+    from roofline.catalog import plain_header
+
+    assert plain_header(head) == expected
