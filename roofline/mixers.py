@@ -22,6 +22,7 @@ from .operators import (
     Op,
     attended_pairs,
     kv_tokens_read,
+    projection,
     scaled,
     sdpa_op,
 )
@@ -55,18 +56,12 @@ class MixerBlock(Frozen):
         block) loads."""
         if not isinstance(data, dict):
             return data
-        root = next(c for c in cls.__mro__ if MixerBlock in c.__bases__)
-        unset = {
-            k: f.default
-            for v in root.__subclasses__()
-            for k, f in v.model_fields.items()
-            if k not in cls.model_fields
-        }
-        return {
-            k: v
-            for k, v in data.items()
-            if k not in unset or (v not in (None, unset[k]) and k not in cls.ignores)
-        }
+        root = next(c for c in MixerBlock.__subclasses__() if issubclass(cls, c))
+        other = {k: f.default for c in root.__subclasses__() for k, f in c.model_fields.items()}
+        for k in other.keys() & data.keys() - cls.model_fields.keys():
+            if data[k] in (None, other[k]) or k in cls.ignores:
+                data = {f: v for f, v in data.items() if f != k}
+        return data
 
     @abstractmethod
     def params(self, m: ModelSpec, kind: LayerKind) -> int:
@@ -84,7 +79,6 @@ class MixerBlock(Frozen):
         """Refuse a model this block cannot run (`mixers`: the layer_pattern's)."""
 
 
-# ---- softmax attention --------------------------------------------------------------------
 class _Attention(MixerBlock):
     """Options every softmax attention variant takes: window, chunks, KV sharing, norms."""
 
@@ -113,21 +107,12 @@ class _Attention(MixerBlock):
         default=None, description="explicit map: layer i reads the KV of layer map[i] <= i"
     )
 
-    @model_validator(mode="after")
-    def _one_share(self) -> _Attention:
-        if self.kv_share > 1 and self.kv_share_map is not None:
-            raise ValueError("give kv_share or kv_share_map, not both")
-        return self
-
     @abstractmethod
     def kv_elems_per_token_layer(self, m: ModelSpec) -> int:
         """Cached values per token in one KV-owning layer."""
 
     def window(self, mixer: str) -> int | None:
         return self.sliding_window if mixer == "local" else None
-
-    def chunk(self, mixer: str) -> int | None:
-        return self.attention_chunk_size if mixer == "chunked" else None
 
     def owns_kv(self, i: int, nth: int) -> bool:
         """Whether layer i, the nth of its mixer, stores its own KV (the first of each share
@@ -162,16 +147,13 @@ class _Attention(MixerBlock):
         share = self.kv_share_map
         if share is None:
             return
+        if self.kv_share > 1:
+            raise ValueError("give kv_share or kv_share_map, not both")
         if len(share) != m.layers:
             raise ValueError(f"kv_share_map has {len(share)} entries for {m.layers} layers")
         kinds = m.mixers
         for i, j in enumerate(share):
-            if (
-                not 0 <= j <= i
-                or share[j] != j
-                or kinds[i] != kinds[j]
-                or kinds[i] not in SOFTMAX_MIXERS
-            ):
+            if not (0 <= j <= i and share[j] == j and kinds[i] == kinds[j] in SOFTMAX_MIXERS):
                 raise ValueError(
                     f"kv_share_map[{i}] = {j}: a layer may only reuse the KV of an earlier "
                     "attention layer of the same kind that owns its KV"
@@ -213,46 +195,18 @@ class SoftmaxAttention(_Attention):
     def ops(self, m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
         """x (B,T,D), q (B,T,N,H), kv (B,S+T,K,H)."""
         B, T, S = s.batch, s.new_tokens, s.cached_tokens
-        window, chunk = self.window(kind.mixer), self.chunk(kind.mixer)
-        D, qd = m.d_model, m.q_dim
+        D, N, K, H, qd = m.d_model, m.heads, m.kv_heads, m.head_dim, m.q_dim
+        window = self.window(kind.mixer)
+        chunk = self.attention_chunk_size if kind.mixer == "chunked" else None
         qkv_out = qd + (2 * m.kv_dim if kind.owns_kv else 0)  # shared-KV layers project only Q
         bias = m.linear_bias in ("qkv", "all")
+        launches = 1 + (ROPE_LAUNCHES if m.position == "rope" else 0)
         core = f"{'attention' if kind.mixer == 'global' else kind.mixer}/scores+av"
         return [
-            Op(
-                "attention/qkv",
-                "matmul",
-                flops=2 * B * T * D * qkv_out,
-                weight_elems=D * qkv_out + (qkv_out if bias else 0),
-                act_elems=B * T * (D + qkv_out),
-                weight_rows=qkv_out,
-                launches=1 + (ROPE_LAUNCHES if m.position == "rope" else 0),
-            ),
-            sdpa_op(
-                B,
-                T,
-                S,
-                m.heads,
-                m.kv_heads,
-                m.head_dim,
-                window,
-                s.causal,
-                kind.owns_kv,
-                core,
-                chunk,
-            ),
-            Op(
-                "attention/out",
-                "matmul",
-                flops=2 * B * T * qd * D,
-                weight_elems=qd * D + (D if m.linear_bias == "all" else 0),
-                act_elems=B * T * (qd + D),
-                weight_rows=D,
-            ),
+            projection("attention/qkv", B * T, D, qkv_out, qkv_out if bias else 0, launches),
+            sdpa_op(B, T, S, N, K, H, window, s.causal, kind.owns_kv, core, chunk),
+            projection("attention/out", B * T, qd, D, D if m.linear_bias == "all" else 0),
         ]
-
-
-_MLA_DIMS = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 
 
 class MLAAttention(_Attention):
@@ -278,7 +232,8 @@ class MLAAttention(_Attention):
     @model_validator(mode="before")
     @classmethod
     def _dims_given(cls, data: Any) -> Any:
-        missing = [f for f in _MLA_DIMS if isinstance(data, dict) and data.get(f) is None]
+        dims = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+        missing = [f for f in dims if isinstance(data, dict) and data.get(f) is None]
         if missing:
             raise ValueError(f"kind 'mla' needs {', '.join(missing)}")
         return data
@@ -352,14 +307,7 @@ class MLAAttention(_Attention):
                 )
             )
         absorbed = [
-            Op(
-                "mla/q_absorb",
-                "matmul",
-                flops=2 * B * T * N * n * r,
-                weight_elems=N * n * r,
-                act_elems=B * T * N * (n + r),
-                weight_rows=N * r,
-            ),
+            projection("mla/q_absorb", B * T, n, r, heads=N),
             Op(
                 "mla/absorbed_scores",
                 "attention",
@@ -367,14 +315,7 @@ class MLAAttention(_Attention):
                 act_elems=B * T * N * (2 * r + R),
                 kv_read_elems=B * ctx * latent,
             ),
-            Op(
-                "mla/v_up",
-                "matmul",
-                flops=2 * B * T * N * r * v,
-                weight_elems=N * r * v,
-                act_elems=B * T * N * (r + v),
-                weight_rows=N * v,
-            ),
+            projection("mla/v_up", B * T, r, v, heads=N),
         ]
         naive = [
             Op(
@@ -394,26 +335,16 @@ class MLAAttention(_Attention):
                 act_elems=B * T * N * (n + R + v) + B * ctx * N * (n + v),
             ),
         ]
-        if self.mla_decode == "auto":
-            naive_step = np.asarray(self.naive_is_cheaper(T, S, window, s.causal))
-            if naive_step.all() or not naive_step.any():
-                ops += naive if naive_step.all() else absorbed
-            else:  # a grid whose steps take different paths: each op counts where it runs
-                where = naive_step.astype(float)
-                ops += [scaled(o, 1 - where) for o in absorbed] + [scaled(o, where) for o in naive]
-        else:
-            ops += naive if self.mla_decode == "naive" else absorbed
-        ops.append(
-            Op(
-                "attention/out",
-                "matmul",
-                flops=2 * B * T * N * v * D,
-                weight_elems=N * v * D,
-                act_elems=B * T * (N * v + D),
-                weight_rows=D,
-            )
+        auto = self.mla_decode == "auto"
+        naive_step = np.asarray(
+            self.naive_is_cheaper(T, S, window, s.causal) if auto else self.mla_decode == "naive"
         )
-        return ops
+        if naive_step.all() or not naive_step.any():
+            ops += naive if naive_step.all() else absorbed
+        else:  # a grid whose steps take different paths: each op counts where it runs
+            where = naive_step.astype(float)
+            ops += [scaled(o, 1 - where) for o in absorbed] + [scaled(o, where) for o in naive]
+        return [*ops, projection("attention/out", B * T, N * v, D)]
 
 
 def _attention_kind(data: Any) -> str:
@@ -437,7 +368,6 @@ def mla_naive_is_cheaper(
     return m.attention.naive_is_cheaper(T, S, window, causal)
 
 
-# ---- linear attention ---------------------------------------------------------------------
 class LinearAttention(MixerBlock):
     """Linear (lightning) attention: one H x H state per head (N of them) instead of a KV
     cache. `output_gate` adds a D→N·H sigmoid gate."""
@@ -463,14 +393,7 @@ class LinearAttention(MixerBlock):
         B, T, D = s.batch, s.new_tokens, m.d_model
         nh, proj, state = m.heads * m.head_dim, self._proj(m), self.state_elems(m)
         return [
-            Op(
-                "linear/qkv",
-                "matmul",
-                flops=2 * B * T * D * proj,
-                weight_elems=D * proj,
-                act_elems=B * T * (D + proj),
-                weight_rows=proj,
-            ),
+            projection("linear/qkv", B * T, D, proj),
             Op(
                 "linear/state_update",
                 "scan",
@@ -479,20 +402,15 @@ class LinearAttention(MixerBlock):
                 kv_read_elems=B * state,
                 kv_write_elems=B * state,
             ),
-            Op(
-                "linear/out",
-                "matmul",
-                flops=2 * B * T * nh * D,
-                weight_elems=nh * D,
-                act_elems=B * T * (nh + D),
-                weight_rows=D,
-            ),
+            projection("linear/out", B * T, nh, D),
         ]
 
 
-# ---- state-space models -------------------------------------------------------------------
 class _Mamba(MixerBlock):
-    """A Mamba mixer: d_inner = expand·D channels, each with a d_state-wide recurrent state."""
+    """A Mamba mixer: d_inner = expand·D channels, each with a d_state-wide recurrent state;
+    in_proj D→(z, x), a causal conv over x, one group of B and C (Mamba-1's layout, which
+    Mamba-2 widens). A variant adds its weights beside in_proj, conv and out_proj
+    (`_own_params`), the ones the scan reads (`_scan_weights`), and any Δ ops."""
 
     param_group: ClassVar[str] = "ssm"
 
@@ -505,28 +423,25 @@ class _Mamba(MixerBlock):
         """Channels: expand·D."""
         return self.expand * m.d_model
 
-    @abstractmethod
     def bc_width(self) -> int:
-        """Width of the input-dependent B and C together."""
+        """Width of B and C together."""
+        return 2 * self.d_state
 
-    @abstractmethod
     def in_proj_width(self, m: ModelSpec) -> int:
-        """Outputs of in_proj."""
+        return 2 * self.d_inner(m)
 
-    @abstractmethod
     def conv_dim(self, m: ModelSpec) -> int:
         """Channels the causal conv runs over."""
+        return self.d_inner(m)
 
     @abstractmethod
-    def _own_params(self, m: ModelSpec) -> int:
-        """Weights beside in_proj, conv and out_proj."""
+    def _own_params(self, m: ModelSpec) -> int: ...
 
     def _dt_ops(self, m: ModelSpec, s: Step) -> list[Op]:
         return []
 
     @abstractmethod
-    def _scan_weights(self, m: ModelSpec) -> int:
-        """A (and its kin) the scan reads."""
+    def _scan_weights(self, m: ModelSpec) -> int: ...
 
     def state_elems(self, m: ModelSpec) -> int:
         """d_inner·d_state (scan) plus conv_dim·d_conv (conv window, as the reference
@@ -535,9 +450,8 @@ class _Mamba(MixerBlock):
 
     def params(self, m: ModelSpec, kind: LayerKind) -> int:
         """in_proj, conv (and its bias), the family's own weights, out_proj d_inner→D."""
-        cd = self.conv_dim(m)
-        conv = cd * self.d_conv + (cd if self.conv_bias else 0)
-        D = m.d_model
+        cd, D = self.conv_dim(m), m.d_model
+        conv = cd * (self.d_conv + self.conv_bias)  # weights, bias
         return D * self.in_proj_width(m) + conv + self._own_params(m) + self.d_inner(m) * D
 
     def ops(self, m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
@@ -547,17 +461,10 @@ class _Mamba(MixerBlock):
         out_proj d_inner → D. The scan state d_inner·d_state and the conv window are read and
         written once per step (constant in S)."""
         B, T, D, Di = s.batch, s.new_tokens, m.d_model, self.d_inner(m)
-        conv_dim, ds, out = self.conv_dim(m), self.d_state, self.in_proj_width(m)
+        conv_dim, ds = self.conv_dim(m), self.d_state
         conv_state, scan_state = conv_dim * self.d_conv, Di * ds
         return [
-            Op(
-                "ssm/in_proj",
-                "matmul",
-                flops=2 * B * T * D * out,
-                weight_elems=D * out,
-                act_elems=B * T * (D + out),
-                weight_rows=out,
-            ),
+            projection("ssm/in_proj", B * T, D, self.in_proj_width(m)),
             Op(
                 "ssm/conv",
                 "elementwise",
@@ -577,20 +484,12 @@ class _Mamba(MixerBlock):
                 kv_read_elems=B * scan_state,
                 kv_write_elems=B * scan_state,
             ),
-            Op(
-                "ssm/out_proj",
-                "matmul",
-                flops=2 * B * T * Di * D,
-                weight_elems=Di * D,
-                act_elems=B * T * (Di + D),
-                weight_rows=D,
-            ),
+            projection("ssm/out_proj", B * T, Di, D),
         ]
 
 
 class Mamba1(_Mamba):
-    """Mamba-1: in_proj D→(z, x), conv over x, x_proj d_inner→(Δ rank R, B, C) and dt_proj
-    R→d_inner, A d_inner x d_state."""
+    """Mamba-1: x_proj d_inner→(Δ rank R, B, C) and dt_proj R→d_inner; A d_inner x d_state."""
 
     kind: Literal["mamba1"]
     dt_rank: int | None = Field(default=None, gt=0, description="R, rank of Δ (default ceil(D/16))")
@@ -598,15 +497,6 @@ class Mamba1(_Mamba):
 
     def rank(self, m: ModelSpec) -> int:
         return self.dt_rank if self.dt_rank is not None else -(-m.d_model // 16)
-
-    def bc_width(self) -> int:
-        return 2 * self.d_state
-
-    def in_proj_width(self, m: ModelSpec) -> int:
-        return 2 * self.d_inner(m)
-
-    def conv_dim(self, m: ModelSpec) -> int:
-        return self.d_inner(m)
 
     def _dt_weights(self, m: ModelSpec) -> int:
         """x_proj d_inner→R + 2·d_state and dt_proj R→d_inner."""
@@ -644,8 +534,7 @@ class Mamba2(_Mamba):
     head_dim: int = Field(gt=0, description="channels per head")
     n_groups: int = Field(default=1, gt=0, description="B/C groups")
 
-    def heads(self, m: ModelSpec) -> int:
-        """d_inner / head_dim."""
+    def heads(self, m: ModelSpec) -> int:  # d_inner / head_dim
         return self.d_inner(m) // self.head_dim
 
     def check(self, m: ModelSpec, mixers: frozenset[str]) -> None:

@@ -1,16 +1,17 @@
 """ModelSpec: a decoder's architecture, in scaling-book letters.
 
 L layers, D model dim, N query heads, K kv heads, H head dim, F ffn dim, V vocab.
-A dense transformer needs only those. Other families add optional, validated blocks:
-`attention` (MLA latents, sliding window, cross-layer KV sharing), `moe` (routed experts),
-`ssm` (Mamba-1/2 mixers), `linear_attention`, `diffusion`, and a `layer_pattern` saying which
-mixer each layer runs (cycled over the L layers). Every layer is described by a `LayerKind`;
-`layer_groups` counts the distinct kinds, and parameter counts, KV sizes and operators are all
-computed from those groups, once, for every family.
+A dense transformer needs only those. Other families add validated blocks: `attention`
+(softmax or MLA, with window, chunks, KV sharing), `ssm` (Mamba-1/2), `linear_attention` (the
+token mixers of `roofline.mixers`), `moe` (routed experts), `diffusion`, and a `layer_pattern`
+saying which mixer each layer runs (cycled over the L layers). Every layer is described by a
+`LayerKind`; `layer_groups` counts the distinct kinds, and parameter counts, KV sizes and
+operators are all computed from those groups, once, for every family.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
@@ -50,16 +51,7 @@ class ParamCounts:
 
     @property
     def total(self) -> int:
-        return (
-            self.embedding
-            + self.positional
-            + self.attention
-            + self.mlp
-            + self.norms
-            + self.lm_head
-            + self.moe
-            + self.ssm
-        )
+        return sum(dataclasses.astuple(self))
 
 
 class MoESpec(Frozen):
@@ -212,14 +204,10 @@ class ModelSpec(Frozen):
         seen: Counter[str] = Counter()
         kinds = []
         for i, mixer in enumerate(self.mixers):
-            if self.moe is not None and self.moe.is_moe_layer(i):
-                ffn: Ffn = "moe"
-            else:
-                ffn = "dense" if self.d_ff else "none"
-            owns = True
-            if mixer in SOFTMAX_MIXERS:
-                owns = self.attention.owns_kv(i, seen[mixer])
-                seen[mixer] += 1
+            moe = self.moe is not None and self.moe.is_moe_layer(i)
+            ffn: Ffn = "moe" if moe else "dense" if self.d_ff else "none"
+            owns = mixer not in SOFTMAX_MIXERS or self.attention.owns_kv(i, seen[mixer])
+            seen[mixer] += 1
             kinds.append(LayerKind(mixer, ffn, owns))
         return tuple(kinds)
 

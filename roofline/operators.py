@@ -5,12 +5,9 @@ prefill is T = prompt, S = 0; decode is T = 1, S = context so far. B and S may b
 arrays (they broadcast), so a whole batch x context grid is one call.
 
 `operators` walks the model's layer groups (distinct layer kinds with their counts): each
-group contributes its token mixer's operators (softmax attention, MLA, sliding window, chunked
-attention, linear attention, SSM) and its FFN's (dense MLP or MoE), once per layer kind, scaled
-by the count.
-Operators of the same name from different groups are summed, so a hybrid's breakdown still
-has one line per operator name. Family-specific operators carry a family prefix:
-`mla/kv_down`, `mla/absorbed_scores`, `local/scores+av`, `chunked/scores+av`,
+contributes its token mixer's operators (`roofline.mixers`, one class per family) and its
+FFN's (dense MLP or MoE here), once per kind, scaled by the count; same-named operators of
+different groups are summed. Family operators carry a prefix: `mla/kv_down`, `local/scores+av`,
 `linear/state_update`, `moe/experts`, `ssm/scan`.
 
 Every operator reports element counts, not bytes: FLOPs, weights read, activations read and
@@ -73,6 +70,28 @@ class Op:
     weight_rows: ArrayLike = 0  # matmul: weight rows (output features) streamed, N per matrix
     launches: int = 1  # kernels a typical eager implementation launches, for a per-kernel cost
     instances: int = 1  # times the operator runs (layers, norms): kernels when fused
+
+
+def projection(
+    name: str,
+    tokens: ArrayLike,
+    d_in: int,
+    d_out: int,
+    bias: int = 0,
+    launches: int = 1,
+    heads: int = 1,
+) -> Op:
+    """x (tokens, heads, d_in) · W (heads, d_in, d_out) + a bias of `bias` values:
+    2·tokens·heads·d_in·d_out FLOPs, W read once (heads·d_out rows streamed), x read, y written."""
+    return Op(
+        name,
+        "matmul",
+        flops=2 * tokens * heads * d_in * d_out,
+        weight_elems=heads * d_in * d_out + bias,
+        act_elems=tokens * heads * (d_in + d_out),
+        weight_rows=heads * d_out,
+        launches=launches,
+    )
 
 
 def scaled(op: Op, n: ArrayLike) -> Op:
@@ -259,14 +278,7 @@ def _dense_mlp(m: ModelSpec, s: Step) -> list[Op]:
     n_in = m.mlp_matrices - 1  # 2 input projections when gated, else 1
     bias = m.linear_bias in ("mlp", "all")
     return [
-        Op(
-            "mlp/up",
-            "matmul",
-            flops=2 * B * T * D * F * n_in,
-            weight_elems=D * F * n_in + (n_in * F if bias else 0),
-            act_elems=B * T * (D + n_in * F),
-            weight_rows=n_in * F,
-        ),
+        projection("mlp/up", B * T, D, n_in * F, n_in * F if bias else 0),
         Op(
             "mlp/act",
             "elementwise",
@@ -274,14 +286,7 @@ def _dense_mlp(m: ModelSpec, s: Step) -> list[Op]:
             act_elems=B * T * F * (n_in + 1),
             launches=n_in,
         ),  # act (· up when gated)
-        Op(
-            "mlp/down",
-            "matmul",
-            flops=2 * B * T * F * D,
-            weight_elems=F * D + (D if bias else 0),
-            act_elems=B * T * (F + D),
-            weight_rows=D,
-        ),
+        projection("mlp/down", B * T, F, D, D if bias else 0),
     ]
 
 
@@ -299,14 +304,7 @@ def _moe(m: ModelSpec, e: MoESpec, s: Step, shard: ExpertShard | None) -> list[O
     pairs = busiest_rank_pairs(e.top_k, tokens, ep)  # token-expert pairs this GPU computes
     per_expert = mats * D * e.expert_d_ff
     ops = [
-        Op(
-            "moe/router",
-            "matmul",
-            flops=2 * B * T * D * e.experts,
-            weight_elems=D * e.experts,
-            act_elems=B * T * (D + e.experts),
-            weight_rows=e.experts,
-        ),
+        projection("moe/router", B * T, D, e.experts),
         Op(
             "moe/experts",
             "matmul",
@@ -383,16 +381,7 @@ def lm_head_ops(m: ModelSpec, s: Step) -> list[Op]:
     """Logits D→V for the last position of each sequence (sampling) or all T (verification)."""
     tokens = s.batch * (s.new_tokens if s.logits == "all" else 1)
     D, V = m.d_model, m.vocab_size
-    return [
-        Op(
-            "lm_head",
-            "matmul",
-            flops=2 * tokens * D * V,
-            weight_elems=D * V,
-            act_elems=tokens * (D + V),
-            weight_rows=V,
-        )
-    ]
+    return [projection("lm_head", tokens, D, V)]
 
 
 def operators(m: ModelSpec, s: Step, shard: ExpertShard | None = None) -> list[Op]:
