@@ -1,12 +1,9 @@
-"""Token mixers: one class per family, each owning its parameters, its cache or state per
-token and sequence, its validation and its operators.
-
-L layers, D model dim, N query heads, K kv heads, H head dim, B batch, T new tokens,
-S cached tokens. A `ModelSpec` holds one `attention` block (softmax: `SoftmaxAttention` for
-MHA/GQA/MQA, `MLAAttention` for DeepSeek's latent attention; chosen by `kind`), and optional
-`ssm` (`Mamba1`, `Mamba2`, by `kind`) and `linear_attention` blocks; its `layer_pattern` says
-which one each layer runs. A new variant is one `MixerBlock` subclass and one line in its union.
-"""
+"""Token mixers, one class per family owning its parameters, cache or state, checks and
+operators. L layers, D model dim, N query heads, K kv heads, H head dim, B batch, T new tokens,
+S cached tokens. A `ModelSpec` has an `attention` block (`SoftmaxAttention`: MHA/GQA/MQA, or
+`MLAAttention`, by `kind`), optional `ssm` (`Mamba1`, `Mamba2`, by `kind`) and
+`linear_attention`; `layer_pattern` says which each layer runs. A new variant is one
+`MixerBlock` subclass and one line in its union."""
 
 from __future__ import annotations
 
@@ -107,13 +104,6 @@ class _Attention(MixerBlock):
         default=None, description="explicit map: layer i reads the KV of layer map[i] <= i"
     )
 
-    @abstractmethod
-    def kv_elems_per_token_layer(self, m: ModelSpec) -> int:
-        """Cached values per token in one KV-owning layer."""
-
-    def window(self, mixer: str) -> int | None:
-        return self.sliding_window if mixer == "local" else None
-
     def owns_kv(self, i: int, nth: int) -> bool:
         """Whether layer i, the nth of its mixer, stores its own KV (the first of each share
         group does)."""
@@ -196,7 +186,7 @@ class SoftmaxAttention(_Attention):
         """x (B,T,D), q (B,T,N,H), kv (B,S+T,K,H)."""
         B, T, S = s.batch, s.new_tokens, s.cached_tokens
         D, N, K, H, qd = m.d_model, m.heads, m.kv_heads, m.head_dim, m.q_dim
-        window = self.window(kind.mixer)
+        window = self.sliding_window if kind.mixer == "local" else None
         chunk = self.attention_chunk_size if kind.mixer == "chunked" else None
         qkv_out = qd + (2 * m.kv_dim if kind.owns_kv else 0)  # shared-KV layers project only Q
         bias = m.linear_bias in ("qkv", "all")
@@ -279,7 +269,7 @@ class MLAAttention(_Attention):
         B, T, S = s.batch, s.new_tokens, s.cached_tokens
         D, N, r, R = m.d_model, m.heads, self.kv_lora_rank, self.qk_rope_head_dim
         n, v, ql = self.qk_nope_head_dim, self.v_head_dim, self.q_lora_rank
-        window = self.window(kind.mixer)
+        window = self.sliding_window if kind.mixer == "local" else None
         pairs = attended_pairs(T, S, window, s.causal)
         ctx = kv_tokens_read(T, S, window)
         latent = r + R
@@ -347,16 +337,12 @@ class MLAAttention(_Attention):
         return [*ops, projection("attention/out", B * T, N * v, D)]
 
 
-def _attention_kind(data: Any) -> str:
-    return data.get("kind", "gqa") if isinstance(data, dict) else str(data.kind)
-
-
 #: The softmax attention block, chosen by its `kind` (gqa when absent).
 Attention = Annotated[
     Annotated[SoftmaxAttention, Tag("gqa")]
     | Annotated[SoftmaxAttention, Tag("mha")]
     | Annotated[MLAAttention, Tag("mla")],
-    Discriminator(_attention_kind),
+    Discriminator(lambda d: d.get("kind", "gqa") if isinstance(d, dict) else d.kind),
 ]
 
 
@@ -538,10 +524,8 @@ class Mamba2(_Mamba):
         return self.d_inner(m) // self.head_dim
 
     def check(self, m: ModelSpec, mixers: frozenset[str]) -> None:
-        if self.d_inner(m) % self.head_dim:
-            raise ValueError(
-                f"ssm d_inner ({self.d_inner(m)}) must be a multiple of head_dim ({self.head_dim})"
-            )
+        if (Di := self.d_inner(m)) % self.head_dim:
+            raise ValueError(f"ssm d_inner ({Di}) must be a multiple of head_dim ({self.head_dim})")
 
     def bc_width(self) -> int:
         return 2 * self.n_groups * self.d_state

@@ -297,8 +297,7 @@ def _moe(m: ModelSpec, e: MoESpec, s: Step, shard: ExpertShard | None) -> list[O
     expert-parallel `shard`, the routed experts see the group's tokens spread over ep ranks and
     the busiest rank is costed: its expected maximum of pairs and of experts touched (about
     2.5 experts at one token, top-8 of 256 on EP 8, against a mean of 1)."""
-    B, T, D = s.batch, s.new_tokens, m.d_model
-    mats = m.mlp_matrices
+    B, T, D, mats = s.batch, s.new_tokens, m.d_model, m.mlp_matrices
     tokens, ep = (B * T, 1) if shard is None else (shard.group_tokens, shard.ep)
     touched = busiest_rank_experts(e.experts, e.top_k, tokens, ep)
     pairs = busiest_rank_pairs(e.top_k, tokens, ep)  # token-expert pairs this GPU computes
