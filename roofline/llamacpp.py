@@ -83,7 +83,7 @@ def tensors(m: ModelSpec) -> list[Tensor]:
     if m.position == "learned":
         out.append(Tensor("embedding", "pos_embd", -1, D, m.max_context * D, False))
     for i, kind in enumerate(m.layer_kinds):
-        mixer_elems = m.mixer_params(kind) if kind.mixer != "ssm" else m.ssm_params()
+        mixer_elems = m.mixer_params(kind)
         group = "ssm" if kind.mixer == "ssm" else "attention"
         if kind.mixer in SOFTMAX_MIXERS and m.attention.kind != "mla":
             qd, kvd = m.q_dim, m.kv_dim

@@ -5,12 +5,9 @@ prefill is T = prompt, S = 0; decode is T = 1, S = context so far. B and S may b
 arrays (they broadcast), so a whole batch x context grid is one call.
 
 `operators` walks the model's layer groups (distinct layer kinds with their counts): each
-group contributes its token mixer's operators (softmax attention, MLA, sliding window, chunked
-attention, linear attention, SSM) and its FFN's (dense MLP or MoE), once per layer kind, scaled
-by the count.
-Operators of the same name from different groups are summed, so a hybrid's breakdown still
-has one line per operator name. Family-specific operators carry a family prefix:
-`mla/kv_down`, `mla/absorbed_scores`, `local/scores+av`, `chunked/scores+av`,
+contributes its token mixer's operators (`roofline.mixers`, one class per family) and its
+FFN's (dense MLP or MoE here), once per kind, scaled by the count; same-named operators of
+different groups are summed. Family operators carry a prefix: `mla/kv_down`, `local/scores+av`,
 `linear/state_update`, `moe/experts`, `ssm/scan`.
 
 Every operator reports element counts, not bytes: FLOPs, weights read, activations read and
@@ -26,12 +23,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from .errors import InvalidInputError
-from .model import LayerKind, ModelSpec
+
+if TYPE_CHECKING:
+    from .model import LayerKind, ModelSpec, MoESpec
 
 ArrayLike = int | float | np.ndarray
 OpKind = Literal["matmul", "attention", "elementwise", "gather", "scan"]
@@ -73,7 +72,30 @@ class Op:
     instances: int = 1  # times the operator runs (layers, norms): kernels when fused
 
 
-def _scaled(op: Op, n: int) -> Op:
+def projection(
+    name: str,
+    tokens: ArrayLike,
+    d_in: int,
+    d_out: int,
+    bias: int = 0,
+    launches: int = 1,
+    heads: int = 1,
+) -> Op:
+    """x (tokens, heads, d_in) · W (heads, d_in, d_out) + a bias of `bias` values:
+    2·tokens·heads·d_in·d_out FLOPs, W read once (heads·d_out rows streamed), x read, y written."""
+    return Op(
+        name,
+        "matmul",
+        flops=2 * tokens * heads * d_in * d_out,
+        weight_elems=heads * d_in * d_out + bias,
+        act_elems=tokens * heads * (d_in + d_out),
+        weight_rows=heads * d_out,
+        launches=launches,
+    )
+
+
+def scaled(op: Op, n: ArrayLike) -> Op:
+    """`op` counted n times (n an array: per grid element, 0 where it does not run)."""
     return dataclasses.replace(op, **{f: getattr(op, f) * n for f in _COUNTED})
 
 
@@ -250,298 +272,13 @@ class ExpertShard:
     group_tokens: ArrayLike
 
 
-def _softmax_attention(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
-    """One softmax attention layer. x (B,T,D), q (B,T,N,H), kv (B,S+T,K,H)."""
-    B, T, S = s.batch, s.new_tokens, s.cached_tokens
-    window = m.attention.sliding_window if kind.mixer == "local" else None
-    chunk = m.attention.attention_chunk_size if kind.mixer == "chunked" else None
-    D, qd, kvd = m.d_model, m.q_dim, m.kv_dim
-    kv_out = 2 * kvd if kind.owns_kv else 0  # shared-KV layers project only Q
-    qkv_out = qd + kv_out
-    bias = m.linear_bias in ("qkv", "all")
-    core = "local/scores+av" if window else "chunked/scores+av" if chunk else "attention/scores+av"
-    return [
-        Op(
-            "attention/qkv",
-            "matmul",
-            flops=2 * B * T * D * qkv_out,
-            weight_elems=D * qkv_out + (qkv_out if bias else 0),
-            act_elems=B * T * (D + qkv_out),
-            weight_rows=qkv_out,
-            launches=1 + (ROPE_LAUNCHES if m.position == "rope" else 0),
-        ),
-        sdpa_op(
-            B, T, S, m.heads, m.kv_heads, m.head_dim, window, s.causal, kind.owns_kv, core, chunk
-        ),
-        Op(
-            "attention/out",
-            "matmul",
-            flops=2 * B * T * qd * D,
-            weight_elems=qd * D + (D if m.linear_bias == "all" else 0),
-            act_elems=B * T * (qd + D),
-            weight_rows=D,
-        ),
-    ]
-
-
-def mla_naive_is_cheaper(
-    m: ModelSpec, T: ArrayLike, S: ArrayLike, window: int | None = None, causal: bool = True
-) -> ArrayLike:
-    """Whether one sequence's step of T new tokens on S cached takes fewer FLOPs on MLA's naive
-    path than on the absorbed one (per layer and head, see `_mla`): naive 2·ctx·r·(n + v)
-    + 2·pairs·(n + R + v) against absorbed 2·T·r·(n + v) + 2·pairs·(2r + R), i.e.
-    r·(n + v)·(ctx − T) < pairs·(2r − n − v) with ctx the tokens read. Decode (T = 1, S ≥ 1)
-    absorbs; a prefill from an empty cache decompresses."""
-    a = m.attention
-    r, n, v = int(a.kv_lora_rank or 0), int(a.qk_nope_head_dim or 0), int(a.v_head_dim or 0)
-    pairs = attended_pairs(T, S, window, causal)
-    ctx = kv_tokens_read(T, S, window)
-    return r * (n + v) * (ctx - T) < pairs * (2 * r - n - v)
-
-
-def _masked(op: Op, where: ArrayLike) -> Op:
-    """`op` counted only in the grid elements `where` is true (launches included)."""
-    w = np.asarray(where, dtype=float)
-    return dataclasses.replace(op, **{f: getattr(op, f) * w for f in _COUNTED})
-
-
-def _mla(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
-    """One MLA layer (DeepSeek-V2/V3). The cache holds, per token, a latent c (r =
-    kv_lora_rank) and one RoPE key shared by all heads (R = qk_rope_head_dim).
-    absorbed: W_UK folds into the query (q_nope·W_UK: N·n → N·r) and W_UV applies after
-    attention, so scores and AV run over the latent like MQA with head dim r + R,
-    2·(2r + R)·N FLOPs per query-key pair; naive: every cached latent is up-projected to N
-    heads of K (n + R) and V (v), 2·r·N·(n + v) FLOPs per context token, then attention costs
-    2·(n + R + v)·N per pair. Absorbing pays per pair, decompressing per token: with T = 1
-    (decode) the absorbed path is far cheaper, with T ≫ 1 (prefill) the naive one.
-    `mla_decode: auto` takes the path with fewer FLOPs in each step (`mla_naive_is_cheaper`;
-    op names say which: `mla/absorbed_scores` or `mla/kv_up` + `mla/scores+av`)."""
-    a = m.attention
-    B, T, S = s.batch, s.new_tokens, s.cached_tokens
-    D, N, r, R = m.d_model, m.heads, a.kv_lora_rank, a.qk_rope_head_dim
-    n, v = a.qk_nope_head_dim, a.v_head_dim
-    window = a.sliding_window if kind.mixer == "local" else None
-    pairs = attended_pairs(T, S, window, s.causal)
-    ctx = kv_tokens_read(T, S, window)
-    latent = r + R
-    q_w = D * N * (n + R) if a.q_lora_rank is None else a.q_lora_rank * (D + N * (n + R))
-    q_rows = N * (n + R) + (a.q_lora_rank or 0)
-    ops = [
-        Op(
-            "mla/q_proj",
-            "matmul",
-            flops=2 * B * T * q_w,
-            weight_elems=q_w,
-            act_elems=B * T * (D + N * (n + R)),
-            weight_rows=q_rows,
-        )
-    ]
-    if kind.owns_kv:
-        ops.append(
-            Op(
-                "mla/kv_down",
-                "matmul",
-                flops=2 * B * T * D * latent,
-                weight_elems=D * latent,
-                act_elems=B * T * D,
-                kv_write_elems=B * T * latent,
-                weight_rows=latent,
-            )
-        )
-    absorbed = [
-        Op(
-            "mla/q_absorb",
-            "matmul",
-            flops=2 * B * T * N * n * r,
-            weight_elems=N * n * r,
-            act_elems=B * T * N * (n + r),
-            weight_rows=N * r,
-        ),
-        Op(
-            "mla/absorbed_scores",
-            "attention",
-            flops=B * 2 * pairs * N * (2 * r + R),
-            act_elems=B * T * N * (2 * r + R),
-            kv_read_elems=B * ctx * latent,
-        ),
-        Op(
-            "mla/v_up",
-            "matmul",
-            flops=2 * B * T * N * r * v,
-            weight_elems=N * r * v,
-            act_elems=B * T * N * (r + v),
-            weight_rows=N * v,
-        ),
-    ]
-    naive = [
-        Op(
-            "mla/kv_up",
-            "matmul",
-            flops=2 * B * ctx * r * N * (n + v),
-            weight_elems=r * N * (n + v),
-            act_elems=B * ctx * N * (n + v),
-            kv_read_elems=B * ctx * latent,
-            weight_rows=N * (n + v),
-            launches=2,
-        ),  # the up-projection, then K = [k_nope, k_rope] concatenated
-        Op(
-            "mla/scores+av",
-            "attention",
-            flops=B * 2 * pairs * N * (n + R + v),
-            act_elems=B * T * N * (n + R + v) + B * ctx * N * (n + v),
-        ),
-    ]
-    if a.mla_decode == "auto":
-        naive_step = mla_naive_is_cheaper(m, T, S, window, s.causal)
-        if np.all(naive_step) or not np.any(naive_step):
-            ops += naive if np.all(naive_step) else absorbed
-        else:  # a grid whose steps take different paths: each op counts where it runs
-            ops += [_masked(o, np.logical_not(naive_step)) for o in absorbed]
-            ops += [_masked(o, naive_step) for o in naive]
-    else:
-        ops += naive if a.mla_decode == "naive" else absorbed
-    ops.append(
-        Op(
-            "attention/out",
-            "matmul",
-            flops=2 * B * T * N * v * D,
-            weight_elems=N * v * D,
-            act_elems=B * T * (N * v + D),
-            weight_rows=D,
-        )
-    )
-    return ops
-
-
-def _linear_attention(m: ModelSpec, s: Step) -> list[Op]:
-    """One linear-attention layer: state per head Z (H x H) updated Z += k·vᵀ and read o = q·Z
-    per token (2·H² FLOPs each per head); the N·H² state is read and written once per step."""
-    B, T, D = s.batch, s.new_tokens, m.d_model
-    nh = m.heads * m.head_dim
-    gate = m.linear_attention.output_gate
-    proj = 3 * nh + (nh if gate else 0)
-    state = m.linear_state_elems_per_layer
-    return [
-        Op(
-            "linear/qkv",
-            "matmul",
-            flops=2 * B * T * D * proj,
-            weight_elems=D * proj,
-            act_elems=B * T * (D + proj),
-            weight_rows=proj,
-        ),
-        Op(
-            "linear/state_update",
-            "scan",
-            flops=B * T * 4 * nh * m.head_dim,
-            act_elems=B * T * 4 * nh,
-            kv_read_elems=B * state,
-            kv_write_elems=B * state,
-        ),
-        Op(
-            "linear/out",
-            "matmul",
-            flops=2 * B * T * nh * D,
-            weight_elems=nh * D,
-            act_elems=B * T * (nh + D),
-            weight_rows=D,
-        ),
-    ]
-
-
-def _ssm(m: ModelSpec, s: Step) -> list[Op]:
-    """One Mamba layer. in_proj D → (z, x[, B, C, Δ]); causal conv over conv_dim channels
-    (window d_conv); Δ/B/C from x (Mamba-1: x_proj + dt_proj); the selective scan updates
-    h = exp(Δ·A)·h + Δ·B·x and reads y = C·h, ≈6 FLOPs per state element per token;
-    out_proj d_inner → D. The scan state d_inner·d_state and the conv window are read and
-    written once per step (constant in S)."""
-    ssm, B, T, D, Di = m.ssm, s.batch, s.new_tokens, m.d_model, m.d_inner
-    conv_dim, ds = m.ssm_conv_dim, ssm.d_state
-    if ssm.kind == "mamba1":
-        in_w = D * 2 * Di
-        R = m.ssm_dt_rank
-        dt_w = Di * (R + 2 * ds) + R * Di
-    else:
-        in_w = D * (2 * Di + 2 * ssm.n_groups * ds + m.ssm_heads)
-        dt_w = 0
-    conv_state = conv_dim * ssm.d_conv
-    scan_state = Di * ds
-    ops = [
-        Op(
-            "ssm/in_proj",
-            "matmul",
-            flops=2 * B * T * in_w,
-            weight_elems=in_w,
-            act_elems=B * T * (D + in_w // D),
-            weight_rows=in_w // D,
-        ),
-        Op(
-            "ssm/conv",
-            "elementwise",
-            flops=2 * B * T * conv_dim * ssm.d_conv,
-            weight_elems=conv_state + conv_dim,
-            act_elems=2 * B * T * conv_dim,
-            kv_read_elems=B * conv_state,
-            kv_write_elems=B * conv_state,
-        ),
-    ]
-    if dt_w:
-        ops.append(
-            Op(
-                "ssm/dt_proj",
-                "matmul",
-                flops=2 * B * T * dt_w,
-                weight_elems=dt_w,
-                act_elems=B * T * (Di + R + 2 * ds + Di),
-                weight_rows=R + 2 * ds + Di,
-            )
-        )
-    ops += [
-        Op(
-            "ssm/scan",
-            "scan",
-            flops=6 * B * T * scan_state,
-            weight_elems=Di * ds if ssm.kind == "mamba1" else 3 * m.ssm_heads,
-            act_elems=B * T * (3 * Di + 2 * ds * ssm.n_groups),
-            kv_read_elems=B * scan_state,
-            kv_write_elems=B * scan_state,
-        ),
-        Op(
-            "ssm/out_proj",
-            "matmul",
-            flops=2 * B * T * Di * D,
-            weight_elems=Di * D,
-            act_elems=B * T * (Di + D),
-            weight_rows=D,
-        ),
-    ]
-    return ops
-
-
-def _mixer_ops(m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
-    if kind.mixer == "ssm":
-        return _ssm(m, s)
-    if kind.mixer == "linear":
-        return _linear_attention(m, s)
-    if m.attention.kind == "mla":
-        return _mla(m, s, kind)
-    return _softmax_attention(m, s, kind)
-
-
 def _dense_mlp(m: ModelSpec, s: Step) -> list[Op]:
     """One dense MLP. Gated: (gate, up) D→2F, act·mul, down F→D; plain: D→F, act, F→D."""
     B, T, D, F = s.batch, s.new_tokens, m.d_model, m.d_ff
     n_in = m.mlp_matrices - 1  # 2 input projections when gated, else 1
     bias = m.linear_bias in ("mlp", "all")
     return [
-        Op(
-            "mlp/up",
-            "matmul",
-            flops=2 * B * T * D * F * n_in,
-            weight_elems=D * F * n_in + (n_in * F if bias else 0),
-            act_elems=B * T * (D + n_in * F),
-            weight_rows=n_in * F,
-        ),
+        projection("mlp/up", B * T, D, n_in * F, n_in * F if bias else 0),
         Op(
             "mlp/act",
             "elementwise",
@@ -549,39 +286,24 @@ def _dense_mlp(m: ModelSpec, s: Step) -> list[Op]:
             act_elems=B * T * F * (n_in + 1),
             launches=n_in,
         ),  # act (· up when gated)
-        Op(
-            "mlp/down",
-            "matmul",
-            flops=2 * B * T * F * D,
-            weight_elems=F * D + (D if bias else 0),
-            act_elems=B * T * (F + D),
-            weight_rows=D,
-        ),
+        projection("mlp/down", B * T, F, D, D if bias else 0),
     ]
 
 
-def _moe(m: ModelSpec, s: Step, shard: ExpertShard | None) -> list[Op]:
+def _moe(m: ModelSpec, e: MoESpec, s: Step, shard: ExpertShard | None) -> list[Op]:
     """One MoE layer: router D→E, k routed experts per token, plus always-on shared experts.
     FLOPs follow the k experts each token uses; weight bytes follow the experts the batch
     touches, `expected_experts_touched(E, k, B·T)` (all E once the batch is large). With an
     expert-parallel `shard`, the routed experts see the group's tokens spread over ep ranks and
     the busiest rank is costed: its expected maximum of pairs and of experts touched (about
     2.5 experts at one token, top-8 of 256 on EP 8, against a mean of 1)."""
-    e, B, T, D = m.moe, s.batch, s.new_tokens, m.d_model
-    mats = m.mlp_matrices
+    B, T, D, mats = s.batch, s.new_tokens, m.d_model, m.mlp_matrices
     tokens, ep = (B * T, 1) if shard is None else (shard.group_tokens, shard.ep)
     touched = busiest_rank_experts(e.experts, e.top_k, tokens, ep)
     pairs = busiest_rank_pairs(e.top_k, tokens, ep)  # token-expert pairs this GPU computes
     per_expert = mats * D * e.expert_d_ff
     ops = [
-        Op(
-            "moe/router",
-            "matmul",
-            flops=2 * B * T * D * e.experts,
-            weight_elems=D * e.experts,
-            act_elems=B * T * (D + e.experts),
-            weight_rows=e.experts,
-        ),
+        projection("moe/router", B * T, D, e.experts),
         Op(
             "moe/experts",
             "matmul",
@@ -607,8 +329,8 @@ def _moe(m: ModelSpec, s: Step, shard: ExpertShard | None) -> list[Op]:
 
 
 def _ffn_ops(m: ModelSpec, s: Step, kind: LayerKind, shard: ExpertShard | None) -> list[Op]:
-    if kind.ffn == "moe":
-        return _moe(m, s, shard)
+    if kind.ffn == "moe" and m.moe is not None:
+        return _moe(m, m.moe, s, shard)
     if kind.ffn == "dense":
         return _dense_mlp(m, s)
     return []
@@ -619,8 +341,9 @@ def layer_ops(m: ModelSpec, s: Step, shard: ExpertShard | None = None) -> list[O
     same-named operators of different groups summed (launches add up)."""
     merged: dict[str, Op] = {}
     for g in m.layer_groups:
-        for op in (*_mixer_ops(m, s, g.kind), *_ffn_ops(m, s, g.kind, shard)):
-            op = _scaled(op, g.count)
+        mixer = m.mixer_block(g.kind.mixer).ops(m, s, g.kind)
+        for op in (*mixer, *_ffn_ops(m, s, g.kind, shard)):
+            op = scaled(op, g.count)
             merged[op.name] = _summed(merged[op.name], op) if op.name in merged else op
     return list(merged.values())
 
@@ -657,16 +380,7 @@ def lm_head_ops(m: ModelSpec, s: Step) -> list[Op]:
     """Logits D→V for the last position of each sequence (sampling) or all T (verification)."""
     tokens = s.batch * (s.new_tokens if s.logits == "all" else 1)
     D, V = m.d_model, m.vocab_size
-    return [
-        Op(
-            "lm_head",
-            "matmul",
-            flops=2 * tokens * D * V,
-            weight_elems=D * V,
-            act_elems=tokens * (D + V),
-            weight_rows=V,
-        )
-    ]
+    return [projection("lm_head", tokens, D, V)]
 
 
 def operators(m: ModelSpec, s: Step, shard: ExpertShard | None = None) -> list[Op]:

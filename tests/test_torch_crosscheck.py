@@ -39,7 +39,8 @@ def _mixer(m: ModelSpec, kind: LayerKind) -> nn.Module:
     a = m.attention
     mods: dict[str, nn.Module] = {}
     if kind.mixer == "ssm":
-        s, Di, R = m.ssm, m.d_inner, m.ssm_dt_rank
+        s, Di = m.ssm, m.d_inner
+        R = s.rank(m)
         mods = {
             "in_proj": nn.Linear(D, 2 * Di, bias=False),
             "conv1d": nn.Conv1d(Di, Di, s.d_conv, groups=Di, bias=s.conv_bias),

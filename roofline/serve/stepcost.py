@@ -55,6 +55,7 @@ from ..cost import Ceiling
 from ..engine import EngineSpec
 from ..errors import InvalidInputError
 from ..hardware import HardwareSpec
+from ..mixers import mla_naive_is_cheaper
 from ..model import ModelSpec
 from ..operators import (
     ArrayLike,
@@ -63,7 +64,6 @@ from ..operators import (
     busiest_rank_experts,
     busiest_rank_pairs,
     kv_tokens_read,
-    mla_naive_is_cheaper,
 )
 from ..parallel import (
     Collective,
