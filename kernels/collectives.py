@@ -170,7 +170,7 @@ def run_collectives(
             r["max_s"],
             reps,
             predicted_s(r["op"], r["message_bytes"], world_size, interconnect)
-            if has_link
+            if has_link and interconnect is not None
             else None,
         )
         for r in rows

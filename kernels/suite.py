@@ -20,7 +20,7 @@ from roofline.errors import InvalidInputError
 from roofline.files import signals_deferred
 from roofline.measure.calibrate import CALIBRATION_FAMILIES
 from roofline.measure.kernel_ops import op_flops_bytes
-from roofline.measure.results import DeviceInfo, Environment, Point, Results, Skipped
+from roofline.measure.results import DeviceInfo, Environment, Family, Point, Results, Skipped
 from roofline.model import ModelSpec
 from roofline.operators import Step, operators
 
@@ -39,7 +39,7 @@ CALIBRATION_MEASURE_S = 0.5
 
 @dataclass(frozen=True)
 class PointSpec:
-    family: str
+    family: Family
     kernel: str
     dtype: str
     shape: dict[str, int]
@@ -60,7 +60,7 @@ class Plan:
 
 
 def _attention(
-    family: str, dtype: str, B: int, T: int, S: int, N: int, K: int, H: int
+    family: Family, dtype: str, B: int, T: int, S: int, N: int, K: int, H: int
 ) -> PointSpec:
     return PointSpec(family, "sdpa", dtype, dict(B=B, T=T, S=S, N=N, K=K, H=H))
 
@@ -125,7 +125,7 @@ def cpu_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
         for T in ((128, 512) if big else (256,))
     ]
     models = ("tiny-llama-30m", "tiny-llama-120m")
-    prompts = {m: (128, 512) if big else (128,) for m in models}
+    prompts: dict[str, tuple[int, ...]] = {m: (128, 512) if big else (128,) for m in models}
     pts += _steps(models, d, (1, 4, 16), (128, 1024), prompts)
     budget = Budget(0.02, 0.15, min_repeats=3) if suite == "ci" else Budget(0.2, 1.0)
     return Plan(tuple(pts), budget, models)
