@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from functools import cached_property
+from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -190,14 +192,23 @@ class ModelSpec(Frozen):
             )
         return self
 
-    # ---- layers ------------------------------------------------------------------------
-    @property
+    # ---- layers (computed once per spec: every step's operators read them) -------------
+    _CACHED = ("mixers", "layer_kinds", "layer_groups")
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with `update` applied; the layer caches are rebuilt from the new fields."""
+        copy = super().model_copy(update=update, deep=deep)
+        for name in self._CACHED:
+            copy.__dict__.pop(name, None)
+        return copy
+
+    @cached_property
     def mixers(self) -> tuple[Mixer, ...]:
         """Mixer of each of the L layers, the layer_pattern cycled."""
         p = self.layer_pattern
         return tuple(p[i % len(p)] for i in range(self.layers))
 
-    @property
+    @cached_property
     def layer_kinds(self) -> tuple[LayerKind, ...]:
         """Per layer i: mixer from the cycled pattern, FFN from the MoE block, KV ownership
         from cross-layer sharing (the first of each share group owns the cache)."""
@@ -211,7 +222,7 @@ class ModelSpec(Frozen):
             kinds.append(LayerKind(mixer, ffn, owns))
         return tuple(kinds)
 
-    @property
+    @cached_property
     def layer_groups(self) -> tuple[LayerGroup, ...]:
         """Distinct layer kinds with their counts, in order of first appearance."""
         counts = Counter(self.layer_kinds)

@@ -226,16 +226,16 @@ class Precision:
         """The dtype matmuls run at: the activation format's (weights are converted to it)."""
         return self.activation_format.compute  # type: ignore[return-value]  # checked in init
 
-    @property
+    @cached_property
     def weight_bytes(self) -> float:
         """Bytes per element of the base weight format."""
         return self.weight_format.bytes
 
-    @property
+    @cached_property
     def activation_bytes(self) -> float:
         return self.activation_format.bytes
 
-    @property
+    @cached_property
     def residual_bytes(self) -> float:
         """Bytes per element of the hidden state between GEMMs: the activation format, at
         least 16 bits. Engines that quantise GEMM inputs (W8A8, fp8) quantise each GEMM's
@@ -243,7 +243,7 @@ class Precision:
         (TensorRT-LLM and vLLM fp8 checkpoints); fp32 stays fp32."""
         return max(self.activation_bytes, RESIDUAL_BYTES)
 
-    @property
+    @cached_property
     def kv_bytes(self) -> float:
         return self.kv_format.bytes
 
