@@ -34,7 +34,7 @@ SOFTMAX_MIXERS: tuple[SoftmaxMixer, ...] = ("global", "local", "chunked")
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class MixerBlock(Frozen):
