@@ -549,8 +549,8 @@ class CacheSummary:
         if f.binding == "weights":
             return (
                 f"weights ({f.weights_bytes / 1e9:.1f} GB per GPU) exceed the usable "
-                f"{f.budget.usable_bytes / 1e9:.1f} GB: nothing fits; add GPUs (--tp/--pp)"
-                " or use a smaller --weights-dtype"
+                f"{f.budget.usable_bytes / 1e9:.1f} GB: nothing fits; add GPUs (`tp`, `pp`)"
+                " or pass a smaller format to `weights`"
             )
         return f"max batch bound by {f.binding}; max context bound by {self.context_fit.binding}"
 

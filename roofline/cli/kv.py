@@ -75,7 +75,12 @@ def kv(
     warn([w for r in rows for w in r.warnings])
     if json_out:
         print_json(
-            [common.header(r.model, hw.name, p, "achievable", eng, par) | r.as_dict() for r in rows]
+            [
+                common.header(r.model, hw.name, p, "achievable", eng, par)
+                | r.as_dict()
+                | {"note": common.with_flags(r.note)}
+                for r in rows
+            ]
         )
     else:
         console.print(kv_table(rows, hw.display_name))
