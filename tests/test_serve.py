@@ -184,6 +184,53 @@ def test_hand_computed_schedules(name, first, finish):
     np.testing.assert_array_equal(r.finish_s, finish)
 
 
+@pytest.mark.parametrize(
+    ("name", "first", "finish"),
+    [
+        # prefill-first: A prefills 3 of its 4 tokens [0,1] (no token); B [1,2]; A,B decode
+        # [2,3]: their first tokens at 3; C prefills [3,4]; A,B,C decode [4,5] ... [7,8]: A, B
+        # have 5 tokens at 8; C's first came at 5, its fifth at 9.
+        ("continuous", [3, 3, 5], [8, 8, 9]),
+        # static: {A} prefills [0,1], decodes 5 steps [1,6] (first token at 2); {B,C} prefill
+        # [6,7] and decode [7,12] (first tokens at 8).
+        ("static", [2, 8, 8], [6, 12, 12]),
+    ],
+)
+def test_first_token_from_a_decode_step(name, first, finish):
+    """An engine whose first token comes from a decode step (`first_token: decode`): a prompt
+    of P tokens prefills P - 1, the decode step over the last one yields token 1, so every
+    request takes one more step than in `test_hand_computed_schedules`; the tokens computed are
+    the same, P - 1 + G."""
+    p = POLICIES[name].with_overrides(max_seqs=4, token_budget=16)
+    d = Deployment(Pool("serve", OneSecond(), 1000), 1.0, first_token_from_decode=True)
+    r = simulate(THREE, p, d, max_seq_len=100)
+    np.testing.assert_array_equal(r.first_token_s, first)
+    np.testing.assert_array_equal(r.finish_s, finish)
+    c = r.counters
+    assert (c.prefill_tokens, c.decode_tokens, c.padding_tokens) == (3 * 3, 3 * 5, 0)
+
+
+def test_serve_ttft_of_a_first_token_decode_engine_is_prefill_of_p_minus_1_plus_a_step():
+    """One request alone: TTFT = the step timer's prefill of P - 1 tokens + its decode step at
+    S = P - 1 (lmdeploy), against the prefill of P tokens for an engine that samples token 1
+    from the prefill (vllm)."""
+    from roofline.catalog import load_engine
+
+    m, hw, P = load_model("llama-2-7b"), load_hardware("a100-sxm-80gb"), 128
+    w = workload([0.0], [P], [4])
+    for name, decode_first in (("lmdeploy", True), ("vllm", False)):
+        d = build_deployment(m, hw, POLICIES["continuous"], engine=load_engine(name))
+        assert d.first_token_from_decode is decode_first
+        t = d.pool.timer
+        expected = (
+            t.step_s(np.array([P - 1.0]), np.zeros(1)) + t.decode_s(np.array([P - 1.0]), 1)[0]
+            if decode_first
+            else t.step_s(np.array([float(P)]), np.zeros(1))
+        )
+        r = simulate(w, POLICIES["continuous"], d)
+        assert r.first_token_s[0] == pytest.approx(expected, rel=1e-12)
+
+
 def test_disaggregated_hand_off_waits_for_the_kv_transfer():
     # KV of P=4 tokens at 1 B/token over 8 B/s + 0.25 s latency: 0.25 + 4/8 = 0.75 s.
     # A: prefill [0,1] -> decode pool at 1.75, decodes [1.75, 5.75].
@@ -252,8 +299,9 @@ def test_kv_fragmentation_formula(kv, allocated):
     capacity=st.sampled_from([128, 300, 5000]),
     replicas=st.integers(1, 3),
     router=st.sampled_from(["round-robin", "least-loaded"]),
+    decode_first=st.booleans(),
 )
-def test_invariants(n, seed, name, preemption, capacity, replicas, router):
+def test_invariants(n, seed, name, preemption, capacity, replicas, router, decode_first):
     rng = np.random.default_rng(seed)
     inp = rng.integers(1, 60, n)
     out = rng.integers(1, 60, n)
@@ -272,9 +320,11 @@ def test_invariants(n, seed, name, preemption, capacity, replicas, router):
     )
     pools = [Pool(x, PerToken(), capacity, replicas) for x in ("prefill", "decode")]
     d = (
-        Deployment(pools[0], 1.0, pools[1], 50.0, 0.01)
+        Deployment(pools[0], 1.0, pools[1], 50.0, 0.01, first_token_from_decode=decode_first)
         if p.disaggregated
-        else Deployment(Pool("serve", PerToken(), capacity, replicas), 1.0)
+        else Deployment(
+            Pool("serve", PerToken(), capacity, replicas), 1.0, first_token_from_decode=decode_first
+        )
     )
     r = simulate(w, p, d)
     c = r.counters

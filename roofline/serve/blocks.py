@@ -69,10 +69,12 @@ class BlockAllocator:
             self.r.shared_tokens[rid] = 0
 
     def _shareable_tokens(self, rid: int) -> int:
-        """Whole blocks of the request's prefix, leaving at least one prompt token to run."""
+        """Whole blocks of the request's prefix, leaving at least one token of its prefill to
+        run (the prompt's last, or on a first-token-from-decode engine its second to last)."""
         if not self.prefix_caching or self.r.w.prefix_id[rid] == NO_PREFIX:
             return 0
-        n = min(int(self.r.w.prefix_tokens[rid]), int(self.r.w.input_tokens[rid]) - 1)
+        last = min(int(self.r.w.input_tokens[rid]), int(self.r.target[rid])) - 1
+        n = min(int(self.r.w.prefix_tokens[rid]), last)
         return n // self.block_tokens * self.block_tokens
 
     def cached_prefix(self, rid: int) -> CachedPrefix | None:

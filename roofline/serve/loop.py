@@ -4,7 +4,9 @@ Request state lives in shared arrays (`Requests`), indexed by request id; a repl
 A request's KV holds `computed` tokens; it is decoding once `computed` reaches `target`
 (its prompt, or prompt + generated tokens when re-prefilled after a recompute preemption).
 A decode step feeds the last generated token (T=1 over S=computed) and yields the next one;
-finishing a prefill yields a token too.
+finishing a prefill yields a token too, except on an engine whose first token comes from a
+decode step (`EngineSpec.first_token`): its prefill stops one token short and the decode step
+over that last token yields it.
 """
 
 from __future__ import annotations
@@ -35,12 +37,13 @@ class StepTimer(Protocol):
 class Requests:
     """Mutable per-request state of one simulation, as parallel arrays indexed by request id."""
 
-    def __init__(self, w: Workload) -> None:
+    def __init__(self, w: Workload, first_token_from_decode: bool = False) -> None:
         n = w.requests
         self.w = w
+        self.decode_first = first_token_from_decode
         self.ready_s = w.arrival_s.astype(float).copy()  # when the holding replica may start it
         self.computed = np.zeros(n, np.int64)  # tokens in KV
-        self.target = w.input_tokens.astype(np.int64).copy()  # tokens in KV once prefilled
+        self.target = w.input_tokens.astype(np.int64) - self.skipped(w.input_tokens)
         self.generated = np.zeros(n, np.int64)
         self.held_blocks = np.zeros(n, np.int64)  # own blocks (shared prefix blocks excluded)
         self.shared_tokens = np.zeros(n, np.int64)  # prefix tokens read from the prefix cache
@@ -48,6 +51,15 @@ class Requests:
         self.first_token_s = np.full(n, np.nan)
         self.finish_s = np.full(n, np.nan)
         self.completions = np.zeros(n, np.int64)  # times each request finished (must be 1)
+
+    def skipped(self, tokens: np.ndarray) -> np.ndarray:
+        """1 where a (re-)prefill of `tokens` leaves its last token to a decode step (the
+        engine's first token comes from one; a single token is a decode step already)."""
+        return (self.decode_first & (np.asarray(tokens) > 1)).astype(np.int64)
+
+    def yields_at_prefill(self, rid: int) -> bool:
+        """Finishing this request's prefill produces a token (its target is all it holds)."""
+        return bool(self.target[rid] == self.w.input_tokens[rid] + self.generated[rid])
 
     def resumes(self, rid: int) -> bool:
         """Its KV is complete: a swapped-out or handed-off sequence that decodes again."""

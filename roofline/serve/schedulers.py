@@ -113,6 +113,8 @@ class Continuous(Scheduler):
         start = loop.clock
         loop.advance_to(float(ends[steps - 1]))
         self.kv.grow(run, S + steps)
+        fresh = run[np.isnan(r.first_token_s[run])]  # first token from this stretch's step 1
+        r.first_token_s[fresh] = ends[0]
         r.computed[run] += steps - 1  # the last step is counted by _finish_decodes
         r.generated[run] += steps - 1
         loop.c.decode_tokens += n * steps
@@ -190,7 +192,8 @@ class Continuous(Scheduler):
         else:
             loop.c.recomputed_tokens += int(r.computed[rid])
             r.computed[rid] = 0
-            r.target[rid] = r.w.input_tokens[rid] + r.generated[rid]
+            total = r.w.input_tokens[rid] + r.generated[rid]
+            r.target[rid] = total - int(r.skipped(total))
         self.kv.release(rid)
         loop.waiting.appendleft(rid)
 
@@ -209,6 +212,8 @@ class Continuous(Scheduler):
         r = self.r
         r.computed[decode] += 1
         r.generated[decode] += 1
+        fresh = decode[np.isnan(r.first_token_s[decode])]  # first_token: decode
+        r.first_token_s[fresh] = self.loop.clock
         done = r.generated[decode] >= r.w.output_tokens[decode]
         if done.any():
             for rid in decode[done]:
@@ -223,9 +228,10 @@ class Continuous(Scheduler):
             if r.computed[rid] < r.target[rid]:
                 continue
             self.prefilling.remove(rid)
-            r.generated[rid] += 1
-            if np.isnan(r.first_token_s[rid]):
-                r.first_token_s[rid] = loop.clock
+            if r.yields_at_prefill(rid):
+                r.generated[rid] += 1
+                if np.isnan(r.first_token_s[rid]):
+                    r.first_token_s[rid] = loop.clock
             if r.generated[rid] >= r.w.output_tokens[rid]:
                 self._complete(rid)
             elif loop.handoff is not None:
@@ -303,28 +309,32 @@ class Static(Scheduler):
                 return False
             batch = np.array([loop.waiting.popleft() for _ in range(n)], np.int64)
             self.kv.grow(batch, r.w.input_tokens[batch])  # one block of max_seq_len each
-            T = r.w.input_tokens[batch].astype(float)
+            skip = r.skipped(r.w.input_tokens[batch])  # prompts whose last token decodes
+            T = (r.w.input_tokens[batch] - skip).astype(float)
             dt = loop.timer.step_s(T, np.zeros(n))
             loop.advance(dt)
             loop.c.prefill_tokens += int(T.sum())
-            r.computed[batch] = r.w.input_tokens[batch]
-            r.generated[batch] = 1
-            r.first_token_s[batch] = loop.clock
+            r.computed[batch] = T.astype(np.int64)
+            r.generated[batch] = 1 - skip
+            r.first_token_s[batch[skip == 0]] = loop.clock
             self.batch, self.ctx = batch, r.computed[batch].astype(float)
-            loop.finish(batch[r.w.output_tokens[batch] <= 1], loop.clock)
+            loop.finish(batch[(r.w.output_tokens[batch] <= 1) & (skip == 0)], loop.clock)
             loop.record(loop.clock - dt, n, int(T.sum()))
             return True
         # the whole decode phase: B sequences (finished ones padded) until the longest
         out = r.w.output_tokens[batch]
-        n, k = batch.size, int(out.max()) - 1  # steps after the prefill's token
+        steps = out - r.generated[batch]  # decode steps each sequence needs
+        n, k = batch.size, int(steps.max())
         if k > 0:
             ends = loop.clock + np.cumsum(loop.timer.decode_s(self.ctx, k))
-            live = out > 1
-            loop.finish(batch[live], ends[out[live] - 2])  # token j+1 comes from step j
-            r.computed[batch] += out - 1
+            live = steps > 0
+            loop.finish(batch[live], ends[steps[live] - 1])  # its last token: step `steps`
+            fresh = batch[np.isnan(r.first_token_s[batch])]  # first token from decode step 1
+            r.first_token_s[fresh] = ends[0]
+            r.computed[batch] += steps
             r.generated[batch] = out
-            loop.c.decode_tokens += int((out - 1).sum())
-            loop.c.padding_tokens += n * k - int((out - 1).sum())
+            loop.c.decode_tokens += int(steps.sum())
+            loop.c.padding_tokens += n * k - int(steps.sum())
             start = loop.clock
             loop.advance_to(float(ends[-1]))
             self.ctx = self.ctx + k

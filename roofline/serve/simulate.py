@@ -59,6 +59,7 @@ class Deployment:
     kv_transfer_latency_s: float = 0.0
     swap_bytes_per_s: float = PCIE4_X16_BYTES_PER_S
     state_bytes_per_sequence: float = 0.0  # SSM / linear-attention state, moved with the KV
+    first_token_from_decode: bool = False  # the engine's `first_token` is `decode`
 
     @property
     def pools(self) -> tuple[Pool, ...]:
@@ -163,8 +164,14 @@ def build_deployment(
 
     kv_per_token = memory.kv_bytes_per_token(pp_stage(tp_shard(model, par.tp), par.pp), precision)
     state = model.state_elems_per_sequence * precision.kv_bytes
+    decode_first = ceiling == "achievable" and engine is not None and engine.first_token == "decode"
     if not policy.disaggregated:
-        return Deployment(pool("serve", hw, replicas), kv_per_token, state_bytes_per_sequence=state)
+        return Deployment(
+            pool("serve", hw, replicas),
+            kv_per_token,
+            state_bytes_per_sequence=state,
+            first_token_from_decode=decode_first,
+        )
     src = prefill_hw or hw
     link = src.interconnect
     if link.bandwidth_bytes_per_s is None:
@@ -179,6 +186,7 @@ def build_deployment(
         link.bandwidth_bytes_per_s,
         link.latency_us * 1e-6,
         state_bytes_per_sequence=state,
+        first_token_from_decode=decode_first,
     )
 
 
@@ -235,7 +243,7 @@ def simulate(
             f"max sequence length {max_seq_len} is below the longest request "
             f"({longest} tokens); raise it"
         )
-    reqs, counters = Requests(w), Counters()
+    reqs, counters = Requests(w, d.first_token_from_decode), Counters()
     events: list[tuple[float, int, int]] = []  # (time, order, request) into the decode pool
     order = iter(range(1 << 62))
 
