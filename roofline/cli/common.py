@@ -270,8 +270,13 @@ KvFormat = Annotated[
 KvAlias = Annotated[
     str | None, typer.Option("--kv", hidden=True, help="deprecated: use --kv-format")
 ]
-Tp = Annotated[int, typer.Option(help="tensor-parallel GPUs", callback=in_range(1, MAX_GPUS))]
-Pp = Annotated[int, typer.Option(help="pipeline-parallel stages", callback=in_range(1, MAX_GPUS))]
+Tp = Annotated[
+    int, typer.Option(help="tensor-parallel GPUs per model copy", callback=in_range(1, MAX_GPUS))
+]
+Pp = Annotated[
+    int,
+    typer.Option(help="pipeline-parallel stages per model copy", callback=in_range(1, MAX_GPUS)),
+]
 Ep = Annotated[
     int, typer.Option(help="expert-parallel GPUs (MoE models)", callback=in_range(1, MAX_GPUS))
 ]

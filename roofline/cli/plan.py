@@ -246,7 +246,7 @@ def plan_cmd(
             callback=common.in_range(0, common.MAX_SEED),
         ),
     ] = 0,
-    ceiling: Annotated[str, Opt(help="datasheet or achievable")] = "achievable",
+    ceiling: common.Ceiling = "achievable",
     engine: common.EngineOpt = common.DEFAULT_ENGINE,
     frontier_rows: Annotated[
         int, Opt(help="frontier rows printed (JSON: all)", callback=common.in_range(0, 10**6))

@@ -109,25 +109,10 @@ def serve(
             help="KV-cache number format (overrides --dtype; --kv-layout is the allocation)",
         ),
     ] = None,
-    tp: Annotated[
-        int,
-        Opt(help="tensor-parallel GPUs per replica", callback=common.in_range(1, common.MAX_GPUS)),
-    ] = 1,
-    pp: Annotated[
-        int,
-        Opt(
-            help="pipeline-parallel stages per replica",
-            callback=common.in_range(1, common.MAX_GPUS),
-        ),
-    ] = 1,
-    ep: Annotated[
-        int,
-        Opt(
-            help="expert-parallel GPUs per replica (MoE models)",
-            callback=common.in_range(1, common.MAX_GPUS),
-        ),
-    ] = 1,
-    ceiling: Annotated[str, Opt(help="datasheet or achievable")] = "achievable",
+    tp: common.Tp = 1,
+    pp: common.Pp = 1,
+    ep: common.Ep = 1,
+    ceiling: common.Ceiling = "achievable",
     engine: common.EngineOpt = common.DEFAULT_ENGINE,
     slo_ttft: common.SloTtft = 1.0,
     slo_tpot: common.SloTpot = 0.1,
