@@ -24,14 +24,12 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from .frozen import Frozen
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-
-class Sourced(_Frozen):
+class Sourced(Frozen):
     source: str = Field(min_length=1)
 
 
@@ -91,7 +89,7 @@ class AllReduce(Sourced):
     latency_us: float = Field(ge=0, description="fixed cost of one all-reduce call")
 
 
-class EngineSpec(_Frozen):
+class EngineSpec(Frozen):
     """One inference engine. Values are for its documented default configuration."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl, field_validator, model_validator
+from pydantic import Field, HttpUrl, field_validator, model_validator
 
 from .dtypes import COMPUTE_DTYPES
 from .errors import InvalidInputError
+from .frozen import Frozen
 
 #: Public defaults for the `achievable` ceiling when a spec carries no fractions of its own.
 #: Matmul: Maximum Achievable Matmul FLOPS (MAMF) table, stas00/ml-engineering
@@ -42,11 +43,7 @@ DEFAULT_ACHIEVABLE_SOURCE = (
 Fraction = float
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-
-class Interconnect(_Frozen):
+class Interconnect(Frozen):
     """Scale-up link between devices of one node, and what collectives reach on it."""
 
     kind: Literal["nvlink", "pcie", "infiniband", "xgmi", "ici", "ethernet", "unified", "none"]
@@ -76,7 +73,7 @@ class Interconnect(_Frozen):
         return None if b is None else b * 1e9
 
 
-class Achievable(_Frozen):
+class Achievable(Frozen):
     """The terms of the `achievable` ceiling: what the best kernels reach on this device.
 
     One definition per term: each field is read by `roofline.cost.Ceilings` by name, written by
@@ -182,7 +179,7 @@ class Achievable(_Frozen):
         return self.matmul_fraction.get(dtype, DEFAULT_MATMUL_FRACTION[dtype])
 
 
-class HardwareSpec(_Frozen):
+class HardwareSpec(Frozen):
     """One accelerator. `dense_peak_tflops` holds dense (non-sparse) peaks per compute dtype;
     integer dtypes are in TOPS under the same key."""
 

@@ -11,8 +11,9 @@ from abc import abstractmethod
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import Discriminator, Field, Tag, model_validator
 
+from .frozen import Frozen
 from .operators import (
     ROPE_LAUNCHES,
     ArrayLike,
@@ -31,10 +32,6 @@ if TYPE_CHECKING:
 SoftmaxMixer = Literal["global", "local", "chunked"]
 #: Mixers that are softmax attention over a KV cache: full, sliding-window, chunked.
 SOFTMAX_MIXERS: tuple[SoftmaxMixer, ...] = ("global", "local", "chunked")
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class MixerBlock(Frozen):

@@ -20,11 +20,11 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
+from .frozen import Frozen
 from .mixers import (
     SOFTMAX_MIXERS,
     SSM,
     Attention,
-    Frozen,
     LinearAttention,
     MixerBlock,
     SoftmaxAttention,

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from ..errors import InvalidInputError, SpecError, field_error
 from ..files import read_text, replace_from
+from ..frozen import Frozen
 from ..model import ModelSpec
 
 SCHEMA_VERSION: Literal[1] = 1
@@ -53,11 +54,7 @@ FAMILIES: tuple[str, ...] = (
 )
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-
-class Timing(_Frozen):
+class Timing(Frozen):
     """Per-call wall time over `repeats` timed calls, seconds."""
 
     median_s: float = Field(gt=0, le=MAX_TIME_S)
@@ -68,7 +65,7 @@ class Timing(_Frozen):
     method: str = Field(description="perf_counter, cuda_events or cuda_graph")
 
 
-class Point(_Frozen):
+class Point(Frozen):
     """One measured shape. FLOPs and bytes are the calculator's counts for this shape."""
 
     family: Family
@@ -97,12 +94,12 @@ class Point(_Frozen):
         return self.flops / self.bytes
 
 
-class Skipped(_Frozen):
+class Skipped(Frozen):
     name: str
     reason: str
 
 
-class DeviceInfo(_Frozen):
+class DeviceInfo(Frozen):
     """What detection found. GPU-only and CPU-only fields are None on the other kind."""
 
     kind: Literal["cpu", "cuda"]
@@ -141,7 +138,7 @@ class DeviceInfo(_Frozen):
         return max(self.caches_bytes.values()) if self.caches_bytes else None
 
 
-class Environment(_Frozen):
+class Environment(Frozen):
     device: DeviceInfo
     torch_version: str
     python_version: str
@@ -151,7 +148,7 @@ class Environment(_Frozen):
     finished_at: str
 
 
-class Results(_Frozen):
+class Results(Frozen):
     schema_version: Literal[1] = SCHEMA_VERSION
     suite: str
     complete: bool = Field(description="False when interrupted; points are what was measured")
