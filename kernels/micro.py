@@ -32,6 +32,8 @@ def gemm_case(
     `cold_bytes` > 0: successive calls cycle through enough copies of W that together exceed
     it (pass twice the last-level cache), so each call reads W from DRAM, as a model's
     layers do in a decode step; one copy otherwise (peak GEMMs, which are compute-bound)."""
+    if dtype == "fp8":
+        return fp8_gemm_case(M, N, K, device)
     t = TORCH_DTYPES[dtype]
     a = torch.randn(M, K, dtype=t, device=device)
     copies = 1 + cold_bytes // (N * K * t.itemsize) if cold_bytes else 1
@@ -41,6 +43,21 @@ def gemm_case(
 
     def fn() -> torch.Tensor:
         return torch.mm(a, ws[next(turn) % copies].t(), out=c)
+
+    return Case(fn, gemm_op(M, N, K))
+
+
+def fp8_gemm_case(M: int, N: int, K: int, device: torch.device) -> Case:
+    """The W8A8 GEMM of an FP8 recipe: A (M,K) and W (N,K) in e4m3 with per-tensor scales,
+    C in bf16 (`torch._scaled_mm`, cuBLASLt on the GPU; the second operand is Wᵀ, the
+    column-major layout it requires). Native on compute capability 8.9 and later."""
+    e4m3 = torch.float8_e4m3fn
+    a = torch.randn(M, K, device=device).to(e4m3)
+    w = torch.randn(N, K, device=device).to(e4m3)
+    one = torch.ones((), device=device)
+
+    def fn() -> torch.Tensor:
+        return torch._scaled_mm(a, w.t(), one, one, out_dtype=torch.bfloat16)
 
     return Case(fn, gemm_op(M, N, K))
 

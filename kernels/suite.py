@@ -150,6 +150,13 @@ def cuda_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
         PointSpec("gemm_sweep", "gemm", d, dict(M=M, N=8192, K=8192))
         for M in (1, 4, 16, 64, 256, 1024, 4096, 16384)
     ]
+    if fp8_native(info):  # the W8A8 GEMMs of FP8 recipes: their peak and the small-M regime
+        pts += [PointSpec("gemm_peak", "gemm", "fp8", dict(M=n, N=n, K=n)) for n in (4096, 8192)]
+        pts += [
+            PointSpec("gemm_sweep", "gemm", "fp8", dict(M=M, N=N, K=K))
+            for M in (16, 64, 128, 256, 512, 1024, 4096)
+            for N, K in ((8192, 8192), (14336, 4096), (4096, 14336))
+        ]
     dram = 2**29 // 2  # elements: 1 GiB of bf16 per buffer
     pts += [PointSpec("bandwidth", k, d, dict(elems=dram)) for k in ("copy", "read", "triad")]
     pts += [
@@ -170,6 +177,12 @@ def cuda_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
     )
     budget = Budget(0.1, 0.5) if suite != "full" else Budget(0.2, 1.0)
     return Plan(tuple(pts), budget, models)
+
+
+def fp8_native(info: DeviceInfo) -> bool:
+    """FP8 tensor cores: NVIDIA compute capability 8.9 (Ada) and later."""
+    cc = info.compute_capability
+    return info.kind == "cuda" and cc is not None and tuple(map(int, cc.split("."))) >= (8, 9)
 
 
 def plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:

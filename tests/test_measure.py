@@ -15,12 +15,12 @@ from roofline.catalog import load_model  # noqa: E402
 from roofline.cli import main  # noqa: E402
 from roofline.kernels.llama import LlamaStack  # noqa: E402
 from roofline.kernels.micro import attention_case, gemm_case, stream_case  # noqa: E402
-from roofline.kernels.suite import cpu_plan, run  # noqa: E402
+from roofline.kernels.suite import cpu_plan, cuda_plan, fp8_native, run  # noqa: E402
 from roofline.kernels.timing import Budget, time_cpu  # noqa: E402
 from roofline.measure.calibrate import calibrated_spec  # noqa: E402
 from roofline.measure.device import cpu_flops_per_cycle, detect_cpu, match_catalog  # noqa: E402
 from roofline.measure.kernel_ops import op_flops_bytes  # noqa: E402
-from roofline.measure.results import load_results, write_results  # noqa: E402
+from roofline.measure.results import DeviceInfo, load_results, write_results  # noqa: E402
 from roofline.measure.validate import validate  # noqa: E402
 from roofline.operators import Step, operators  # noqa: E402
 
@@ -43,6 +43,46 @@ def test_gemm_counts_match_torch(M, N, K):
     flops, nbytes = op_flops_bytes(case.op, "fp32")
     assert flops == torch_flops(case.fn) == 2 * M * N * K
     assert nbytes == 4 * (M * K + K * N + M * N)  # A, W, C in fp32
+
+
+def test_fp8_gemm_is_the_w8a8_product_and_counts_a_16_bit_output():
+    """M=8, N=48, K=16 in e4m3, C in bf16: FLOPs 2·8·48·16 = 12,288; bytes A 8·16·1 +
+    W 16·48·1 + C 8·48·2 = 128 + 768 + 768 = 1,664 (C is written in bf16, not fp8)."""
+    case = gemm_case(8, 48, 16, "fp8", CPU)
+    c = case.fn()
+    assert c.dtype == torch.bfloat16 and c.shape == (8, 48)
+    flops, nbytes = op_flops_bytes(case.op, "fp8")
+    assert (flops, nbytes) == (12_288, 1_664)
+
+
+def test_fp8_gemm_matches_a_float_matmul_of_its_operands():
+    """The case draws A then W from randn and casts them to e4m3: redrawn under the same
+    seed they give the reference, C = A·Wᵀ summed in fp32 and rounded once to bf16."""
+    e4m3 = torch.float8_e4m3fn
+    torch.manual_seed(0)
+    c = gemm_case(4, 16, 32, "fp8", CPU).fn()
+    torch.manual_seed(0)
+    a, w = torch.randn(4, 32).to(e4m3), torch.randn(16, 32).to(e4m3)
+    ref = (a.float() @ w.float().t()).to(torch.bfloat16)
+    assert torch.allclose(c.float(), ref.float(), rtol=1e-2, atol=1e-2)
+    assert not torch.equal(c, torch.zeros_like(c))
+
+
+@pytest.mark.parametrize(
+    "kind,cc,native",
+    [("cuda", "8.0", False), ("cuda", "8.6", False), ("cuda", "8.9", True),
+     ("cuda", "9.0", True), ("cuda", "10.0", True), ("cpu", None, False)],
+)  # fmt: skip
+def test_fp8_points_only_where_tensor_cores_run_fp8(kind, cc, native):
+    """FP8 tensor cores start at compute capability 8.9 (Ada; Hopper 9.0, Blackwell 10.0):
+    an A100 (8.0) gets no fp8 points, an H200 (9.0) gets 2 peaks + 7 M × 3 shapes."""
+    info = DeviceInfo(kind=kind, name="x", compute_capability=cc)
+    assert fp8_native(info) is native
+    if kind == "cuda":
+        fp8 = [p for p in cuda_plan("quick", info, ("bf16",)).points if p.dtype == "fp8"]
+        assert len(fp8) == (2 + 7 * 3 if native else 0)
+        if native:
+            assert {p.family for p in fp8} == {"gemm_peak", "gemm_sweep"}
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ measured and predicted numbers always describe one shape counted one way.
 
 from __future__ import annotations
 
-from ..cost import Ceilings, op_cost
+from ..cost import Ceilings, activation_bytes, op_cost
 from ..hardware import HardwareSpec
 from ..operators import Op, sdpa_op
 from ..precision import Precision
@@ -49,10 +49,12 @@ def attention_op(B: int, T: int, S: int, N: int, K: int, H: int) -> Op:
 
 
 def op_flops_bytes(op: Op, dtype: str) -> tuple[float, float]:
-    """FLOPs and bytes of `op` with every tensor stored in `dtype`."""
+    """FLOPs and bytes of `op` with every tensor stored in `dtype`, as the calculator counts
+    them (`cost.activation_bytes`: an fp8 GEMM writes its output in 16 bits)."""
     p = Precision.uniform(dtype)
-    moved = op.weight_elems + op.act_elems + op.kv_read_elems + op.kv_write_elems
-    return float(op.flops), float(moved * p.weight_bytes)
+    kv = (op.kv_read_elems + op.kv_write_elems) * p.kv_bytes
+    moved = op.weight_elems * p.weight_bytes + activation_bytes(op, p) + kv
+    return float(op.flops), float(moved)
 
 
 def op_time_s(op: Op, hw: HardwareSpec, dtype: str, ceiling: str) -> float:
