@@ -68,6 +68,32 @@ def test_fp8_gemm_matches_a_float_matmul_of_its_operands():
     assert not torch.equal(c, torch.zeros_like(c))
 
 
+def test_fp8_points_flow_through_measure_calibrate_and_validate(tmp_path, monkeypatch):
+    """An fp8 peak and sweep point (as a GPU suite adds them) run, are recorded with the
+    W8A8 bytes (peak 64³: 64·64 + 64·64 + 2·64·64 = 16,384; sweep M=16: 16·64 + 64·64 +
+    2·16·64 = 7,168), calibrate to an fp8 matmul fraction and are predicted by validate."""
+    import roofline.kernels.suite as suite
+    from roofline.kernels.suite import Plan, PointSpec
+
+    pts = (
+        PointSpec("bandwidth", "read", "fp32", dict(elems=2**25)),  # 128 MiB ≫ LLC
+        PointSpec("bandwidth", "read", "fp32", dict(elems=1024)),
+        PointSpec("gemm_peak", "gemm", "fp32", dict(M=64, N=64, K=64)),
+        PointSpec("gemm_peak", "gemm", "fp8", dict(M=64, N=64, K=64)),
+        PointSpec("gemm_sweep", "gemm", "fp8", dict(M=16, N=64, K=64)),
+    )
+    monkeypatch.setattr(suite, "plan", lambda *a: Plan(pts, Budget(0.0, 0.01, min_repeats=2)))
+    r = run(detect_cpu(), "ci", ("fp32",))
+    fp8 = {p.family: p for p in r.points if p.dtype == "fp8"}
+    assert fp8["gemm_peak"].bytes == 16_384 and fp8["gemm_sweep"].bytes == 7_168
+    path = tmp_path / "r.json"
+    write_results(r, path)
+    hw = calibrated_spec(load_results(path), path)
+    assert 0 < hw.achievable.matmul_fraction["fp8"] <= 1
+    rows = {row.point.name: row for row in validate(load_results(path), hw, "achievable")}
+    assert rows["gemm_sweep gemm fp8 M=16 N=64 K=64"].predicted_s > 0
+
+
 @pytest.mark.parametrize(
     "kind,cc,native",
     [("cuda", "8.0", False), ("cuda", "8.6", False), ("cuda", "8.9", True),
