@@ -90,7 +90,7 @@ def test_fp8_points_flow_through_measure_calibrate_and_validate(tmp_path, monkey
     write_results(r, path)
     hw = calibrated_spec(load_results(path), path)
     assert 0 < hw.achievable.matmul_fraction["fp8"] <= 1
-    rows = {row.point.name: row for row in validate(load_results(path), hw, "achievable")}
+    rows = {row.point.name: row for row in validate(load_results(path), hw, "achievable").rows}
     assert rows["gemm_sweep gemm fp8 M=16 N=64 K=64"].predicted_s > 0
 
 
