@@ -14,6 +14,7 @@ from roofline.catalog import load_hardware, load_model
 from roofline.serve.policy import POLICIES
 from roofline.serve.simulate import build_deployment, simulate
 from roofline.serve.workload import Lengths, synthetic
+from roofline.stack import Stack
 
 REQUESTS = 10_000
 RUNS = [
@@ -36,7 +37,7 @@ def main() -> None:
         m, hw = load_model(model), load_hardware(hardware)
         for name in names:
             p = POLICIES[name]
-            d = build_deployment(m, hw, p)
+            d = build_deployment(m, Stack.resolve(m, hw), p)
             t0 = time.perf_counter()
             r = simulate(w, p, d)
             elapsed = time.perf_counter() - t0

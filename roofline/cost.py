@@ -466,8 +466,8 @@ def step_cost(
     """Cost of one forward step: every operator on the ceilings of `hw` and, for the
     achievable ceiling, the terms of `engine` (on one expert-parallel rank when `shard` is
     given, see `operators.ExpertShard`). The datasheet ceiling ignores the engine."""
-    eng = engine if ceiling == "achievable" else None
-    c = Ceilings.of(hw, precision.compute, ceiling, eng)
+    c = Ceilings.of(hw, precision.compute, ceiling, engine)
+    eng = c.engine  # none on the datasheet ceiling
     if (
         precision.model_bits is None
         and precision.weights.split(",")[0].strip().lower() in llamacpp.MIXES

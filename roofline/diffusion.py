@@ -14,14 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import memory
-from .cost import Ceiling, step_cost
-from .engine import EngineSpec
+from .cost import step_cost
 from .errors import InvalidInputError
-from .hardware import HardwareSpec
 from .model import ModelSpec
 from .operators import Step
 from .phases import estimate
-from .precision import Precision
+from .stack import Stack
 
 
 @dataclass(frozen=True)
@@ -79,22 +77,19 @@ class DiffusionComparison:
 
 def compare_diffusion(
     model: ModelSpec,
-    hw: HardwareSpec,
+    stack: Stack,
     prompt: int,
     gen: int | None = None,
     steps: int | None = None,
     batch: int = 1,
-    precision: Precision = Precision(),
-    ceiling: Ceiling = "achievable",
-    engine: EngineSpec | None = None,
 ) -> DiffusionComparison:
-    """N diffusion steps over P + L tokens vs autoregressive TTFT + (L − 1)·TPOT, same model.
-    `gen` and `steps` default to the spec's `diffusion` block."""
+    """N diffusion steps over P + L tokens vs autoregressive TTFT + (L − 1)·TPOT, same model
+    on the same stack. `gen` and `steps` default to the spec's `diffusion` block."""
     d = model.diffusion
     gen = gen if gen is not None else (d.gen_length if d else None)
     steps = steps if steps is not None else (d.steps if d else None)
     if gen is None or steps is None:
-        raise InvalidInputError(f"{model.name} has no diffusion block; give --gen and --steps")
+        raise InvalidInputError(f"{model.name} has no diffusion block; give `gen` and `steps`")
     if min(prompt, gen, steps, batch) < 1:
         raise InvalidInputError("prompt, gen, steps and batch must each be at least 1")
     if prompt + gen > model.max_context:
@@ -102,25 +97,18 @@ def compare_diffusion(
             f"prompt + gen = {prompt + gen} exceeds {model.name}'s max "
             f"context of {model.max_context}; shorten them"
         )
+    hw, precision = stack.hardware, stack.precision
     full = Step(batch, prompt + gen, 0, logits="all", causal=False)
-    step_s = float(step_cost(model, hw, full, precision, ceiling, engine=engine).time_s)
+    step_s = float(step_cost(model, hw, full, precision, stack.ceiling, engine=stack.engine).time_s)
     # no KV cache: the weights and one full step (B·(P + L) tokens, logits for each of them)
     tokens = batch * (prompt + gen)
     need = memory.weights_bytes(model, precision) + float(
         memory.step_activation_bytes(model, precision, tokens, tokens)
     )
-    fraction, _ = memory.memory_terms(engine if ceiling == "achievable" else None, ceiling)
-    usable = memory.memory_budget(hw, fraction).usable_bytes
-    ar = estimate(
-        model.model_copy(update={"diffusion": None}),
-        hw,
-        [batch],
-        prompt,
-        gen,
-        precision,
-        ceiling,
-        engine=engine,
-    ).cases[0]
+    usable = stack.budget.usable_bytes
+    ar = estimate(model.model_copy(update={"diffusion": None}), stack, [batch], prompt, gen).cases[
+        0
+    ]
     return DiffusionComparison(
         model.name, hw.name, batch, prompt, gen, steps, step_s, ar.ttft_s, ar.tpot_s, need, usable
     )

@@ -119,7 +119,7 @@ class PriceTable:
     def citation(self, hardware: str, tier: Tier = "on-demand") -> str:
         """Where the price used for `hardware` comes from."""
         if self.overrides and hardware in self.overrides:
-            return "user (--price)"
+            return "given by the user"
         e = self.devices[hardware]
         return f"{e.offer}; {e.source}, read {e.date}"
 
@@ -274,12 +274,12 @@ def estimate_economics(
     `utilisation` of the time, idle otherwise."""
     if not 0 < utilisation <= 1:
         raise InvalidInputError(f"`utilisation` must be in (0, 1], got {utilisation}")
-    m, hw, prec, par = est.model, est.hardware, est.precision, est.parallel
+    m, hw, prec = est.model, est.hardware, est.precision
     pm = power_model(hw)
     B = np.array([c.batch for c in est.cases], dtype=float)
     P, G = est.cases[0].prompt_tokens, est.cases[0].gen_tokens
-    pre = parallel_step_cost(m, hw, Step(B, P, 0), prec, par, est.ceiling, est.engine)
-    dec = parallel_step_cost(m, hw, Step(B, 1, P + G // 2), prec, par, est.ceiling, est.engine)
+    pre = parallel_step_cost(m, est.stack, Step(B, P, 0))
+    dec = parallel_step_cost(m, est.stack, Step(B, 1, P + G // 2))
     u_pre = np.asarray(
         roof_utilisation(pre.compute.flops, pre.compute.bytes, pre.time_s, hw, prec.compute)
     )
@@ -380,12 +380,12 @@ def priced_estimate(
     est, prices: PriceTable, tier: Tier = "on-demand", utilisation: float = 1.0
 ) -> EstimateEconomics:
     """`estimate_economics` at the table's price of the estimate's device; a device without a
-    published price gets no figures and says so (pass --price NAME=USD)."""
+    published price gets no figures and says so (pass `price=NAME=USD`)."""
     name = est.hardware.name
     if not prices.has(name, tier):
         return EstimateEconomics(
             None,
-            f"no {tier} price for {name} in the price table; pass --price {name}=USD",
+            f"no {tier} price for {name} in the price table; pass `price={name}=USD`",
             utilisation,
         )
     usd = prices.usd_per_gpu_hour(name, tier)

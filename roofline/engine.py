@@ -127,7 +127,7 @@ class EngineSpec(Frozen):
     formats: dict[str, str] = Field(
         default_factory=dict,
         description=(
-            "how the engine stores a named weight format, as a --weights string (llama.cpp's "
+            "how the engine stores a named weight format, as a `weights` string (llama.cpp's "
             "Q4_0 file keeps the output layer in Q6_K; gpt-fast's int8 quantises it too)"
         ),
     )
@@ -137,6 +137,16 @@ class EngineSpec(Frozen):
         gt=0,
         description=("tokens one prefill step takes (chunked prefill); None: whole prompts"),
     )
+    max_num_seqs: int | None = Field(
+        default=None,
+        gt=0,
+        le=1_000_000,
+        description=(
+            "sequences the scheduler runs in one step at most (vLLM `max_num_seqs`, "
+            "TensorRT-LLM `max_batch_size`); None: only memory limits the batch"
+        ),
+    )
+    max_num_seqs_source: str = ""
     memory_fraction: float = Field(
         default=0.9,
         gt=0,
@@ -166,6 +176,8 @@ class EngineSpec(Frozen):
     def _first_token_sourced(self) -> EngineSpec:
         if self.first_token != "prefill" and not self.first_token_source:
             raise ValueError("first_token 'decode' needs a first_token_source")
+        if self.max_num_seqs is not None and not self.max_num_seqs_source:
+            raise ValueError("max_num_seqs needs a max_num_seqs_source")
         return self
 
     def weights_as_run(self, name: str) -> str:

@@ -471,7 +471,7 @@ def spec_name(text: str) -> str:
     base = text.rstrip("/").split("/")[-1].lower()
     name = re.sub(r"[^a-z0-9.\-]+", "-", base).strip("-.")
     if not name:
-        raise SpecError(f"cannot make a spec name from '{text}'; pass --name")
+        raise SpecError(f"cannot make a spec name from '{text}'; pass `name`")
     return name
 
 

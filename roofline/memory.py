@@ -1,202 +1,100 @@
-"""Memory held on the device: weights, KV cache or recurrent state, activations; what fits.
+"""What fits: the largest batch, the longest context, and why a batch does not fit.
 
-Weights count every parameter (all experts of a MoE; the whole embedding table, though a step
-reads only the gathered rows). The KV cache is sized for the context each sequence reaches:
-global layers hold all S tokens, local (sliding-window) layers min(S, W), chunked layers
-min(S, chunk size) (the allocation bound of the current chunk), layers sharing another layer's
-KV hold nothing; SSM and linear-attention layers hold a constant state. All of
-it is stored at the KV format.
-
-What fits, defined once here and used by `estimate`, `kv`, `serve`, `plot` and the API:
+Defined once here and used by `estimate`, `kv`, `serve`, `plan`, `plot` and the API:
 - the device offers its capacity C (bytes, `HardwareSpec.memory_bytes`) less a reserve
   (1 − f)·C for the runtime context, collective buffers and the engine's own margin; f is the
-  `memory_fraction` (an engine's `gpu_memory_utilization`), 1 on the datasheet ceiling;
-- one GPU holds its weights W, the KV of its b sequences at the context S they reach, and the
-  activations of the largest step: a prefill of min(b·P, N) tokens under a prefill token budget
-  N (chunked prefill; N = None charges the whole batch's b·P), or a decode step of b tokens;
+  stack's `memory_fraction` (an engine's `gpu_memory_utilization`), 1 on the datasheet ceiling;
+- one GPU holds what `placement.memory_per_gpu` places on the fullest GPU: its weights W, the
+  KV of its b sequences at the context S they reach, and the activations of the largest step
+  (a prefill of min(b·P, N) tokens under a prefill token budget N, or a decode step of b);
 - a batch fits when W + KV + activations ≤ f·C; the largest batch is the edge of that, and the
   binding limit is named: the weights (nothing fits), the KV cache or the activations (whichever
-  fills the room at the edge), or the model's trained context (for the longest context).
+  fills the room at the edge), or the model's trained context (for the longest context). The
+  engine's scheduler may run fewer sequences than fit (`max_num_seqs`): `BatchFit.runnable`.
+
+The quantities themselves (weights, KV, activations) are `footprint`'s, re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
-from .errors import DoesNotFitError, InvalidInputError
-from .hardware import HardwareSpec
+from .cost import step_cost
+from .errors import DoesNotFitError
+from .footprint import (
+    DEFAULT_MEMORY_FRACTION,
+    DEFAULT_PREFILL_TOKEN_BUDGET,
+    LOGIT_BYTES,
+    MemoryBudget,
+    activation_bytes,
+    check_memory_fraction,
+    check_token_budget,
+    kv_bytes_per_token,
+    kv_cache_bytes,
+    kv_elems_per_sequence,
+    memory_budget,
+    peak_activation_bytes,
+    prefill_step_tokens,
+    step_activation_bytes,
+    weights_bytes,
+)
 from .model import ModelSpec
 from .operators import ArrayLike, Step
-from .precision import Precision, group_params
+from .placement import GpuMemory, Parallel, memory_per_gpu, min_gpus_to_fit
+from .stack import Stack
 from .units import si, si_pair
 
-if TYPE_CHECKING:
-    from .engine import EngineSpec
-    from .parallel import Parallel
-
-#: Logits are kept in fp32 for sampling (4 bytes per vocabulary entry).
-LOGIT_BYTES = 4
-#: Share of device memory the engine may fill; the rest is the reserve (CUDA context, NCCL
-#: buffers, allocator fragmentation). vLLM's `gpu_memory_utilization` default,
-#: `gpu_memory_utilization: float = 0.90` in vllm/engine/arg_utils.py (EngineArgs); the seeds'
-#: author runs 0.88 on A100s and 0.92 on H100s. The datasheet ceiling uses 1 (no reserve).
-DEFAULT_MEMORY_FRACTION = 0.9
-#: Tokens a prefill step processes at most (chunked prefill): vLLM's default
-#: `max_num_batched_tokens` for the offline `LLM` class, 8192 (vllm/engine/arg_utils.py
-#: `_set_default_args`; 16384 on ≥ 70 GiB non-A100 GPUs, 2048/8192 for the OpenAI server).
-DEFAULT_PREFILL_TOKEN_BUDGET = 8192
+__all__ = [
+    "DEFAULT_MEMORY_FRACTION",
+    "DEFAULT_PREFILL_TOKEN_BUDGET",
+    "LOGIT_BYTES",
+    "BatchFit",
+    "CacheSummary",
+    "ContextFit",
+    "MemoryBudget",
+    "Shortfall",
+    "activation_bytes",
+    "batch_fit",
+    "cache_summary",
+    "check_memory_fraction",
+    "check_token_budget",
+    "context_fit",
+    "context_warning",
+    "held",
+    "kv_bytes_per_token",
+    "kv_cache_bytes",
+    "kv_elems_per_sequence",
+    "max_batch",
+    "max_context",
+    "memory_budget",
+    "peak_activation_bytes",
+    "prefill_step_tokens",
+    "shortfall",
+    "step_activation_bytes",
+    "weights_bytes",
+]
 
 Binding = Literal["weights", "KV", "activations", "context"]
 
 
-def weights_bytes(m: ModelSpec, p: Precision) -> float:
-    """All parameters, each tensor group at its own format: Σ_group params · bytes/param
-    (weight-only formats keep the embedding, LM head and norms at 16 bits; a llama.cpp file
-    type follows its per-tensor mix; see `precision`). A precision already fixed for a model
-    (`Precision.for_model`) keeps that model's group bits (a TP/PP shard of the same
-    checkpoint)."""
-    q = p if p.model_bits is not None else p.for_model(m)
-    return sum(n * q.group_bytes(g) for g, n in group_params(m).items() if n)
-
-
-def kv_bytes_per_token(m: ModelSpec, p: Precision) -> float:
-    """Cached values per token over the KV-owning attention layers at the KV format
-    (2·L·K·H for a dense model); local layers stop growing once S reaches the window."""
-    return m.kv_elems_per_token * p.kv_bytes
-
-
-def kv_elems_per_sequence(m: ModelSpec, context: ArrayLike) -> ArrayLike:
-    """Values one sequence of S tokens keeps: per KV-owning layer e = 2·K·H (MLA: r + R),
-    L_global·S·e + L_local·min(S, W)·e + L_chunked·min(S, C)·e, plus the constant SSM /
-    linear-attention state. A chunked layer needs only the current chunk's S mod C cached
-    tokens, but that falls to 0 at every chunk boundary; it is sized here by the allocation
-    bound min(S, C), the most it holds at any point up to S (the C − 1 earlier tokens of a
-    chunk plus the one being written), so the size grows monotonically with S."""
-    e = m.kv_elems_per_token_layer
-    held = m.kv_owner_layers("global") * context * e
-    window, chunk = m.attention.sliding_window, m.attention.attention_chunk_size
-    local, chunked = m.kv_owner_layers("local"), m.kv_owner_layers("chunked")
-    if local and window is not None:
-        held = held + local * np.minimum(context, window) * e
-    if chunked and chunk is not None:
-        held = held + chunked * np.minimum(context, chunk) * e
-    return held + m.state_elems_per_sequence
-
-
-def kv_cache_bytes(m: ModelSpec, p: Precision, batch: ArrayLike, context: ArrayLike) -> ArrayLike:
-    """KV cache (and recurrent state) of B sequences of S tokens: B · per-sequence · bytes."""
-    return batch * kv_elems_per_sequence(m, context) * p.kv_bytes
-
-
-def step_activation_bytes(
-    m: ModelSpec, p: Precision, tokens: ArrayLike, sequences: ArrayLike
-) -> ArrayLike:
-    """Peak live activations of one step of n tokens over s sequences: layers run one after
-    another, so the largest is one FFN's (or SSM's) input, residual and hidden state,
-    n·(2D + widest hidden), plus fp32 logits s·V."""
-    widths = [(m.mlp_matrices - 1) * m.d_ff, 2 * m.d_inner]
-    if m.moe is not None:
-        widths.append(m.moe.top_k * (m.mlp_matrices - 1) * m.moe.expert_d_ff)
-    hidden = 2 * m.d_model + max(widths)
-    return tokens * hidden * p.activation_bytes + sequences * m.vocab_size * LOGIT_BYTES
-
-
-def activation_bytes(
-    m: ModelSpec, p: Precision, batch: ArrayLike, new_tokens: ArrayLike
-) -> ArrayLike:
-    """Activations of a step of B sequences with T new tokens each (B·T tokens, B logits)."""
-    return step_activation_bytes(m, p, batch * new_tokens, batch)
-
-
-def prefill_step_tokens(batch: ArrayLike, prompt: ArrayLike, token_budget: int | None) -> ArrayLike:
-    """Tokens of the largest step a batch of B prompts of P tokens runs: B·P when the whole
-    batch is prefilled at once (no budget), else max(min(B·P, N), B) under a budget of N
-    tokens (chunks of N prompt tokens, or a decode step of B tokens if that is larger)."""
-    if token_budget is None:
-        return batch * prompt
-    return np.maximum(np.minimum(batch * prompt, token_budget), batch)
-
-
-def peak_activation_bytes(
-    m: ModelSpec,
-    p: Precision,
-    batch: ArrayLike,
-    prompt: ArrayLike,
-    token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET,
-) -> ArrayLike:
-    """Activations of the largest step of B sequences with P-token prompts (B logits)."""
-    return step_activation_bytes(m, p, prefill_step_tokens(batch, prompt, token_budget), batch)
-
-
-def memory_terms(
-    engine: EngineSpec | None,
-    ceiling: str,
-    memory_fraction: float | None = None,
-    prefill_token_budget: int | None | Literal["engine"] = "engine",
-) -> tuple[float, int | None]:
-    """(memory fraction, prefill token budget) of a prediction. Given values win; else the
-    engine profile's; with no engine, 1 on the datasheet ceiling (no reserve) or
-    `DEFAULT_MEMORY_FRACTION`, and `DEFAULT_PREFILL_TOKEN_BUDGET`. A budget of None charges
-    the whole batch's prompts at once."""
-    if memory_fraction is None:
-        memory_fraction = (
-            engine.memory_fraction
-            if engine is not None
-            else 1.0
-            if ceiling == "datasheet"
-            else DEFAULT_MEMORY_FRACTION
-        )
-    if prefill_token_budget == "engine":
-        prefill_token_budget = (
-            engine.prefill_token_budget if engine is not None else DEFAULT_PREFILL_TOKEN_BUDGET
-        )
-    return check_memory_fraction(memory_fraction), check_token_budget(prefill_token_budget)
-
-
-def check_memory_fraction(memory_fraction: float) -> float:
-    if not 0 < memory_fraction <= 1:
-        raise InvalidInputError(f"`memory_fraction` must be in (0, 1], got {memory_fraction}")
-    return memory_fraction
-
-
-def check_token_budget(token_budget: int | None) -> int | None:
-    if token_budget is not None and token_budget < 1:
-        raise InvalidInputError(f"`prefill_token_budget` must be at least 1, got {token_budget}")
-    return token_budget
-
-
-@dataclass(frozen=True)
-class MemoryBudget:
-    """What one device offers the engine: capacity C, reserve (1 − f)·C, usable f·C (bytes)."""
-
-    capacity_bytes: float
-    memory_fraction: float
-
-    @property
-    def reserve_bytes(self) -> float:
-        return self.capacity_bytes - self.usable_bytes
-
-    @property
-    def usable_bytes(self) -> float:
-        return self.capacity_bytes * self.memory_fraction
-
-    def as_dict(self) -> dict:
-        return {
-            "capacity_bytes": self.capacity_bytes,
-            "memory_fraction": self.memory_fraction,
-            "reserve_bytes": self.reserve_bytes,
-            "usable_bytes": self.usable_bytes,
-        }
-
-
-def memory_budget(
-    hw: HardwareSpec, memory_fraction: float = DEFAULT_MEMORY_FRACTION
-) -> MemoryBudget:
-    return MemoryBudget(float(hw.memory_bytes), check_memory_fraction(memory_fraction))
+def held(
+    m: ModelSpec, stack: Stack, batch: ArrayLike, prompt: ArrayLike, context: ArrayLike
+) -> GpuMemory:
+    """What the fullest GPU of `stack`'s layout holds for a replica batch of B sequences of
+    P-token prompts at S tokens (`placement.memory_per_gpu` under the stack's token budget)."""
+    return memory_per_gpu(
+        m,
+        stack.precision,
+        stack.parallel,
+        batch,
+        prompt,
+        context,
+        prefill_token_budget=stack.memory.prefill_token_budget,
+    )
 
 
 def _largest(fits: Callable[[np.ndarray], np.ndarray], hi: np.ndarray) -> np.ndarray:
@@ -214,7 +112,8 @@ def _largest(fits: Callable[[np.ndarray], np.ndarray], hi: np.ndarray) -> np.nda
 class BatchFit:
     """The largest batch of one replica that fits at `context` tokens per sequence, and what
     one GPU (the fullest) holds there. `binding` names the limit; `kv_room_bytes` is what the
-    usable memory leaves for the KV cache once weights and activations are placed."""
+    usable memory leaves for the KV cache once weights and activations are placed;
+    `max_num_seqs` the engine scheduler's limit (None: none), which `runnable` applies."""
 
     budget: MemoryBudget
     context: int
@@ -225,10 +124,25 @@ class BatchFit:
     activation_bytes: float  # at max_batch (one sequence's when nothing fits)
     max_batch: int
     binding: Binding
+    max_num_seqs: int | None = None
 
     @property
     def kv_room_bytes(self) -> float:
         return max(self.budget.usable_bytes - self.weights_bytes - self.activation_bytes, 0.0)
+
+    @property
+    def runnable(self) -> int:
+        """The most sequences the engine runs at once: what fits, capped by its scheduler."""
+        if self.max_num_seqs is None:
+            return self.max_batch
+        return min(self.max_batch, self.max_num_seqs)
+
+    @property
+    def runnable_binding(self) -> str:
+        """What sets `runnable`: `max_num_seqs` when the scheduler caps it, else `binding`."""
+        if self.max_num_seqs is not None and self.max_num_seqs < self.max_batch:
+            return "max_num_seqs"
+        return self.binding
 
     def as_dict(self) -> dict:
         return self.budget.as_dict() | {
@@ -244,46 +158,17 @@ class BatchFit:
         }
 
 
-def _memory(
-    m: ModelSpec,
-    p: Precision,
-    par: Parallel | None,
-    batch: ArrayLike,
-    prompt: ArrayLike,
-    context: ArrayLike,
-    token_budget: int | None,
-):
-    from .parallel import Parallel, memory_per_gpu  # parallel imports this module
-
-    return memory_per_gpu(
-        m, p, par or Parallel(), batch, prompt, context, prefill_token_budget=token_budget
-    )
-
-
-def batch_fit(
-    m: ModelSpec,
-    hw: HardwareSpec,
-    p: Precision,
-    context: int,
-    prompt: int | None = None,
-    par: Parallel | None = None,
-    *,
-    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-    prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET,
-) -> BatchFit:
+def batch_fit(m: ModelSpec, stack: Stack, context: int, prompt: int | None = None) -> BatchFit:
     """Largest replica batch B whose fullest GPU holds W + KV(⌈B/ep⌉, S) + activations of its
     largest step (`peak_activation_bytes`, prompt P, default P = S) within f·C. With EP n the
     n GPUs each hold ⌈B/n⌉ sequences, so B is n times one GPU's count."""
-    from .parallel import Parallel
-
-    par = par or Parallel()
-    budget = memory_budget(hw, memory_fraction)
-    check_token_budget(prefill_token_budget)
+    par = stack.parallel
+    budget = stack.budget
     P = context if prompt is None else prompt
     usable = budget.usable_bytes
 
-    def mem(b: ArrayLike):  # b sequences on the fullest GPU
-        return _memory(m, p, par, np.asarray(b) * par.ep, P, context, prefill_token_budget)
+    def mem(b: ArrayLike) -> GpuMemory:  # b sequences on the fullest GPU
+        return held(m, stack, np.asarray(b) * par.ep, P, context)
 
     one = mem(1)
     w = float(one.weights_bytes)
@@ -303,32 +188,22 @@ def batch_fit(
     else:
         binding = "KV" if kv >= act else "activations"
     return BatchFit(
-        budget, int(context), int(P), prefill_token_budget, w, kv, act, b * par.ep, binding
+        budget,
+        int(context),
+        int(P),
+        stack.memory.prefill_token_budget,
+        w,
+        kv,
+        act,
+        b * par.ep,
+        binding,
+        stack.memory.max_num_seqs,
     )
 
 
-def max_batch(
-    m: ModelSpec,
-    hw: HardwareSpec,
-    p: Precision,
-    context: int,
-    prompt: int | None = None,
-    par: Parallel | None = None,
-    *,
-    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-    prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET,
-) -> int:
+def max_batch(m: ModelSpec, stack: Stack, context: int, prompt: int | None = None) -> int:
     """Largest batch that fits (`batch_fit`); 0 when the weights alone fill the device."""
-    return batch_fit(
-        m,
-        hw,
-        p,
-        context,
-        prompt,
-        par,
-        memory_fraction=memory_fraction,
-        prefill_token_budget=prefill_token_budget,
-    ).max_batch
+    return batch_fit(m, stack, context, prompt).max_batch
 
 
 @dataclass(frozen=True)
@@ -340,26 +215,13 @@ class ContextFit:
     binding: Binding
 
 
-def context_fit(
-    m: ModelSpec,
-    hw: HardwareSpec,
-    p: Precision,
-    batch: int = 1,
-    par: Parallel | None = None,
-    *,
-    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-    prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET,
-) -> ContextFit:
+def context_fit(m: ModelSpec, stack: Stack, batch: int = 1) -> ContextFit:
     """Largest S ≤ the model's max context at which B sequences (prompt = S) fit beside the
     weights, by the same per-GPU memory as `batch_fit`."""
-    usable = memory_budget(hw, memory_fraction).usable_bytes
-    check_token_budget(prefill_token_budget)
+    usable = stack.budget.usable_bytes
 
-    def fits(s: ArrayLike):
-        return (
-            _memory(m, p, par, batch, np.maximum(s, 1), s, prefill_token_budget).total_bytes
-            <= usable
-        )
+    def fits(s: ArrayLike) -> ArrayLike:
+        return held(m, stack, batch, np.maximum(s, 1), s).total_bytes <= usable
 
     limit = m.max_context
     if fits(np.asarray(limit)):
@@ -367,7 +229,7 @@ def context_fit(
     s = int(_largest(fits, np.asarray(limit)))
     if s > 0:
         return ContextFit(s, "KV")
-    zero = _memory(m, p, par, batch, 1, 0, prefill_token_budget)
+    zero = held(m, stack, batch, 1, 0)
     binding: Binding = (
         "weights"
         if float(zero.weights_bytes) > usable
@@ -376,26 +238,9 @@ def context_fit(
     return ContextFit(0, binding)
 
 
-def max_context(
-    m: ModelSpec,
-    hw: HardwareSpec,
-    p: Precision,
-    batch: int = 1,
-    par: Parallel | None = None,
-    *,
-    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-    prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET,
-) -> int:
+def max_context(m: ModelSpec, stack: Stack, batch: int = 1) -> int:
     """Longest context (tokens) B sequences reach, never beyond the model's (`context_fit`)."""
-    return context_fit(
-        m,
-        hw,
-        p,
-        batch,
-        par,
-        memory_fraction=memory_fraction,
-        prefill_token_budget=prefill_token_budget,
-    ).max_context
+    return context_fit(m, stack, batch).max_context
 
 
 @dataclass(frozen=True)
@@ -460,42 +305,22 @@ class Shortfall:
 
 
 def shortfall(
-    m: ModelSpec,
-    hw: HardwareSpec,
-    p: Precision,
-    batch: int,
-    prompt: int,
-    context: int,
-    par: Parallel | None = None,
-    *,
-    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-    prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET,
+    m: ModelSpec, stack: Stack, batch: int, prompt: int, context: int
 ) -> Shortfall | None:
     """Why `batch` does not fit (None when it does): see `Shortfall`."""
-    from .parallel import min_gpus_to_fit
-
-    fit = batch_fit(
-        m,
-        hw,
-        p,
-        context,
-        prompt,
-        par,
-        memory_fraction=memory_fraction,
-        prefill_token_budget=prefill_token_budget,
-    )
-    need = _memory(m, p, par, batch, prompt, context, prefill_token_budget)
+    fit = batch_fit(m, stack, context, prompt)
+    need = held(m, stack, batch, prompt, context)
     if float(need.total_bytes) <= fit.budget.usable_bytes:
         return None
     smallest = min_gpus_to_fit(
         m,
-        hw,
-        p,
+        stack.hardware,
+        stack.precision,
         batch,
         prompt,
         context,
-        memory_fraction=memory_fraction,
-        prefill_token_budget=prefill_token_budget,
+        memory_fraction=stack.memory.memory_fraction,
+        prefill_token_budget=stack.memory.prefill_token_budget,
     )
     return Shortfall(
         batch,
@@ -578,20 +403,10 @@ def context_warning(m: ModelSpec, tokens: int) -> tuple[str, ...]:
     )
 
 
-def cache_summary(
-    m: ModelSpec,
-    hw: HardwareSpec,
-    p: Precision,
-    context: int,
-    par: Parallel | None = None,
-    *,
-    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-    prefill_token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET,
-) -> CacheSummary:
+def cache_summary(m: ModelSpec, stack: Stack, context: int) -> CacheSummary:
     """KV/state per token and per sequence, decode bytes, and what fits (`batch_fit` at
     `context`, `context_fit` for one sequence)."""
-    from .cost import step_cost  # cost imports operators only; kept local to read as a leaf
-
+    hw, p = stack.hardware, stack.precision
     decode = step_cost(m, hw, Step(1, 1, context), p, "datasheet")
     return CacheSummary(
         model=m.name,
@@ -604,24 +419,7 @@ def cache_summary(
         decode_kv_read_bytes=float(sum(o.op.kv_read_elems for o in decode.ops)) * p.kv_bytes,
         decode_read_bytes=float(decode.bytes),
         weights_bytes=weights_bytes(m, p),
-        fit=batch_fit(
-            m,
-            hw,
-            p,
-            context,
-            None,
-            par,
-            memory_fraction=memory_fraction,
-            prefill_token_budget=prefill_token_budget,
-        ),
-        context_fit=context_fit(
-            m,
-            hw,
-            p,
-            1,
-            par,
-            memory_fraction=memory_fraction,
-            prefill_token_budget=prefill_token_budget,
-        ),
+        fit=batch_fit(m, stack, context),
+        context_fit=context_fit(m, stack, 1),
         warnings=context_warning(m, context),
     )

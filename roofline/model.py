@@ -148,7 +148,7 @@ class ModelSpec(Frozen):
     lm_head_bias: bool = Field(default=False, description="the LM head adds a V-wide bias (GPT-J)")
     checkpoint_weights: str | None = Field(
         default=None,
-        description="weight formats of the released checkpoint, as --weights "
+        description="weight formats of the released checkpoint, as `weights` "
         "takes them (gpt-oss: 'bf16,experts=mxfp4'); None: one 16-bit format",
     )
     parallel_block: bool = Field(

@@ -41,51 +41,14 @@ from typing import Literal
 
 import numpy as np
 
-from . import memory
 from .cost import Ceiling, StepCost, step_cost
 from .engine import EngineSpec
 from .errors import InvalidInputError
 from .hardware import HardwareSpec, Interconnect
 from .model import ModelSpec
 from .operators import ArrayLike, ExpertShard, Step
-from .precision import Precision
-
-
-@dataclass(frozen=True)
-class Parallel:
-    """How one model is spread: tp × pp × ep GPUs per replica, `replicas` copies."""
-
-    tp: int = 1
-    pp: int = 1
-    ep: int = 1
-    replicas: int = 1
-
-    def __post_init__(self) -> None:
-        for name in ("tp", "pp", "ep", "replicas"):
-            if getattr(self, name) < 1:
-                raise InvalidInputError(f"--{name} must be at least 1, got {getattr(self, name)}")
-
-    @property
-    def gpus_per_replica(self) -> int:
-        return self.tp * self.pp * self.ep
-
-    @property
-    def gpus(self) -> int:
-        return self.gpus_per_replica * self.replicas
-
-    def as_dict(self) -> dict:
-        """The one JSON shape of a parallel layout, in every command (docs/json.md)."""
-        return {
-            "tp": self.tp,
-            "pp": self.pp,
-            "ep": self.ep,
-            "replicas": self.replicas,
-            "gpus": self.gpus,
-        }
-
-    def sequences_per_gpu(self, batch: ArrayLike) -> ArrayLike:
-        """Sequences on the fullest GPU of an EP group: ⌈B/ep⌉ (B itself without EP)."""
-        return batch if self.ep == 1 else np.ceil(np.asarray(batch) / self.ep)
+from .placement import Parallel, check_ep, pp_stage, tp_shard
+from .stack import Stack
 
 
 # ---- collectives ----------------------------------------------------------------------------
@@ -164,82 +127,6 @@ def send_recv_s(message_bytes: ArrayLike, link: Link) -> ArrayLike:
     return message_bytes / link.bytes_per_s + link.hop_s
 
 
-# ---- the sharded model ----------------------------------------------------------------------
-def tp_shard(m: ModelSpec, tp: int) -> ModelSpec:
-    """The part of `m` one of `tp` tensor-parallel ranks holds and runs (see module docstring).
-    Refuses degrees that do not split the heads, kv heads or MLP evenly."""
-    if tp == 1:
-        return m
-    N, K, F = m.heads, m.kv_heads, m.d_ff
-    if N % tp:
-        raise InvalidInputError(
-            f"`tp={tp}` does not divide {m.name}'s {N} query heads; use a divisor of {N}"
-        )
-    if K % tp and tp % K:
-        raise InvalidInputError(
-            f"`tp={tp}` neither divides {m.name}'s {K} kv heads nor is a multiple of them "
-            "(kv heads cannot be split or evenly replicated); use a divisor or multiple of "
-            f"{K} that divides {N}"
-        )
-    if F % tp:
-        raise InvalidInputError(f"`tp={tp}` does not divide {m.name}'s MLP width F = {F}")
-    if m.ssm is not None:
-        raise InvalidInputError(
-            f"`tp={tp}`: tensor parallelism of {m.name}'s SSM (Mamba) "
-            "layers is not modelled; use `pp`"
-        )
-    update = {
-        "name": f"{m.name}-tp{tp}",
-        "heads": N // tp,
-        "kv_heads": max(1, K // tp),
-        "d_ff": F // tp,
-        "vocab_size": -(-m.vocab_size // tp),
-    }
-    if m.moe is not None:  # every expert's FFN split like a dense MLP (Megatron TP on experts)
-        e = m.moe
-        widths = [e.expert_d_ff] + ([e.shared_d_ff] if e.shared_d_ff else [])
-        if any(w % tp for w in widths):
-            raise InvalidInputError(
-                f"`tp={tp}` does not divide {m.name}'s expert width {e.expert_d_ff}"
-            )
-        update["moe"] = e.model_dump() | {
-            "expert_d_ff": e.expert_d_ff // tp,
-            "shared_d_ff": e.shared_d_ff and e.shared_d_ff // tp,
-        }
-    return ModelSpec.model_validate(m.model_dump() | update)
-
-
-def pp_stage(m: ModelSpec, pp: int) -> ModelSpec:
-    """The largest pipeline stage's layers, ⌈L/p⌉ (it sets per-GPU KV and weight memory)."""
-    if pp > m.layers:
-        raise InvalidInputError(f"`pp={pp}` exceeds {m.name}'s {m.layers} layers")
-    if pp == 1:
-        return m
-    return ModelSpec.model_validate(m.model_dump() | {"layers": -(-m.layers // pp)})
-
-
-def check_ep(m: ModelSpec, par: Parallel) -> None:
-    """Refuse expert parallelism where it is not modelled (see module docstring)."""
-    ep = par.ep
-    if ep == 1:
-        return
-    if m.moe is None:
-        raise InvalidInputError(
-            f"`ep={ep}`: {m.name} is a dense model with no experts to shard; use `tp` or `pp`"
-        )
-    E = m.moe.experts
-    if E % ep:
-        raise InvalidInputError(
-            f"`ep={ep}` does not divide {m.name}'s {E} routed experts; use a divisor of {E}"
-        )
-    if par.tp > 1:
-        raise InvalidInputError(
-            f"`ep={ep}` with `tp={par.tp}`: tensor-parallel experts inside "
-            "an expert-parallel group are not modelled; use `ep` with `pp`, "
-            "or `tp` alone"
-        )
-
-
 def check(m: ModelSpec, hw: HardwareSpec, par: Parallel) -> None:
     """Refuse what cannot be modelled: EP on a dense model or not splitting the experts, EP
     with TP, degrees that do not split the model, a group without a link."""
@@ -282,29 +169,23 @@ class ParallelStepCost:
         return self.compute.time_s + self.comm_s
 
 
-def parallel_step_cost(
-    model: ModelSpec,
-    hw: HardwareSpec,
-    step: Step,
-    precision: Precision,
-    par: Parallel,
-    ceiling: Ceiling = "achievable",
-    engine: EngineSpec | None = None,
-) -> ParallelStepCost:
-    """Cost of one forward step of `model` spread over `par` (see module docstring). `step`
-    holds the replica's B sequences; with EP the fullest GPU runs ⌈B/ep⌉ of them. Collective
-    payloads are the residual stream (`Precision.residual_bytes`); a parallel attention + MLP block
-    (GPT-J, Falcon) reduces once per layer, a sequential one twice."""
+def parallel_step_cost(model: ModelSpec, stack: Stack, step: Step) -> ParallelStepCost:
+    """Cost of one forward step of `model` on `stack`, spread over its layout (see module
+    docstring). `step` holds the replica's B sequences; with EP the fullest GPU runs ⌈B/ep⌉
+    of them. Collective payloads are the residual stream (`Precision.residual_bytes`); a
+    parallel attention + MLP block (GPT-J, Falcon) reduces once per layer, a sequential one
+    twice."""
+    hw, precision, par = stack.hardware, stack.precision, stack.parallel
     check(model, hw, par)
     local, shard = step, None
     if par.ep > 1:
         local = dataclasses.replace(step, batch=par.sequences_per_gpu(step.batch))
         shard = ExpertShard(par.ep, step.batch * step.new_tokens)
-    compute = step_cost(tp_shard(model, par.tp), hw, local, precision, ceiling, shard, engine)
-    hidden_bytes = local.batch * step.new_tokens * model.d_model * precision.residual_bytes
-    link = Link.of(
-        hw.interconnect, par.gpus_per_replica, ceiling, engine if ceiling == "achievable" else None
+    compute = step_cost(
+        tp_shard(model, par.tp), hw, local, precision, stack.ceiling, shard, stack.engine
     )
+    hidden_bytes = local.batch * step.new_tokens * model.d_model * precision.residual_bytes
+    link = Link.of(hw.interconnect, par.gpus_per_replica, stack.ceiling, stack.engine)
     collectives = []
     if par.tp > 1:
         per_layer = 1 if model.parallel_block else 2
@@ -339,94 +220,3 @@ def parallel_step_cost(
             )
         )
     return ParallelStepCost(compute, tuple(collectives))
-
-
-# ---- memory per GPU -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class GpuMemory:
-    """Bytes on the fullest GPU: TP or EP rank of the largest PP stage. Total is derived."""
-
-    weights_bytes: float
-    kv_cache_bytes: ArrayLike
-    activation_bytes: ArrayLike
-
-    @property
-    def total_bytes(self) -> ArrayLike:
-        return self.weights_bytes + self.kv_cache_bytes + self.activation_bytes
-
-
-def memory_per_gpu(
-    m: ModelSpec,
-    p: Precision,
-    par: Parallel,
-    batch: ArrayLike,
-    prompt: ArrayLike,
-    context: ArrayLike,
-    *,
-    prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET,
-) -> GpuMemory:
-    """Weights, KV for `context` tokens and the activations of the largest step
-    (`memory.peak_activation_bytes`: prompts of P tokens under the prefill token budget) on the
-    fullest GPU, for a replica batch of B sequences. A stage holds the embedding or the LM
-    head, not both, unless there is one stage (or they are tied and the last stage keeps its own
-    copy). With EP n a GPU holds E/n routed experts and the KV and activations of ⌈B/n⌉
-    sequences."""
-    check_ep(m, par)
-    stage = pp_stage(tp_shard(m, par.tp), par.pp)
-    q = p if p.model_bits is not None else p.for_model(m)  # the checkpoint's group formats
-    ends = stage.params
-    embed = ends.embedding + ends.positional
-    shared_end = (
-        0
-        if par.pp == 1 or m.tied_embeddings
-        else min(embed * q.group_bytes("embedding"), ends.lm_head * q.group_bytes("lm_head"))
-    )
-    elsewhere = stage.routed_expert_params * (par.ep - 1) // par.ep  # on the other EP ranks
-    weights = memory.weights_bytes(stage, q) - shared_end - elsewhere * q.group_bytes("experts")
-    b = par.sequences_per_gpu(batch)
-    return GpuMemory(
-        weights,
-        memory.kv_cache_bytes(stage, p, b, context),
-        memory.peak_activation_bytes(stage, p, b, prompt, prefill_token_budget),
-    )
-
-
-#: TP degrees tried before adding pipeline stages: one node of up to 8 GPUs.
-TP_DEGREES: tuple[int, ...] = (1, 2, 4, 8)
-
-
-def min_gpus_to_fit(
-    m: ModelSpec,
-    hw: HardwareSpec,
-    p: Precision,
-    batch: int,
-    prompt: int,
-    context: int,
-    *,
-    memory_fraction: float = memory.DEFAULT_MEMORY_FRACTION,
-    prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET,
-) -> Parallel | None:
-    """The smallest deployment whose fullest GPU holds `batch` within the usable memory
-    (`memory.memory_budget`): TP 1, 2, 4, 8 (those that split the model), then pipeline stages
-    over TP 8 nodes. None when even one layer per stage does not fit."""
-    usable = memory.memory_budget(hw, memory_fraction).usable_bytes
-    tps = [t for t in TP_DEGREES if _splits(m, t)]
-    candidates = [Parallel(tp=t) for t in tps]
-    candidates += [Parallel(tp=tps[-1], pp=s) for s in range(2, m.layers + 1)]
-    for par in candidates:
-        if (
-            memory_per_gpu(
-                m, p, par, batch, prompt, context, prefill_token_budget=prefill_token_budget
-            ).total_bytes
-            <= usable
-        ):
-            return par
-    return None
-
-
-def _splits(m: ModelSpec, tp: int) -> bool:
-    try:
-        tp_shard(m, tp)
-    except InvalidInputError:
-        return False
-    return True

@@ -9,7 +9,7 @@ Definitions (used everywhere, written once):
 - E2E: TTFT + (G - 1) · TPOT.
 - decode tokens/s: B / TPOT. Throughput: B · G / E2E, all sequences' generated tokens over
   the whole request time. With m replicas both are ×m; B is the batch of one replica.
-- Memory terms are per GPU (the fullest one, see `parallel.memory_per_gpu`); `memory_bytes`
+- Memory terms are per GPU (the fullest one, see `placement.memory_per_gpu`); `memory_bytes`
   is what all GPUs together provision. A batch fits when its per-GPU memory at P + G tokens is
   within the usable memory (`memory.batch_fit`: capacity less the reserve, activations of the
   prefill token budget); one that does not is still estimated, marked, and diagnosed
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
@@ -32,8 +31,10 @@ from .errors import InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
 from .operators import Step
-from .parallel import Parallel, ParallelStepCost, memory_per_gpu, parallel_step_cost
+from .parallel import ParallelStepCost, parallel_step_cost
+from .placement import Parallel
 from .precision import Precision
+from .stack import Stack
 
 
 @dataclass(frozen=True)
@@ -117,23 +118,43 @@ def _plain(v):
 
 @dataclass(frozen=True)
 class Estimate:
-    """An estimate for one model on one device over several batch sizes."""
+    """An estimate for one model on one stack over several batch sizes."""
 
     model: ModelSpec
-    hardware: HardwareSpec
-    precision: Precision
-    ceiling: Ceiling
-    ceiling_source: str
+    stack: Stack
     cases: tuple[Case, ...]
     prefill: StepCost  # breakdown at the first batch size (one TP rank)
     decode: StepCost  # breakdown at the first batch size, S = P (first decode step)
     fit: memory.BatchFit  # largest B per replica whose per-GPU memory fits at P + G tokens
-    parallel: Parallel = Parallel()
     prefill_comm_s: float = 0.0  # collectives of the prefill step at the first batch size
     decode_comm_s: float = 0.0
-    engine: EngineSpec | None = None  # the software stack (None: the hardware layer alone)
     shortfall: memory.Shortfall | None = None  # the largest batch asked for that does not fit
     warnings: tuple[str, ...] = ()
+
+    @property
+    def hardware(self) -> HardwareSpec:
+        return self.stack.hardware
+
+    @property
+    def precision(self) -> Precision:
+        return self.stack.precision
+
+    @property
+    def ceiling(self) -> Ceiling:
+        return self.stack.ceiling
+
+    @property
+    def ceiling_source(self) -> str:
+        return self.prefill.ceilings.source
+
+    @property
+    def parallel(self) -> Parallel:
+        return self.stack.parallel
+
+    @property
+    def engine(self) -> EngineSpec | None:
+        """The software stack (None: the hardware layer alone)."""
+        return self.stack.engine
 
     @property
     def max_batch(self) -> int:
@@ -163,91 +184,55 @@ class Estimate:
         }
 
 
-def first_token_split(engine: EngineSpec | None, prompt: int) -> int:
+def first_token_split(stack: Stack, prompt: int) -> int:
     """1 when the engine's first token comes from a decode step over the last prompt token
     (`EngineSpec.first_token` = decode): TTFT = prefill of P - 1 tokens + that step; else 0."""
-    return int(engine is not None and engine.first_token == "decode" and prompt > 1)
+    return int(stack.first_token_from_decode and prompt > 1)
 
 
 def mean_tpot_s(
-    model: ModelSpec,
-    hw: HardwareSpec,
-    batch: np.ndarray,
-    prompt: int,
-    gen: int,
-    precision: Precision,
-    ceiling: Ceiling,
-    parallel: Parallel = Parallel(),
-    engine: EngineSpec | None = None,
+    model: ModelSpec, stack: Stack, batch: np.ndarray, prompt: int, gen: int
 ) -> np.ndarray:
     """Mean decode step time over the G-1 steps after the first token, per batch size.
     With G = 1 there is no such step; the next step's time (S = P) is reported."""
     S = prompt + np.arange(max(gen - 1, 1))  # cached tokens before each step
     B = np.asarray(batch)[:, None]
-    step = Step(B, 1, S[None, :])
-    t = parallel_step_cost(model, hw, step, precision, parallel, ceiling, engine).time_s
+    t = parallel_step_cost(model, stack, Step(B, 1, S[None, :])).time_s
     return np.asarray(t).mean(axis=1)
 
 
 def estimate(
     model: ModelSpec,
-    hw: HardwareSpec,
+    stack: Stack,
     batches: Sequence[int] = (1,),
     prompt: int = 1024,
     gen: int = 256,
-    precision: Precision = Precision(),
-    ceiling: Ceiling = "achievable",
-    parallel: Parallel = Parallel(),
-    engine: EngineSpec | None = None,
-    *,
-    memory_fraction: float | None = None,
-    prefill_token_budget: int | None | Literal["engine"] = "engine",
 ) -> Estimate:
-    """Prefill + decode metrics and memory for each batch size (see module docstring), on
-    the `ceiling` and, for the achievable one, the software stack `engine`.
-    `memory_fraction` and `prefill_token_budget`: `memory.memory_terms` (the engine's unless
-    given; None as a budget charges the whole batch's prompts at once)."""
-    engine = engine if ceiling == "achievable" else None
+    """Prefill + decode metrics and memory for each batch size (see module docstring) of
+    `model` on `stack` (`Stack.resolve`: device, formats, ceiling, engine, layout, memory)."""
     if not batches:
         raise InvalidInputError("give at least one batch size")
     if min(batches) < 1:
         raise InvalidInputError(f"batch sizes must be at least 1, got {min(batches)}")
     if prompt < 1 or gen < 1:
-        raise InvalidInputError("--prompt and --gen must be at least 1 token")
+        raise InvalidInputError("`prompt` and `gen` must be at least 1 token")
+    hw, precision, parallel = stack.hardware, stack.precision, stack.parallel
     precision.check(hw)
-    memory_fraction, prefill_token_budget = memory.memory_terms(
-        engine, ceiling, memory_fraction, prefill_token_budget
-    )
     B = np.asarray(batches, dtype=float)
 
     def cost(step: Step) -> ParallelStepCost:
-        return parallel_step_cost(model, hw, step, precision, parallel, ceiling, engine)
+        return parallel_step_cost(model, stack, step)
 
-    split = first_token_split(engine, prompt)
+    split = first_token_split(stack, prompt)
     ttft = cost(Step(B, prompt - split, 0)).time_s
     if split:
         ttft = ttft + cost(Step(B, 1, prompt - 1)).time_s
     ttft = np.asarray(ttft)
-    tpot = mean_tpot_s(model, hw, B, prompt, gen, precision, ceiling, parallel, engine)
+    tpot = mean_tpot_s(model, stack, B, prompt, gen)
     context = prompt + gen
-    fit = memory.batch_fit(
-        model,
-        hw,
-        precision,
-        context,
-        prompt,
-        parallel,
-        memory_fraction=memory_fraction,
-        prefill_token_budget=prefill_token_budget,
-    )
-    mem = memory_per_gpu(
-        model, precision, parallel, B, prompt, context, prefill_token_budget=prefill_token_budget
-    )
-    kv_at_prompt = np.asarray(
-        memory_per_gpu(
-            model, precision, parallel, B, prompt, prompt, prefill_token_budget=prefill_token_budget
-        ).kv_cache_bytes
-    )
+    fit = memory.batch_fit(model, stack, context, prompt)
+    mem = memory.held(model, stack, B, prompt, context)
+    kv_at_prompt = np.asarray(memory.held(model, stack, B, prompt, prompt).kv_cache_bytes)
     kv_bytes, act_bytes = np.asarray(mem.kv_cache_bytes), np.asarray(mem.activation_bytes)
     cases = tuple(
         Case(
@@ -267,37 +252,18 @@ def estimate(
         for i, b in enumerate(batches)
     )
     over = [c.batch for c in cases if not c.fits]
-    short = (
-        memory.shortfall(
-            model,
-            hw,
-            precision,
-            max(over),
-            prompt,
-            context,
-            parallel,
-            memory_fraction=memory_fraction,
-            prefill_token_budget=prefill_token_budget,
-        )
-        if over
-        else None
-    )
+    short = memory.shortfall(model, stack, max(over), prompt, context) if over else None
     first = batches[0]
     prefill, decode = cost(Step(first, prompt - split, 0)), cost(Step(first, 1, prompt))
     return Estimate(
         model,
-        hw,
-        precision,
-        ceiling,
-        prefill.compute.ceilings.source,
+        stack,
         cases,
         prefill.compute,
         decode.compute,
         fit,
-        parallel,
         float(prefill.comm_s),
         float(decode.comm_s),
-        engine,
         short,
         memory.context_warning(model, context),
     )

@@ -42,17 +42,15 @@ it when no other point is at least as good in all three and better in one.
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
 
 from . import memory
-from .catalog import load_hardware
 from .cost import Ceiling
 from .economics import (
     PriceTable,
@@ -62,17 +60,20 @@ from .economics import (
     power_model,
     roof_utilisation,
 )
+from .engine import EngineSpec
 from .errors import DoesNotFitError, InvalidInputError, RooflineError
 from .hardware import HardwareSpec
 from .model import ModelSpec
 from .operators import Step
-from .parallel import Parallel, check, memory_per_gpu, parallel_step_cost, pp_stage, tp_shard
+from .parallel import check, parallel_step_cost
 from .phases import estimate
+from .placement import Parallel, pp_stage, tp_shard
 from .precision import Precision
 from .serve.metrics import Summary
 from .serve.policy import POLICIES, Policy
 from .serve.simulate import build_deployment, kv_capacity_tokens, simulate
 from .serve.workload import Lengths, Workload, synthetic
+from .stack import Stack
 
 #: z of the 95th percentile of a standard normal (the Poisson count of interrupting prompts).
 Z95 = 1.645
@@ -227,26 +228,13 @@ def batch_grid(max_batch: int, points: int = BATCH_GRID_POINTS) -> np.ndarray:
     return np.unique(np.round(np.geomspace(1, max_batch, points))).astype(float)
 
 
-def _engine_kwargs(fn: Callable, engine) -> dict:
-    """{'engine': engine} for a calculator function that takes one; nothing when engine is None.
-    An engine given to a function that does not take one yet is refused, not dropped."""
-    if engine is None:
-        return {}
-    if "engine" not in inspect.signature(fn).parameters:
-        raise InvalidInputError(
-            f"engine profiles are not wired into {fn.__module__}."
-            f"{fn.__name__} yet; run the plan without `engine`"
-        )
-    return {"engine": engine}
-
-
 def build_groups(
     model: ModelSpec,
     hardware: Sequence[HardwareSpec],
     req: Requirement,
     space: Space,
     prices: PriceTable,
-    engine=None,
+    engine: EngineSpec | None = None,
 ) -> tuple[list[GroupTable], list[Rejected]]:
     """One `GroupTable` per runnable (device, format, layout); the others as `Rejected`."""
     P, G = req.prompt_tokens, req.gen_tokens
@@ -254,7 +242,6 @@ def build_groups(
     policy = _policy(max(space.max_batches), False)
     groups: list[GroupTable] = []
     rejected: list[Rejected] = []
-    kw = _engine_kwargs(estimate, engine)
     for hw in hardware:
         price = prices.usd_per_gpu_hour(hw.name, space.tier)
         pm = power_model(hw)
@@ -272,26 +259,17 @@ def build_groups(
                 )
                 continue
             for par in _layouts(model, hw, space):
-                w = float(memory_per_gpu(model, prec, par, 1, P, P + G).weights_bytes)
+                stack = Stack.resolve(model, hw, prec, space.ceiling, engine, par)
+                w = float(memory.held(model, stack, 1, P, P + G).weights_bytes)
                 try:
-                    kv_tokens = kv_capacity_tokens(model, hw, prec, policy, par=par)
+                    kv_tokens = kv_capacity_tokens(model, stack, policy)
                 except DoesNotFitError as e:
                     rejected.append(
                         Rejected(hw.name, fmt, par, "memory: weights", str(e), w, hw.memory_bytes)
                     )
                     continue
-                est = estimate(
-                    model, hw, [int(b) for b in grid], P, G, prec, space.ceiling, par, **kw
-                )
-                dec = parallel_step_cost(
-                    model,
-                    hw,
-                    Step(grid, 1, P + G // 2),
-                    prec,
-                    par,
-                    space.ceiling,
-                    **_engine_kwargs(parallel_step_cost, engine),
-                )
+                est = estimate(model, stack, [int(b) for b in grid], P, G)
+                dec = parallel_step_cost(model, stack, Step(grid, 1, P + G // 2))
                 u_dec = roof_utilisation(
                     dec.compute.flops, dec.compute.bytes, dec.time_s, hw, prec.compute
                 )
@@ -1001,28 +979,26 @@ def confirm(
     c: Candidate,
     workload: Workload,
     req: Requirement,
+    hardware: Mapping[str, HardwareSpec],
     ceiling: Ceiling,
-    engine=None,
+    engine: EngineSpec | None = None,
 ) -> SimCheck:
-    """Run the serving simulator on `c` and read its p95 TTFT and TPOT."""
+    """Run the serving simulator on `c`, its devices taken from the loaded `hardware` (by
+    name), and read its p95 TTFT and TPOT."""
     t0 = time.perf_counter()
     dis = c.kind == "disaggregated"
     pol = _policy(c.max_batch, dis)
-    hw = load_hardware(c.hardware)
-    kw = _engine_kwargs(build_deployment, engine)
+    hw = hardware[c.hardware]
+    stack = Stack.resolve(model, hw, precision_of(c.fmt), ceiling, engine, c.parallel)
     d = build_deployment(
         model,
-        hw,
+        stack,
         pol,
-        precision_of(c.fmt),
-        ceiling,
         replicas=c.replicas if not dis else 1,
-        prefill_hw=load_hardware(c.prefill_hardware or c.hardware) if dis else None,
+        prefill_hw=hardware[c.prefill_hardware or c.hardware] if dis else None,
         decode_hw=hw if dis else None,
         prefill_replicas=c.prefill_replicas or 1,
         decode_replicas=c.replicas if dis else 1,
-        par=c.parallel,
-        **kw,
     )
     s = Summary(simulate(workload, pol, d), req.slo_ttft_s, req.slo_tpot_s)
     ttft = float(np.percentile(s.latency_samples_s("ttft"), 95))
@@ -1108,12 +1084,13 @@ def plan(
     confirm_top: int = 10,
     requests: int = 1000,
     seed: int = 0,
-    engine=None,
+    engine: EngineSpec | None = None,
 ) -> PlanResult:
     """Screen the whole space analytically, confirm the cheapest feasible candidates in the
     simulator, and return the chosen deployment, the frontier and the rejected regions.
     `workload` defaults to `requests` Poisson arrivals at the rate, fixed P and G."""
     t0 = time.perf_counter()
+    loaded = {hw.name: hw for hw in hardware}
     groups, rejected = build_groups(model, hardware, req, space, prices, engine)
     engine_name = engine.name if engine is not None else "none"
     _infeasible_checks(model, groups, rejected, req, space, engine_name)
@@ -1141,7 +1118,7 @@ def plan(
         if len(checked) == confirm_top:
             break
         try:
-            sim = confirm(model, c, workload, req, space.ceiling, engine)
+            sim = confirm(model, c, workload, req, loaded, space.ceiling, engine)
         except (DoesNotFitError, InvalidInputError) as err:
             refused.append((c.label, str(err)))
             continue

@@ -41,9 +41,10 @@ from .catalog import load_engine, load_hardware, load_model
 from .cost import Ceiling
 from .engine import EngineSpec
 from .errors import InvalidInputError, RooflineError
-from .parallel import Parallel
 from .phases import Case, estimate
+from .placement import Parallel
 from .precision import Precision
+from .stack import Stack
 
 METRICS = (
     "decode_tokens_per_s",
@@ -235,8 +236,8 @@ def precision_of(row: Row, engine: EngineSpec | None) -> Precision:
     if kv in ("unknown", ""):
         kv = "fp8" if w8a8 else "fp16"
     half = kv if kv in ("bf16", "fp16") else "fp16"
-    stored = engine.weights_as_run(weights) if engine is not None else weights
-    return Precision(weights=stored, activations=weights if w8a8 else half, kv=kv)
+    # the engine's storage of the format (`EngineSpec.formats`) is applied by `Stack.resolve`
+    return Precision(weights=weights, activations=weights if w8a8 else half, kv=kv)
 
 
 def _metric(row: Row, c: Case, tp: int) -> float:
@@ -272,7 +273,8 @@ def predict(
         hw = load_hardware(row.hardware, specs_dirs)
         p = precision_of(row, eng)
         prompt, gen = max(row.prompt, 1), max(row.gen, 1)
-        e = estimate(m, hw, [row.batch], prompt, gen, p, ceiling, Parallel(tp=row.tp), eng)
+        stack = Stack.resolve(m, hw, p, ceiling, eng, Parallel(tp=row.tp))
+        e = estimate(m, stack, [row.batch], prompt, gen)
         value = _metric(row, e.cases[0], row.tp)
     except RooflineError as err:
         return Prediction(row, None, name, str(err).split(";")[0])

@@ -28,14 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import memory
-from .cost import Ceiling
-from .engine import EngineSpec
 from .errors import DoesNotFitError, InvalidInputError
-from .hardware import HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, Step
-from .parallel import Parallel, memory_per_gpu, parallel_step_cost
-from .precision import Precision
+from .parallel import parallel_step_cost
+from .stack import Stack
 
 
 def check_acceptance(alpha: ArrayLike) -> None:
@@ -118,32 +115,14 @@ def _check_pair(target: ModelSpec, draft: ModelSpec) -> None:
         )
 
 
-def _step_s(
-    m: ModelSpec,
-    hw: HardwareSpec,
-    step: Step,
-    precision: Precision,
-    ceiling: Ceiling,
-    par: Parallel,
-    engine: EngineSpec | None,
-) -> ArrayLike:
-    return parallel_step_cost(m, hw, step, precision, par, ceiling, engine).time_s
+def _step_s(m: ModelSpec, stack: Stack, step: Step) -> ArrayLike:
+    return parallel_step_cost(m, stack, step).time_s
 
 
-def layer_decode_s(
-    m: ModelSpec,
-    hw: HardwareSpec,
-    step: Step,
-    precision: Precision,
-    ceiling: Ceiling,
-    engine: EngineSpec | None = None,
-    par: Parallel = Parallel(),
-) -> ArrayLike:
+def layer_decode_s(m: ModelSpec, stack: Stack, step: Step) -> ArrayLike:
     """One transformer layer's share of a step: the step of L layers minus that of L−1."""
     fewer = ModelSpec.model_validate(m.model_dump() | {"layers": m.layers - 1})
-    return _step_s(m, hw, step, precision, ceiling, par, engine) - _step_s(
-        fewer, hw, step, precision, ceiling, par, engine
-    )
+    return _step_s(m, stack, step) - _step_s(fewer, stack.for_model(fewer), step)
 
 
 @dataclass(frozen=True)
@@ -182,51 +161,32 @@ class PairFit:
 
 
 def pair_fit(
-    target: ModelSpec,
-    draft: ModelSpec | None,
-    hw: HardwareSpec,
-    batch: int,
-    context: int,
-    k: int,
-    precision: Precision = Precision(),
-    par: Parallel = Parallel(),
-    *,
-    memory_fraction: float = memory.DEFAULT_MEMORY_FRACTION,
-    prefill_token_budget: int | None = memory.DEFAULT_PREFILL_TOKEN_BUDGET,
+    target: ModelSpec, draft: ModelSpec | None, stack: Stack, batch: int, context: int, k: int
 ) -> PairFit:
-    """Whether the target and its draft fit together (see module docstring); heads only
-    (draft None) leave the target alone. Prompts of S tokens are prefilled under the budget."""
+    """Whether the target and its draft fit together on `stack` (see module docstring); heads
+    only (draft None) leave the target alone. Prompts of S tokens are prefilled under the
+    stack's token budget."""
     reach = context + k + 1
-    t = memory_per_gpu(
-        target, precision, par, batch, context, reach, prefill_token_budget=prefill_token_budget
-    )
+    t = memory.held(target, stack, batch, context, reach)
     draft_bytes = extra = 0.0
     if draft is not None:
-        d = memory_per_gpu(
-            draft, precision, par, batch, context, reach, prefill_token_budget=prefill_token_budget
-        )
+        d = memory.held(draft, stack.for_model(draft), batch, context, reach)
         draft_bytes = float(d.weights_bytes + d.kv_cache_bytes)
         extra = max(float(d.activation_bytes - t.activation_bytes), 0.0)
-    return PairFit(
-        float(t.total_bytes), draft_bytes, extra, memory.memory_budget(hw, memory_fraction)
-    )
+    return PairFit(float(t.total_bytes), draft_bytes, extra, stack.budget)
 
 
 def speculative_cost(
     target: ModelSpec,
     drafter: Drafter,
-    hw: HardwareSpec,
+    stack: Stack,
     k: int,
     acceptance: float,
     batch: int = 1,
     context: int = 1024,
-    precision: Precision = Precision(),
-    ceiling: Ceiling = "achievable",
-    engine: EngineSpec | None = None,
-    par: Parallel = Parallel(),
 ) -> SpeculativeCost:
     """One cycle of K proposals verified by the target, for B sequences at S cached tokens,
-    both models on the deployment `par`."""
+    both models on `stack`'s deployment."""
     if not 1 <= k <= 64:
         raise InvalidInputError(f"K (draft tokens per step) must be in 1..64, got {k}")
     check_acceptance(acceptance)
@@ -234,25 +194,21 @@ def speculative_cost(
         raise InvalidInputError(
             f"context {context} + K + 1 exceeds {target.name}'s max context of {target.max_context}"
         )
-    precision.check(hw)
+    stack.precision.check(stack.hardware)
     plain = Step(batch, 1, context)
-    target_step_s = float(_step_s(target, hw, plain, precision, ceiling, par, engine))
-    verify_s = float(
-        _step_s(
-            target, hw, Step(batch, k + 1, context, logits="all"), precision, ceiling, par, engine
-        )
-    )
+    target_step_s = float(_step_s(target, stack, plain))
+    verify_s = float(_step_s(target, stack, Step(batch, k + 1, context, logits="all")))
     if drafter.model is not None:
         _check_pair(target, drafter.model)
         S = context + np.arange(k)  # the draft's cache grows by one per proposal
         draft_s = float(
-            np.sum(_step_s(drafter.model, hw, Step(batch, 1, S), precision, ceiling, par, engine))
+            np.sum(_step_s(drafter.model, stack.for_model(drafter.model), Step(batch, 1, S)))
         )
     else:
         draft_s = float(
             k
             * (drafter.head_layer_fraction or 0.0)  # a Drafter without a model has heads
-            * layer_decode_s(target, hw, plain, precision, ceiling, engine, par)
+            * layer_decode_s(target, stack, plain)
         )
     return SpeculativeCost(k, float(acceptance), draft_s, verify_s, target_step_s)
 
@@ -265,21 +221,15 @@ def best_k(costs: list[SpeculativeCost]) -> int:
 def break_even_acceptance(
     target: ModelSpec,
     drafter: Drafter,
-    hw: HardwareSpec,
+    stack: Stack,
     k: int,
     batch: int = 1,
     context: int = 1024,
-    precision: Precision = Precision(),
-    ceiling: Ceiling = "achievable",
-    engine: EngineSpec | None = None,
-    par: Parallel = Parallel(),
 ) -> float | None:
     """The α below which speculation slows generation down: E(α) = cycle / target step,
     solved by bisection (E rises with α, the costs do not depend on it). None if even α = 1
     does not pay."""
-    c = speculative_cost(
-        target, drafter, hw, k, 1.0, batch, context, precision, ceiling, engine, par
-    )
+    c = speculative_cost(target, drafter, stack, k, 1.0, batch, context)
     needed = c.cycle_s / c.target_step_s  # tokens per cycle to break even
     if needed > k + 1:
         return None

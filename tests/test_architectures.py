@@ -25,8 +25,9 @@ from roofline.operators import (
     kv_tokens_read,
     operators,
 )
-from roofline.parallel import Parallel, memory_per_gpu, min_gpus_to_fit, tp_shard
+from roofline.placement import Parallel, memory_per_gpu, min_gpus_to_fit, tp_shard
 from roofline.precision import Precision
+from roofline.stack import Stack
 
 BF16 = Precision()
 
@@ -172,7 +173,7 @@ def test_claim_9_ssm_state_flat_in_context() -> None:
     sizes = {float(kv_cache_bytes(m, BF16, 1, S)) for S in (1, 1024, 1_000_000)}
     assert sizes == {6_553_600 * 2}
     # the state never grows, so the model's trained context is what binds
-    assert context_fit(m, load_hardware("h100-sxm"), BF16, 1) == ContextFit(
+    assert context_fit(m, Stack.resolve(m, load_hardware("h100-sxm"), BF16), 1) == ContextFit(
         m.max_context, "context"
     )
 
@@ -289,7 +290,7 @@ def test_serve_refuses_chunked_attention_before_fitting() -> None:
     from roofline.serve.stepcost import mixed_step_cost
 
     with pytest.raises(InvalidInputError, match="chunked attention .* cannot cost mixed batches"):
-        mixed_step_cost(load_model("llama-4-scout"), load_hardware("h200"))
+        mixed_step_cost(m4 := load_model("llama-4-scout"), Stack.resolve(m4, load_hardware("h200")))
 
 
 @given(E=st.integers(1, 256), k_frac=st.floats(0.0, 1.0), n=st.integers(1, 10_000))
@@ -524,7 +525,7 @@ def test_max_context_is_the_edge_of_memory(name: str, batch: int) -> None:
     """The longest context is the last S that fits (S + 1 does not), or the model's trained
     context when memory would allow more; on the datasheet capacity (fraction 1)."""
     m, hw = load_model(name), load_hardware("h200")
-    fit = context_fit(m, hw, BF16, batch, memory_fraction=1.0)
+    fit = context_fit(m, Stack.resolve(m, hw, BF16, memory_fraction=1.0), batch)
     longest = fit.max_context
 
     def total(s: int) -> float:

@@ -11,6 +11,7 @@ from roofline.cli import main
 from roofline.cost import step_cost
 from roofline.diffusion import compare_diffusion
 from roofline.operators import Step, attended_pairs
+from roofline.stack import Stack
 
 
 def test_bidirectional_pairs() -> None:
@@ -21,7 +22,7 @@ def test_bidirectional_pairs() -> None:
 
 def test_diffusion_is_n_full_forwards() -> None:
     m, hw = load_model("llada-8b"), load_hardware("h100-sxm")
-    c = compare_diffusion(m, hw, prompt=512, gen=256, steps=64)
+    c = compare_diffusion(m, Stack.resolve(m, hw), prompt=512, gen=256, steps=64)
     step = step_cost(m, hw, Step(1, 768, 0, logits="all", causal=False)).time_s
     assert c.diffusion_step_s == pytest.approx(float(step))
     assert c.diffusion_s == pytest.approx(64 * float(step))
@@ -35,9 +36,9 @@ def test_fewer_steps_is_faster_and_one_token_per_step_is_slower() -> None:
     m, hw = load_model("llada-8b"), load_hardware("h100-sxm")
     # one token per step (N = L, LLaDA's default): each step is a compute-heavy forward
     # over P + L tokens, slower than a memory-bound decode step at B = 1
-    assert compare_diffusion(m, hw, 512).diffusion_speedup < 1
+    assert compare_diffusion(m, Stack.resolve(m, hw), 512).diffusion_speedup < 1
     # 8 tokens per step: faster than autoregressive at B = 1
-    assert compare_diffusion(m, hw, 512, steps=32).diffusion_speedup > 1
+    assert compare_diffusion(m, Stack.resolve(m, hw), 512, steps=32).diffusion_speedup > 1
 
 
 def test_cli_json_and_refusals(capsys) -> None:
@@ -60,7 +61,7 @@ def test_diffusion_checks_memory_like_estimate() -> None:
     from roofline.precision import Precision
 
     m, hw = load_model("llada-8b"), load_hardware("h100-sxm")
-    c = compare_diffusion(m, hw, 512, 256, 64, 64, engine=load_engine("vllm"))
+    c = compare_diffusion(m, Stack.resolve(m, hw, engine=load_engine("vllm")), 512, 256, 64, 64)
     n = 64 * (512 + 256)
     D, F, V = m.d_model, m.d_ff, m.vocab_size
     expected = weights_bytes(m, Precision()) + n * (2 * D + 2 * F) * 2 + n * V * 4

@@ -21,6 +21,7 @@ from roofline.economics import (
 )
 from roofline.errors import InvalidInputError, SpecError
 from roofline.phases import estimate
+from roofline.stack import Stack
 
 
 def test_cost_per_million_tokens_by_hand():
@@ -71,7 +72,7 @@ def test_bundled_prices_and_overrides():
     o = parse_price_options(["h100-sxm=2.1", "mi300x=1"])
     assert o.usd_per_gpu_hour("h100-sxm") == 2.1
     assert o.usd_per_gpu_hour("h100-sxm", "discounted") == 2.1  # an override wins every tier
-    assert o.citation("h100-sxm") == "user (--price)"
+    assert o.citation("h100-sxm") == "given by the user"
     assert o.usd_per_gpu_hour("h200") == 4.59
 
 
@@ -120,7 +121,7 @@ def test_price_table_entries_are_catalog_devices_with_source_and_date():
 
 def test_estimate_economics_by_hand():
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
-    e = estimate(m, hw, [1, 64])
+    e = estimate(m, Stack.resolve(m, hw), [1, 64])
     full, half = estimate_economics(e, 3.49), estimate_economics(e, 3.49, utilisation=0.5)
     c = e.cases[1]
     # $3.49/h over B·G/E2E tokens/s, one GPU
@@ -152,7 +153,7 @@ def test_serve_economics_by_hand():
     m, h100, h200 = load_model("llama-3.1-8b"), load_hardware("h100-sxm"), load_hardware("h200")
     w = synthetic(100, 4.0, Lengths("fixed", 256), Lengths("fixed", 64), seed=0)
     p = POLICIES["disaggregated"]
-    d = build_deployment(m, h100, p, prefill_hw=h100, decode_hw=h200)
+    d = build_deployment(m, Stack.resolve(m, h100), p, prefill_hw=h100, decode_hw=h200)
     s = Summary(simulate(w, p, d), 1.0, 0.1)
     e = serve_economics(s, {"h100-sxm": h100, "h200": h200}, load_prices())
     # one H100 prefill replica ($3.49/h) + one H200 decode replica ($4.59/h)

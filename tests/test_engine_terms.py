@@ -16,9 +16,11 @@ from roofline.cost import Ceilings, gemm_shape_efficiency, op_cost, step_cost
 from roofline.engine import EngineSpec
 from roofline.hardware import Achievable, HardwareSpec
 from roofline.operators import Op, Step
-from roofline.parallel import Parallel, parallel_step_cost
+from roofline.parallel import parallel_step_cost
 from roofline.phases import estimate
+from roofline.placement import Parallel
 from roofline.precision import Precision
+from roofline.stack import Stack
 
 
 def _hw(**terms) -> HardwareSpec:
@@ -224,7 +226,9 @@ def test_tp_all_reduce_uses_the_engine_algorithm_and_residual_format() -> None:
     m, hw = load_model("llama-2-7b"), load_hardware("h100-sxm")
     eng = _engine(all_reduce=dict(kind="one-shot", latency_us=4.0, source="test"))
     p = Precision(weights="fp8", activations="fp8", kv="fp8")
-    c = parallel_step_cost(m, hw, Step(1, 1, 100), p, Parallel(tp=4), "achievable", eng)
+    c = parallel_step_cost(
+        m, Stack.resolve(m, hw, p, "achievable", eng, Parallel(tp=4)), Step(1, 1, 100)
+    )
     M = 4096 * 2
     each = 3 * M / (0.82 * 450e9) + 1e-6 + 4e-6
     assert float(c.comm_s) == pytest.approx(2 * 32 * each, rel=1e-12)
@@ -277,8 +281,16 @@ def test_no_engine_predicts_faster_than_the_datasheet(
 def test_tp_with_an_engine_is_never_faster_than_the_datasheet(tp: int) -> None:
     m, hw = load_model("llama-2-70b"), load_hardware("a100-sxm-80gb")
     for name in engine_catalog().names():
-        real = estimate(m, hw, [1, 64], 128, 64, parallel=Parallel(tp=tp), engine=load_engine(name))
-        fast = estimate(m, hw, [1, 64], 128, 64, ceiling="datasheet", parallel=Parallel(tp=tp))
+        real = estimate(
+            m,
+            Stack.resolve(m, hw, engine=load_engine(name), parallel=Parallel(tp=tp)),
+            [1, 64],
+            128,
+            64,
+        )
+        fast = estimate(
+            m, Stack.resolve(m, hw, ceiling="datasheet", parallel=Parallel(tp=tp)), [1, 64], 128, 64
+        )
         for r, f in zip(real.cases, fast.cases, strict=True):
             assert r.ttft_s >= f.ttft_s and r.tpot_s >= f.tpot_s, name
 
@@ -341,7 +353,7 @@ def test_serve_pure_decode_steps_skip_host_launches_under_graphs() -> None:
 
     m, hw = load_model("llama-2-7b"), load_hardware("a100-sxm-80gb")
     eng = load_engine("vllm")
-    c = mixed_step_cost(m, hw, BF16, "achievable", Parallel(), eng)
+    c = mixed_step_cost(m, Stack.resolve(m, hw, BF16, "achievable", eng))
     decode = c.step_s(np.ones(4), np.full(4, 100.0))
     ref = step_cost(
         m,
@@ -361,22 +373,21 @@ def test_first_token_from_a_decode_step_adds_one_step_to_ttft() -> None:
     two, ~2 s; TPOT, the steps after the first token, is the same."""
     m, hw, P = load_model("tiny-llama-30m"), _hw(), 128
     slow = dict(host_step_us=1e6)
-    prefill = estimate(m, hw, [1], P, 16, engine=_engine(**slow)).cases[0]
-    decode_first = estimate(
-        m, hw, [1], P, 16, engine=_engine(first_token="decode", first_token_source="test", **slow)
-    ).cases[0]
+    prefill = estimate(m, Stack.resolve(m, hw, engine=_engine(**slow)), [1], P, 16).cases[0]
+    decoder = _engine(first_token="decode", first_token_source="test", **slow)
+    decode_first = estimate(m, Stack.resolve(m, hw, engine=decoder), [1], P, 16).cases[0]
     assert prefill.ttft_s == pytest.approx(1.0, rel=1e-3)
     assert decode_first.ttft_s == pytest.approx(2.0, rel=1e-3)
     assert decode_first.tpot_s == prefill.tpot_s
     e = _engine(first_token="decode", first_token_source="test")
-    split = estimate(m, hw, [1], P, 16, engine=e).cases[0].ttft_s
+    split = estimate(m, Stack.resolve(m, hw, engine=e), [1], P, 16).cases[0].ttft_s
     pieces = (
         step_cost(m, hw, Step(1, P - 1, 0), engine=e).time_s
         + step_cost(m, hw, Step(1, 1, P - 1), engine=e).time_s
     )
     assert split == pytest.approx(float(pieces), rel=1e-12)
     # a one-token prompt is that decode step alone
-    one = estimate(m, hw, [1], 1, 16, engine=e).cases[0].ttft_s
+    one = estimate(m, Stack.resolve(m, hw, engine=e), [1], 1, 16).cases[0].ttft_s
     assert one == pytest.approx(float(step_cost(m, hw, Step(1, 1, 0), engine=e).time_s))
 
 

@@ -12,12 +12,13 @@ from roofline.catalog import load_hardware, load_model
 from roofline.cost import decode_step_s, prefill_s
 from roofline.phases import estimate
 from roofline.precision import Precision
+from roofline.stack import Stack
 
 
 def test_metrics_follow_their_definitions():
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     P, G = 512, 64
-    e = estimate(m, hw, [1, 8], prompt=P, gen=G, ceiling="datasheet")
+    e = estimate(m, Stack.resolve(m, hw, ceiling="datasheet"), [1, 8], prompt=P, gen=G)
     for c in e.cases:
         assert c.ttft_s == pytest.approx(float(prefill_s(m, hw, c.batch, P, ceiling="datasheet")))
         # TPOT averages the G-1 decode steps, step j seeing S = P + j - 1 cached tokens
@@ -141,8 +142,12 @@ def test_user_spec_folder_by_option_and_environment(capsys, tmp_path, monkeypatc
 
 def test_precision_changes_bytes_not_flops():
     m, hw = load_model("llama-2-7b"), load_hardware("h100-sxm")
-    a = estimate(m, hw, [1], 128, 2, Precision.uniform("bf16"), "datasheet").cases[0]
-    b = estimate(m, hw, [1], 128, 2, Precision.uniform("fp8"), "datasheet").cases[0]
+    a = estimate(
+        m, Stack.resolve(m, hw, Precision.uniform("bf16"), "datasheet"), [1], 128, 2
+    ).cases[0]
+    b = estimate(m, Stack.resolve(m, hw, Precision.uniform("fp8"), "datasheet"), [1], 128, 2).cases[
+        0
+    ]
     assert b.weights_bytes == a.weights_bytes / 2
     assert b.tpot_s < a.tpot_s
 
@@ -152,11 +157,11 @@ def test_precision_changes_bytes_not_flops():
 )
 def test_max_batch_is_the_fitting_edge(model, hw):
     m, dev = load_model(model), load_hardware(hw)
-    e = estimate(m, dev, [1], prompt=1024, gen=256)
+    e = estimate(m, Stack.resolve(m, dev), [1], prompt=1024, gen=256)
     if e.max_batch == 0:
         assert not e.cases[0].fits
         return
-    edge = estimate(m, dev, [e.max_batch, e.max_batch + 1], prompt=1024, gen=256)
+    edge = estimate(m, e.stack, [e.max_batch, e.max_batch + 1], prompt=1024, gen=256)
     assert [c.fits for c in edge.cases] == [True, False]
 
 
@@ -269,7 +274,7 @@ def test_memory_fraction_and_budget_move_the_edge_as_derived():
     m, hw = load_model("llama-2-13b"), load_hardware("h100-sxm")
     # --memory-fraction 0.92 (the seeds' author on H100): (0.92 · 85.52e9 − 26.03e9 − 620.8 MB)
     # / 1,048,704,000 B = 49.6 → 49
-    e = estimate(m, hw, [1], 1024, 256, memory_fraction=0.92)
+    e = estimate(m, Stack.resolve(m, hw, memory_fraction=0.92), [1], 1024, 256)
     assert (
         e.max_batch
         == int((0.92 * H100_BYTES - W13 - act13(8192, 0)) // (1280 * KV13_PER_TOKEN + V13 * 4))
@@ -278,7 +283,7 @@ def test_memory_fraction_and_budget_move_the_edge_as_derived():
     assert e.fit.budget.reserve_bytes == pytest.approx(0.08 * H100_BYTES)
     # No budget: the whole batch's B · 1024 prompt tokens at once, 1024 · 75,776 B more per
     # sequence: (76.97e9 − 26.03e9) / (1,048,704,000 + 1024 · 75,776) = 45.3 → 45
-    whole = estimate(m, hw, [1], 1024, 256, prefill_token_budget=None)
+    whole = estimate(m, Stack.resolve(m, hw, prefill_token_budget=None), [1], 1024, 256)
     per_seq = 1280 * KV13_PER_TOKEN + V13 * 4 + 1024 * (2 * D13 + 2 * F13) * 2
     assert whole.max_batch == int((0.9 * H100_BYTES - W13) // per_seq) == 45
 

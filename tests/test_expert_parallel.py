@@ -17,9 +17,11 @@ from roofline.cli import main
 from roofline.cost import step_cost
 from roofline.errors import InvalidInputError
 from roofline.operators import ExpertShard, Step, busiest_rank_experts
-from roofline.parallel import Parallel, memory_per_gpu, parallel_step_cost
+from roofline.parallel import parallel_step_cost
 from roofline.phases import estimate
+from roofline.placement import Parallel, memory_per_gpu
 from roofline.precision import Precision
+from roofline.stack import Stack
 
 MOE_MODELS = [
     "mixtral-8x7b",
@@ -68,7 +70,7 @@ def test_deepseek_v3_ep8_decode_step() -> None:
     in each of the 58 MoE layers."""
     m, hw, p = load_model("deepseek-v3"), load_hardware("h100-sxm"), Precision()
     step = Step(64, 1, 2048)
-    c = parallel_step_cost(m, hw, step, p, Parallel(ep=8))
+    c = parallel_step_cost(m, Stack.resolve(m, hw, p, parallel=Parallel(ep=8)), step)
     M = 8 * 1 * 8 * 7168 * 2
     each = 7 / 8 * M / (0.82 * 450e9) + 7 * 1e-6  # at the link's 0.82 bus-bandwidth fraction
     assert c.comm_s == pytest.approx(2 * 58 * each, rel=1e-12)
@@ -125,7 +127,10 @@ def test_ep_busiest_rank_does_at_least_its_share(name: str, ep: int) -> None:
     m, hw, p = load_model(name), load_hardware("h100-sxm"), Precision()
     step = Step(np.array([1, 16, 256]), 1, 1024)
     one = _op(step_cost(m, hw, step, p), "moe/experts").op
-    rank = _op(parallel_step_cost(m, hw, step, p, Parallel(ep=ep)).compute, "moe/experts").op
+    rank = _op(
+        parallel_step_cost(m, Stack.resolve(m, hw, p, parallel=Parallel(ep=ep)), step).compute,
+        "moe/experts",
+    ).op
     flops, weights = ep * rank.flops / one.flops, ep * rank.weight_elems / one.weight_elems
     assert np.all(flops >= 1) and np.all(weights >= 1 - 1e-12)
     assert flops[0] > flops[1] > flops[2] and flops[2] < 1.3
@@ -141,7 +146,7 @@ def test_ep_with_pp_shards_both() -> None:
 
 def test_ep_max_batch_counts_every_gpu_of_the_group() -> None:
     m, hw, p = load_model("mixtral-8x7b"), load_hardware("h100-sxm"), Precision()
-    e = estimate(m, hw, [1], 1024, 256, p, parallel=Parallel(ep=2))
+    e = estimate(m, Stack.resolve(m, hw, p, parallel=Parallel(ep=2)), [1], 1024, 256)
     one = memory_per_gpu(m, p, Parallel(ep=2), 1, 1024, 1280)
     # one GPU: usable 0.9 · 81,559 MiB; its b ≥ 8 sequences share one 8,192-token prefill
     # chunk's activations, and each adds its KV at 1280 tokens and a row of fp32 logits

@@ -11,11 +11,12 @@ from conftest import run_cli
 
 from roofline import memory
 from roofline.catalog import load_hardware, load_model
-from roofline.parallel import Parallel
 from roofline.phases import estimate
+from roofline.placement import Parallel
 from roofline.precision import Precision
 from roofline.serve.policy import POLICIES
 from roofline.serve.simulate import kv_capacity_tokens
+from roofline.stack import Stack
 
 BF16 = Precision()
 H100_BYTES = 81_559 * 2**20  # nvidia-smi memory.total, 'NVIDIA H100 80GB HBM3'
@@ -34,7 +35,7 @@ def test_one_max_batch_across_estimate_kv_and_serve(capsys):
     by_hand = int((USABLE - W13 - chunk) // (1280 * KV13 + LOGITS13))
     assert by_hand == 48
     m, hw = load_model("llama-2-13b"), load_hardware("h100-sxm")
-    e = estimate(m, hw, [1], 1024, 256, BF16, prefill_token_budget=2048)
+    e = estimate(m, Stack.resolve(m, hw, BF16, prefill_token_budget=2048), [1], 1024, 256)
     assert e.max_batch == by_hand and e.fit.binding == "KV"
     code, out, _ = run_cli(
         capsys, "kv", "llama-2-13b", "--context", "1280", "--prefill-token-budget", "2048", "--json"
@@ -48,7 +49,7 @@ def test_one_max_batch_across_estimate_kv_and_serve(capsys):
     # (76,968,728,985.6 − 26,031,728,640 − 155,189,248 − 48 · 128,000) / 819,200 = 61,982
     # tokens: 48 sequences of 1280
     policy = dataclasses.replace(POLICIES["continuous"], max_seqs=by_hand, token_budget=2048)
-    tokens = kv_capacity_tokens(m, hw, BF16, policy)
+    tokens = kv_capacity_tokens(m, Stack.resolve(m, hw, BF16), policy)
     assert tokens == int((USABLE - W13 - chunk - by_hand * LOGITS13) // KV13) == 61_982
     assert tokens // 1280 == by_hand
 
@@ -67,15 +68,15 @@ def test_prefill_budget_charges_one_chunk_not_the_batch():
 def test_binding_limits_are_named():
     hw = load_hardware("h100-sxm")
     # 70,553,706,496 params · 2 B = 141.1 GB > 76.97 GB usable: the weights bind
-    f = memory.batch_fit(load_model("llama-3.1-70b"), hw, BF16, 4096)
+    f = memory.batch_fit(m70 := load_model("llama-3.1-70b"), Stack.resolve(m70, hw, BF16), 4096)
     assert f.max_batch == 0 and f.binding == "weights" and f.kv_room_bytes == 0
     # Llama-2-13B at 4096 tokens: KV of 3.36 GB a sequence fills the room
-    f = memory.batch_fit(load_model("llama-2-13b"), hw, BF16, 4096)
+    f = memory.batch_fit(m13 := load_model("llama-2-13b"), Stack.resolve(m13, hw, BF16), 4096)
     assert f.binding == "KV"
     assert f.max_batch == int((USABLE - W13 - 8192 * HIDDEN13) // (4096 * KV13 + LOGITS13)) == 14
     # a 1-token context on a 1024-token prompt: each sequence holds 819 kB of KV but its row of
     # the whole-batch prefill holds 1024 · 75,776 B = 77.6 MB: the activations bind
-    f = memory.batch_fit(load_model("llama-2-13b"), hw, BF16, 1, 1024, prefill_token_budget=None)
+    f = memory.batch_fit(m13, Stack.resolve(m13, hw, BF16, prefill_token_budget=None), 1, 1024)
     assert f.binding == "activations"
 
 
@@ -118,8 +119,8 @@ def test_kv_says_when_the_weights_fill_the_device_and_takes_tp(capsys):
 
 def test_memory_fraction_is_a_parameter_of_the_core():
     m, hw = load_model("llama-2-13b"), load_hardware("h100-sxm")
-    full = memory.max_batch(m, hw, BF16, 1280, 1024, memory_fraction=1.0)
-    seeds_h100 = memory.max_batch(m, hw, BF16, 1280, 1024, memory_fraction=0.92)
+    full = memory.max_batch(m, Stack.resolve(m, hw, BF16, memory_fraction=1.0), 1280, 1024)
+    seeds_h100 = memory.max_batch(m, Stack.resolve(m, hw, BF16, memory_fraction=0.92), 1280, 1024)
     assert full == int((H100_BYTES - W13 - 8192 * HIDDEN13) // (1280 * KV13 + LOGITS13)) == 56
     assert (
         seeds_h100
@@ -127,8 +128,11 @@ def test_memory_fraction_is_a_parameter_of_the_core():
         == 49
     )
     with pytest.raises(Exception, match="`memory_fraction`"):
-        memory.max_batch(m, hw, BF16, 1280, memory_fraction=0)
-    assert memory.max_batch(m, hw, BF16, 1280, 1024, Parallel(tp=2)) > 2 * full * 0.9
+        memory.max_batch(m, Stack.resolve(m, hw, BF16, memory_fraction=0), 1280)
+    assert (
+        memory.max_batch(m, Stack.resolve(m, hw, BF16, parallel=Parallel(tp=2)), 1280, 1024)
+        > 2 * full * 0.9
+    )
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from roofline.cost import step_cost
 from roofline.dtypes import parse_format
 from roofline.errors import InvalidInputError
 from roofline.operators import Step
-from roofline.parallel import Parallel, memory_per_gpu
+from roofline.placement import Parallel, memory_per_gpu
 from roofline.precision import Precision, group_params, weight_group
 
 HALF = 2  # bytes of ggml_half (fp16)

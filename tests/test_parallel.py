@@ -14,19 +14,11 @@ from roofline.cost import step_cost
 from roofline.errors import InvalidInputError
 from roofline.hardware import Interconnect
 from roofline.operators import Step
-from roofline.parallel import (
-    Link,
-    Parallel,
-    all_reduce_s,
-    all_to_all_s,
-    memory_per_gpu,
-    min_gpus_to_fit,
-    parallel_step_cost,
-    send_recv_s,
-    tp_shard,
-)
+from roofline.parallel import Link, all_reduce_s, all_to_all_s, parallel_step_cost, send_recv_s
 from roofline.phases import estimate
+from roofline.placement import Parallel, memory_per_gpu, min_gpus_to_fit, tp_shard
 from roofline.precision import Precision
+from roofline.stack import Stack
 
 NVLINK = Interconnect(
     kind="nvlink", bandwidth_gb_per_s_per_direction=450, latency_us=1.0, bus_bandwidth_fraction=0.8
@@ -99,7 +91,7 @@ def test_tp_larger_than_kv_heads_replicates_them() -> None:
 def test_tp_step_adds_two_all_reduces_per_layer() -> None:
     m, hw = load_model("llama-3.1-70b"), load_hardware("h100-sxm")
     p, step = Precision(), Step(8, 1, 2048)
-    c = parallel_step_cost(m, hw, step, p, Parallel(tp=8))
+    c = parallel_step_cost(m, Stack.resolve(m, hw, p, parallel=Parallel(tp=8)), step)
     rank = step_cost(tp_shard(m, 8), hw, step, p)
     M = 8 * 1 * 8192 * 2  # B·T·D bf16 bytes
     # h100-sxm: 450 GB/s per direction at its 0.82 bus fraction, λ = 1 µs per ring hop
@@ -110,8 +102,8 @@ def test_tp_step_adds_two_all_reduces_per_layer() -> None:
 def test_pp_buys_memory_not_latency() -> None:
     m, hw, p = load_model("llama-3.1-70b"), load_hardware("h100-sxm"), Precision()
     step = Step(1, 1, 1024)
-    one = parallel_step_cost(m, hw, step, p, Parallel(tp=4))
-    two = parallel_step_cost(m, hw, step, p, Parallel(tp=4, pp=2))
+    one = parallel_step_cost(m, Stack.resolve(m, hw, p, parallel=Parallel(tp=4)), step)
+    two = parallel_step_cost(m, Stack.resolve(m, hw, p, parallel=Parallel(tp=4, pp=2)), step)
     handoff = 8192 * 2 / (0.82 * 450e9) + 1e-6  # B·T·D bf16 bytes over one link + λ
     assert two.time_s == pytest.approx(one.time_s + handoff, rel=1e-12)
     m1 = memory_per_gpu(m, p, Parallel(tp=4), 1, 1024, 1280)
@@ -126,8 +118,8 @@ def test_pp_buys_memory_not_latency() -> None:
 
 def test_replicas_multiply_throughput_only() -> None:
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
-    one = estimate(m, hw, [4], 512, 64).cases[0]
-    three = estimate(m, hw, [4], 512, 64, parallel=Parallel(replicas=3)).cases[0]
+    one = estimate(m, Stack.resolve(m, hw), [4], 512, 64).cases[0]
+    three = estimate(m, Stack.resolve(m, hw, parallel=Parallel(replicas=3)), [4], 512, 64).cases[0]
     assert three.tpot_s == one.tpot_s and three.ttft_s == one.ttft_s
     assert three.throughput_tokens_per_s == pytest.approx(3 * one.throughput_tokens_per_s)
     assert three.memory_bytes_per_gpu == one.memory_bytes_per_gpu

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline.cli import main
-from roofline.parallel import Parallel
+from roofline.placement import Parallel
 from roofline.plan import (
     OK,
     TPOT,
@@ -257,22 +257,6 @@ def test_plan_table_output(capsys):
 )
 def test_infeasible_requirements_give_one_line(refused, argv, needle):
     refused(argv, needle)
-
-
-def test_engine_is_passed_only_where_it_is_taken():
-    from roofline.errors import InvalidInputError
-    from roofline.plan import _engine_kwargs
-
-    def takes(model, engine=None):
-        return engine
-
-    def lacks(model):
-        return model
-
-    assert _engine_kwargs(lacks, None) == {}
-    assert _engine_kwargs(takes, "tuned") == {"engine": "tuned"}
-    with pytest.raises(InvalidInputError, match="not wired into"):
-        _engine_kwargs(lacks, "tuned")
 
 
 def test_plan_chart_draws_frontier_and_chosen(tmp_path):

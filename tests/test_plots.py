@@ -20,6 +20,7 @@ from roofline.catalog import load_hardware, load_model  # noqa: E402
 from roofline.cli import main  # noqa: E402
 from roofline.phases import estimate  # noqa: E402
 from roofline.precision import Precision  # noqa: E402
+from roofline.stack import Stack
 from roofline.sweeps import context_grid, kv_curve  # noqa: E402
 
 H100 = load_hardware("h100-sxm", ())
@@ -65,7 +66,9 @@ def test_roofline_roofs_and_ridge_points(tmp_path):
 
 
 def test_roofline_operator_points_are_the_estimates_numbers(tmp_path):
-    estimates = [estimate(LLAMA2_13B, H100, [b], 1024, 1) for b in (1, 64)]
+    estimates = [
+        estimate(LLAMA2_13B, Stack.resolve(LLAMA2_13B, H100), [b], 1024, 1) for b in (1, 64)
+    ]
     fig = plots.roofline_chart(H100, estimates)
     rendered(fig, tmp_path)
     for e in estimates:
@@ -115,7 +118,7 @@ def test_roofline_measured_overlay():
 # ---- frontier ----------------------------------------------------------------------------
 def test_frontier_marks_the_memory_limit(tmp_path):
     batches = [1, 2, 4, 8, 16, 32, 64, 128]
-    e = estimate(LLAMA2_13B, H100, batches, 1024, 256)
+    e = estimate(LLAMA2_13B, Stack.resolve(LLAMA2_13B, H100), batches, 1024, 256)
     fig = plots.frontier_chart([e])
     assert png_size(rendered(fig, tmp_path)) == CHART_PX
     fit = by_gid(fig, "frontier:llama-2-13b:h100-sxm").get_xydata()
@@ -136,7 +139,11 @@ def test_frontier_marks_the_memory_limit(tmp_path):
 def test_frontier_overlays_models_and_devices(tmp_path):
     a100 = load_hardware("a100-sxm-80gb", ())
     m8 = load_model("llama-3.1-8b", ())
-    es = [estimate(m, hw, [1, 8], 512, 64) for m in (LLAMA2_13B, m8) for hw in (H100, a100)]
+    es = [
+        estimate(m, Stack.resolve(m, hw), [1, 8], 512, 64)
+        for m in (LLAMA2_13B, m8)
+        for hw in (H100, a100)
+    ]
     fig = plots.frontier_chart(es)
     rendered(fig, tmp_path, "frontier.svg")
     assert (tmp_path / "frontier.svg").read_text().lstrip().startswith("<?xml")

@@ -11,6 +11,7 @@ from roofline.catalog import hardware_catalog, load_hardware, load_model, model_
 from roofline.cost import step_cost
 from roofline.operators import Step
 from roofline.precision import Precision
+from roofline.stack import Stack
 
 MODELS = model_catalog().names()
 DEVICES = [h.name for h in hardware_catalog().load_all() if h.supports("bf16")]
@@ -37,7 +38,8 @@ def test_tpot_and_memory_never_fall_as_batch_or_context_grow(m, hw, ceiling, b1,
     assert t[1] >= t[0] and (chunked or t[2] >= t[0])
     mem = memory.kv_cache_bytes(model, P, np.array([b1, b2, b1]), np.array([s1, s1, s2]))
     assert mem[1] >= mem[0] and mem[2] >= mem[0]
-    assert memory.max_batch(model, dev, P, s2) <= memory.max_batch(model, dev, P, s1)
+    stack = Stack.resolve(model, dev, P)
+    assert memory.max_batch(model, stack, s2) <= memory.max_batch(model, stack, s1)
 
 
 @settings(max_examples=60, deadline=None)
@@ -74,11 +76,11 @@ def test_achievable_is_never_faster_than_the_datasheet(m, hw):
 def test_largest_batch_is_the_edge_and_grows_with_the_memory_fraction(m, hw, context, f1, f2):
     """`batch_fit`'s B fits and B + 1 does not (or nothing fits: the weights or the first
     sequence bind); a larger share of memory never fits fewer sequences."""
-    from roofline.parallel import Parallel, memory_per_gpu
+    from roofline.placement import Parallel, memory_per_gpu
 
     model, dev = load_model(m), load_hardware(hw)
     (f1, f2) = sorted((f1, f2))
-    fit = memory.batch_fit(model, dev, P, context, memory_fraction=f1)
+    fit = memory.batch_fit(model, Stack.resolve(model, dev, P, memory_fraction=f1), context)
 
     def total(b: int) -> float:
         return float(memory_per_gpu(model, P, Parallel(), b, context, context).total_bytes)
@@ -88,4 +90,7 @@ def test_largest_batch_is_the_edge_and_grows_with_the_memory_fraction(m, hw, con
         assert total(fit.max_batch) <= usable
     assert total(fit.max_batch + 1) > usable
     assert (fit.binding == "weights") == (float(fit.weights_bytes) > usable)
-    assert memory.max_batch(model, dev, P, context, memory_fraction=f2) >= fit.max_batch
+    assert (
+        memory.max_batch(model, Stack.resolve(model, dev, P, memory_fraction=f2), context)
+        >= fit.max_batch
+    )

@@ -12,8 +12,8 @@ from conftest import run_cli
 
 from roofline.catalog import load_engine, load_hardware, load_model
 from roofline.errors import InvalidInputError
-from roofline.parallel import Parallel
 from roofline.phases import estimate
+from roofline.placement import Parallel
 from roofline.precision import Precision
 from roofline.published import (
     REQUIRED,
@@ -24,6 +24,7 @@ from roofline.published import (
     predict,
     summarise,
 )
+from roofline.stack import Stack
 
 HEADER = [*REQUIRED, "source", "note", "confidence"]
 
@@ -77,7 +78,9 @@ def test_each_metric_is_read_from_the_estimate() -> None:
     TTFT, B·P/TTFT, and the per-sequence decode rate as 1/TPOT or G/E2E."""
     m, hw = load_model("llama-2-7b"), load_hardware("a100-sxm-80gb")
     eng = load_engine("vllm")
-    c = estimate(m, hw, [8], 128, 64, Precision(), "achievable", Parallel(tp=2), eng).cases[0]
+    c = estimate(
+        m, Stack.resolve(m, hw, Precision(), "achievable", eng, Parallel(tp=2)), [8], 128, 64
+    ).cases[0]
     e2e = c.ttft_s + 63 * c.tpot_s
     assert predict(_row()).predicted == pytest.approx(8 * 64 / e2e)
     assert predict(_row(per_gpu=True)).predicted == pytest.approx(8 * 64 / e2e / 2)
@@ -115,7 +118,17 @@ def test_signed_error_and_band() -> None:
     ],
 )
 def test_row_formats(weights, kv, engine, expected) -> None:
-    p = precision_of(_row(weights=weights, kv=kv), load_engine(engine))
+    """The row's formats, stored as its engine stores them (`EngineSpec.formats`, applied once
+    by `Stack.resolve` for every command, not only here)."""
+    eng = load_engine(engine)
+    m = load_model("llama-2-7b")
+    stack = Stack.resolve(
+        m,
+        load_hardware("a100-sxm-80gb"),
+        precision_of(_row(weights=weights, kv=kv), eng),
+        engine=eng,
+    )
+    p = stack.precision
     assert (p.weights, p.activations, p.kv) == expected
 
 

@@ -14,6 +14,7 @@ from roofline.catalog import load_hardware, load_model
 from roofline.cost import step_cost
 from roofline.operators import Step
 from roofline.precision import Precision
+from roofline.stack import Stack
 
 BF16 = Precision()  # 2 bytes for weights, activations and KV
 H100_BW = 3.35e12  # B/s, NVIDIA H100 SXM5 datasheet
@@ -147,12 +148,14 @@ def test_claim5_large_batches(B, seed_gb, seed_ms, seed_tok_s, llama13, h100):
     assert chunk == 620_756_992
     per_seq = kv_per_seq + 32000 * 4
     assert (capacity - weights - chunk) // per_seq == 70
-    assert memory.max_batch(llama13, h100, BF16, S, memory_fraction=1.0) == 70
+    assert (
+        memory.max_batch(llama13, Stack.resolve(llama13, h100, BF16, memory_fraction=1.0), S) == 70
+    )
     assert weights + 256 * kv_per_seq > capacity
     # with vLLM's default 0.9 of it usable: floor((76,968,728,985.6 − 26.03e9 − 620.8 MB)
     # / 838,988,800) = 59
     assert (
-        memory.max_batch(llama13, h100, BF16, S)
+        memory.max_batch(llama13, Stack.resolve(llama13, h100, BF16), S)
         == int((0.9 * capacity - weights - chunk) // per_seq)
         == 59
     )
@@ -179,7 +182,7 @@ def test_claim6_gqa(B, seed_gb, seed_ms, seed_tok_s, llama13, h100):
     assert t < seed_ms * 1e-3 and B / t > seed_tok_s
     # and B = 256 fits on one H100 (usable 0.9 · 85.52 GB = 76.97 GB > 68.98 GB + 0.6 GB of
     # activations), where MHA stopped at 59
-    assert memory.max_batch(gqa, h100, BF16, S) >= 256
+    assert memory.max_batch(gqa, Stack.resolve(gqa, h100, BF16), S) >= 256
 
 
 # ---- claim 11 (fp16 part): 7B fp16 = 13.48 GB, 6.74 ms floor on 2 TB/s -----------------------
@@ -244,7 +247,9 @@ def test_claim10_speculative_decoding_about_two_x():
     alpha = 0.8
     best = max(
         (
-            speculative_cost(t, Drafter(model=d), hw, k, alpha, ceiling="datasheet")
+            speculative_cost(
+                t, Drafter(model=d), Stack.resolve(t, hw, ceiling="datasheet"), k, alpha
+            )
             for k in range(1, 9)
         ),
         key=lambda c: c.speedup,

@@ -21,6 +21,7 @@ from roofline.serve.policy import POLICIES, policy
 from roofline.serve.simulate import Deployment, Pool, build_deployment, simulate
 from roofline.serve.stepcost import affine_spec, mixed_step_cost
 from roofline.serve.workload import NO_PREFIX, Lengths, Workload, synthetic
+from roofline.stack import Stack
 
 
 class OneSecond:
@@ -66,7 +67,9 @@ def unified(timer, tokens=1000) -> Deployment:
 )
 def test_mixed_step_cost_equals_step_cost_for_uniform_batches(model, hardware, B, T, S):
     m, hw = load_model(model), load_hardware(hardware)
-    mixed = mixed_step_cost(m, hw).step_s(np.full(B, T, float), np.full(B, S, float))
+    mixed = mixed_step_cost(m, Stack.resolve(m, hw)).step_s(
+        np.full(B, T, float), np.full(B, S, float)
+    )
     assert mixed == pytest.approx(
         float(step_cost(m, affine_spec(hw), Step(B, T, S)).time_s), rel=1e-9
     )
@@ -106,7 +109,9 @@ def test_mixed_step_cost_equals_step_cost_for_uniform_batches(model, hardware, B
 )
 def test_mixed_step_cost_is_exact_for_every_family(model, B, T, S):
     m, hw = load_model(model), load_hardware("h200")
-    mixed = mixed_step_cost(m, hw).step_s(np.full(B, T, float), np.full(B, S, float))
+    mixed = mixed_step_cost(m, Stack.resolve(m, hw)).step_s(
+        np.full(B, T, float), np.full(B, S, float)
+    )
     assert mixed == pytest.approx(
         float(step_cost(m, affine_spec(hw), Step(B, T, S)).time_s), rel=1e-9
     )
@@ -116,7 +121,7 @@ def test_mixed_step_cost_is_exact_for_every_family(model, B, T, S):
 def test_decode_stretch_equals_step_by_step(model):
     """k decode steps of sequences at different contexts (some crossing the window W = 4096)
     cost what the k single steps cost: Σ_j step_s(1, S + j)."""
-    c = mixed_step_cost(load_model(model), load_hardware("h200"))
+    c = mixed_step_cost(mm := load_model(model), Stack.resolve(mm, load_hardware("h200")))
     S = np.array([0.0, 4090.0, 100.0, 5000.0, 4095.0])
     steps = c.decode_s(S, 12)
     one_by_one = [c.step_s(np.ones(S.size), S + j) for j in range(12)]
@@ -126,7 +131,9 @@ def test_decode_stretch_equals_step_by_step(model):
 def test_window_caps_attention_beyond_it():
     """Mistral 7B v0.1 (every layer local, W = 4096): a decode at S = 20,000 costs what one at
     S = 4,095 costs (both attend W = 4096 keys), and less than the mixed cost without a cap."""
-    c = mixed_step_cost(load_model("mistral-7b-v0.1"), load_hardware("h200"))
+    c = mixed_step_cost(
+        mm := load_model("mistral-7b-v0.1"), Stack.resolve(mm, load_hardware("h200"))
+    )
     far = c.step_s(np.ones(8), np.full(8, 20_000.0))
     assert far == pytest.approx(c.step_s(np.ones(8), np.full(8, 4095.0)), rel=1e-12)
 
@@ -136,7 +143,7 @@ def test_moe_step_cost_follows_experts_touched():
     nearly all 8 (8·(1 − (3/4)^64) = 7.99999): decode with 64 sequences costs far more weight
     bytes than with 1, which no affine function of tokens could fit beside the other probes."""
     m, hw = load_model("mixtral-8x7b"), load_hardware("h200")
-    c = mixed_step_cost(m, hw)
+    c = mixed_step_cost(m, Stack.resolve(m, hw))
     for B in (1, 2, 3, 64):
         assert c.step_s(np.ones(B), np.full(B, 500.0)) == pytest.approx(
             float(step_cost(m, affine_spec(hw), Step(B, 1, 500)).time_s), rel=1e-9
@@ -147,7 +154,7 @@ def test_mixed_batch_is_weights_once_plus_per_sequence_work():
     """A decode at S=100 beside a 64-token chunk costs less than the two steps apart: the
     weights are read once (the shared constant) instead of twice."""
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
-    c = mixed_step_cost(m, hw)
+    c = mixed_step_cost(m, Stack.resolve(m, hw))
     both = c.step_s(np.array([1.0, 64.0]), np.array([100.0, 0.0]))
     apart = c.step_s(np.array([1.0]), np.array([100.0])) + c.step_s(
         np.array([64.0]), np.array([0.0])
@@ -219,7 +226,9 @@ def test_serve_ttft_of_a_first_token_decode_engine_is_prefill_of_p_minus_1_plus_
     m, hw, P = load_model("llama-2-7b"), load_hardware("a100-sxm-80gb"), 128
     w = workload([0.0], [P], [4])
     for name, decode_first in (("lmdeploy", True), ("vllm", False)):
-        d = build_deployment(m, hw, POLICIES["continuous"], engine=load_engine(name))
+        d = build_deployment(
+            m, Stack.resolve(m, hw, engine=load_engine(name)), POLICIES["continuous"]
+        )
         assert d.first_token_from_decode is decode_first
         t = d.pool.timer
         expected = (
@@ -349,7 +358,9 @@ def test_littles_law_in_steady_state():
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     rate = 4.0
     w = synthetic(3000, rate, Lengths("lognormal", 512), Lengths("lognormal", 128), seed=3)
-    r = simulate(w, POLICIES["chunked"], build_deployment(m, hw, POLICIES["chunked"]))
+    r = simulate(
+        w, POLICIES["chunked"], build_deployment(m, Stack.resolve(m, hw), POLICIES["chunked"])
+    )
     e2e = r.finish_s - w.arrival_s
     lo, hi = np.quantile(w.arrival_s, [0.2, 0.8])  # skip warm-up and drain
     grid = np.linspace(lo, hi, 4000)
@@ -364,7 +375,11 @@ def test_continuous_beats_static_on_a_mixed_workload():
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     w = synthetic(400, 8.0, Lengths("lognormal", 1024), Lengths("lognormal", 256), seed=1)
     s = {
-        n: Summary(simulate(w, POLICIES[n], build_deployment(m, hw, POLICIES[n])), 1.0, 0.1)
+        n: Summary(
+            simulate(w, POLICIES[n], build_deployment(m, Stack.resolve(m, hw), POLICIES[n])),
+            1.0,
+            0.1,
+        )
         for n in ("static", "continuous")
     }
     assert s["continuous"].throughput_tokens_per_s > s["static"].throughput_tokens_per_s
@@ -561,7 +576,7 @@ def test_every_catalog_model_simulates_or_is_refused(name, capsys):
         return
     m, hw, p = load_model(name), load_hardware("h200"), POLICIES["chunked"]
     w = synthetic(20, 4.0, Lengths("lognormal", 300), Lengths("lognormal", 40), seed=1)
-    d = build_deployment(m, hw, p)
+    d = build_deployment(m, Stack.resolve(m, hw), p)
     r = simulate(w, p, d)
     assert (r.completions == 1).all()
     c = r.counters
@@ -592,7 +607,7 @@ def test_mla_mixed_step_decompresses_the_chunk_and_absorbs_the_decode():
     from roofline.serve.stepcost import MlaPathsStepCost, affine_spec
 
     m, hw = load_model("deepseek-v2-lite"), load_hardware("h200")
-    timer = mixed_step_cost(m, hw, engine=None)
+    timer = mixed_step_cost(m, Stack.resolve(m, hw))
     assert isinstance(timer, MlaPathsStepCost)
     T, S = np.array([1.0, 512.0]), np.array([1000.0, 0.0])
     mixed = timer.step_s(T, S)

@@ -10,12 +10,13 @@ from conftest import run_cli
 from roofline.catalog import load_hardware, load_model
 from roofline.errors import DoesNotFitError
 from roofline.operators import Step
-from roofline.parallel import Parallel, parallel_step_cost
-from roofline.precision import Precision
+from roofline.parallel import parallel_step_cost
+from roofline.placement import Parallel
 from roofline.serve.policy import POLICIES
 from roofline.serve.simulate import build_deployment, simulate
 from roofline.serve.stepcost import affine_spec, mixed_step_cost
 from roofline.serve.workload import Lengths, synthetic
+from roofline.stack import Stack
 
 SHAPES = [
     (1, 1, 0),
@@ -40,16 +41,20 @@ SHAPES = [
 )
 def test_mixed_step_cost_equals_parallel_step_cost_for_uniform_batches(model, par):
     m, hw = load_model(model), load_hardware("h100-sxm")
-    c = mixed_step_cost(m, hw, Precision(), "achievable", par)
+    c = mixed_step_cost(m, Stack.resolve(m, hw, parallel=par))
     for B, T, S in SHAPES:
-        ref = float(parallel_step_cost(m, affine_spec(hw), Step(B, T, S), Precision(), par).time_s)
+        ref = float(
+            parallel_step_cost(
+                m, Stack.resolve(m, affine_spec(hw), parallel=par), Step(B, T, S)
+            ).time_s
+        )
         assert c.step_s(np.full(B, T, float), np.full(B, S, float)) == pytest.approx(ref, rel=1e-9)
         if T == 1:  # the decode stretch: step j runs over S + j cached tokens
             steps = c.decode_s(np.full(B, S, float), 3)
             for j in range(3):
                 ref_j = float(
                     parallel_step_cost(
-                        m, affine_spec(hw), Step(B, 1, S + j), Precision(), par
+                        m, Stack.resolve(m, affine_spec(hw), parallel=par), Step(B, 1, S + j)
                     ).time_s
                 )
                 assert steps[j] == pytest.approx(ref_j, rel=1e-9)
@@ -58,8 +63,8 @@ def test_mixed_step_cost_equals_parallel_step_cost_for_uniform_batches(model, pa
 def test_tp4_llama_70b_serves_where_one_h100_does_not_fit():
     m, hw, p = load_model("llama-3.1-70b"), load_hardware("h100-sxm"), POLICIES["continuous"]
     with pytest.raises(DoesNotFitError):
-        build_deployment(m, hw, p)
-    d = build_deployment(m, hw, p, par=Parallel(tp=4))
+        build_deployment(m, Stack.resolve(m, hw), p)
+    d = build_deployment(m, Stack.resolve(m, hw, parallel=Parallel(tp=4)), p)
     # KV per token on one of 4 TP ranks: 2 (K and V) · L 80 · K/tp = 8/4 kv heads · H 128
     # · 2 bytes (bf16) = 81,920 bytes
     assert d.kv_bytes_per_token == 2 * 80 * 2 * 128 * 2
@@ -108,11 +113,11 @@ def test_one_shot_all_reduce_falls_back_to_the_ring_inside_serving() -> None:
 
     m, hw, eng = load_model("llama-3.1-70b"), load_hardware("h100-sxm"), load_engine("vllm")
     par = Parallel(tp=4)
-    c = mixed_step_cost(m, hw, Precision(), "achievable", par, eng)
+    c = mixed_step_cost(m, Stack.resolve(m, hw, engine=eng, parallel=par))
     for B, T, S in ((4, 1, 500), (1, 2048, 0), (2, 512, 100)):
         ref = float(
             parallel_step_cost(
-                m, affine_spec(hw), Step(B, T, S), Precision(), par, "achievable", eng
+                m, Stack.resolve(m, affine_spec(hw), engine=eng, parallel=par), Step(B, T, S)
             ).time_s
         )
         got = c.step_s(np.full(B, T, float), np.full(B, S, float))

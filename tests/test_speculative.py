@@ -19,6 +19,7 @@ from roofline.speculative import (
     expected_tokens_per_step,
     speculative_cost,
 )
+from roofline.stack import Stack
 
 # A toy vocabulary of 6 tokens: target p, draft q (fixed, so acceptance is i.i.d.).
 P = np.array([0.30, 0.25, 0.20, 0.15, 0.07, 0.03])
@@ -76,7 +77,9 @@ def test_accepted_tokens_follow_the_target_distribution() -> None:
 
 def test_cycle_costs_come_from_the_calculator() -> None:
     t, d, hw = load_model("llama-3.1-8b"), load_model("llama-3.2-1b"), load_hardware("h100-sxm")
-    c = speculative_cost(t, Drafter(model=d), hw, k=4, acceptance=0.8, batch=2, context=1000)
+    c = speculative_cost(
+        t, Drafter(model=d), Stack.resolve(t, hw), k=4, acceptance=0.8, batch=2, context=1000
+    )
     assert c.target_step_s == pytest.approx(float(step_cost(t, hw, Step(2, 1, 1000)).time_s))
     assert c.verify_s == pytest.approx(
         float(step_cost(t, hw, Step(2, 5, 1000, logits="all")).time_s)
@@ -92,13 +95,15 @@ def test_cycle_costs_come_from_the_calculator() -> None:
 def test_speedup_at_most_k_plus_one(alpha: float, k: int, batch: int) -> None:
     t, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     for drafter in (Drafter(model=load_model("llama-3.2-1b")), Drafter(head_layer_fraction=0.5)):
-        c = speculative_cost(t, drafter, hw, k=k, acceptance=alpha, batch=batch)
+        c = speculative_cost(t, drafter, Stack.resolve(t, hw), k=k, acceptance=alpha, batch=batch)
         assert 0 < c.speedup <= k + 1
 
 
 def test_heads_cost_a_fraction_of_one_layer() -> None:
     t, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
-    c = speculative_cost(t, Drafter(head_layer_fraction=0.5), hw, k=3, acceptance=0.7)
+    c = speculative_cost(
+        t, Drafter(head_layer_fraction=0.5), Stack.resolve(t, hw), k=3, acceptance=0.7
+    )
     plain = float(step_cost(t, hw, Step(1, 1, 1024)).time_s)
     fewer = t.model_validate(t.model_dump() | {"layers": 31})
     layer = plain - float(step_cost(fewer, hw, Step(1, 1, 1024)).time_s)
@@ -112,9 +117,11 @@ def test_break_even_is_where_speedup_is_one() -> None:
         Drafter(model=load_model("llama-3.2-1b")),
         load_hardware("h100-sxm"),
     )
-    a = break_even_acceptance(t, d, hw, k=4)
+    a = break_even_acceptance(t, d, Stack.resolve(t, hw), k=4)
     assert 0 < a < 1
-    assert speculative_cost(t, d, hw, k=4, acceptance=a).speedup == pytest.approx(1, rel=1e-6)
+    assert speculative_cost(t, d, Stack.resolve(t, hw), k=4, acceptance=a).speedup == pytest.approx(
+        1, rel=1e-6
+    )
 
 
 def test_llama_3_2_1b_params_by_hand() -> None:

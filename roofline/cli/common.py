@@ -19,6 +19,7 @@ from ..precision import Precision
 if TYPE_CHECKING:
     from ..cost import Ceiling as CeilingName
     from ..economics import Tier
+    from ..stack import Stack
 
 N = TypeVar("N", int, float)
 
@@ -324,18 +325,47 @@ def kv_format(kv_format: str | None, kv: str | None) -> str | None:
     return kv_format or kv
 
 
-def header(
-    model: str, hardware: str, precision: Any, ceiling: str, engine: Any, parallel: Any
-) -> dict:
+def header(model: str, stack: Stack) -> dict:
     """The keys every prediction's JSON starts with, one shape everywhere (docs/json.md)."""
     return {
         "model": model,
-        "hardware": hardware,
-        "ceiling": ceiling,
-        "engine": engine.name if engine is not None and ceiling == "achievable" else None,
-        "precision": precision.as_dict(),
-        "parallel": parallel.as_dict(),
+        "hardware": stack.hardware.name,
+        "ceiling": stack.ceiling,
+        "engine": stack.engine.name if stack.engine is not None else None,
+        "precision": stack.precision.as_dict(),
+        "parallel": stack.parallel.as_dict(),
     }
+
+
+def stack(
+    model: Any,
+    hw: Any,
+    precision: Precision,
+    ceiling_name: str,
+    engine_name: str,
+    specs_dir: list[Path] | None,
+    parallel: Any = None,
+    *,
+    memory_fraction: float | None = None,
+    prefill_token_budget: int | None = None,
+) -> Stack:
+    """The stack a command's flags name, resolved once (`Stack.resolve`): `--engine` is
+    loaded only where the ceiling runs one; `--prefill-token-budget` as `token_budget` reads
+    it."""
+    from ..placement import Parallel
+    from ..stack import Stack
+
+    roof = ceiling(ceiling_name)
+    return Stack.resolve(
+        model,
+        hw,
+        precision,
+        roof,
+        engine(engine_name, specs_dir) if roof == "achievable" else None,
+        parallel if parallel is not None else Parallel(),
+        memory_fraction=memory_fraction,
+        prefill_token_budget=token_budget(prefill_token_budget),
+    )
 
 
 def price_tier(tier: str) -> Tier:
@@ -347,33 +377,24 @@ def price_tier(tier: str) -> Tier:
     return cast("Tier", tier)
 
 
-def serve_economics_dict(summary: Any, hw: Any, gpus_per_replica: int) -> dict | None:
-    """The JSON of a serve run's cost and energy, None when a device has no price."""
-    from ..catalog import load_hardware
+def serve_economics_dict(summary: Any, devices: dict, gpus_per_replica: int) -> dict | None:
+    """The JSON of a serve run's cost and energy (`devices`: the loaded spec of each pool's
+    device, by name), None when a device has no price."""
     from ..economics import load_prices, serve_economics
     from ..errors import RooflineError
 
     try:
-        devices = {
-            p.hardware: (hw if p.hardware == hw.name else load_hardware(p.hardware))
-            for p in summary.result.deployment.pools
-        }
         return serve_economics(summary, devices, load_prices(), gpus_per_replica).as_dict()
     except RooflineError:
         return None
 
 
-def cost_line(summary: Any, hw: Any, gpus_per_replica: int) -> str:
+def cost_line(summary: Any, devices: dict, gpus_per_replica: int) -> str:
     """One line of cost and energy for a serve run (bundled on-demand prices), or why not."""
-    from ..catalog import load_hardware
     from ..economics import IDLE_FRACTION_OF_TDP, load_prices, serve_economics
     from ..errors import RooflineError
 
     try:
-        devices = {
-            p.hardware: (hw if p.hardware == hw.name else load_hardware(p.hardware))
-            for p in summary.result.deployment.pools
-        }
         e = serve_economics(summary, devices, load_prices(), gpus_per_replica)
     except RooflineError as err:
         return f"cost: not shown ({with_flags(str(err))})"

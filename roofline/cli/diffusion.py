@@ -8,11 +8,10 @@ import typer
 
 from ..catalog import load_hardware, load_model
 from ..diffusion import compare_diffusion
-from ..parallel import Parallel
 from ..precision import Precision
-from ..report import diffusion_table
 from . import app, common
 from .common import JsonFlag, SpecsDir, console, print_json
+from .report import diffusion_table
 
 
 @app.command()
@@ -42,20 +41,11 @@ def diffusion(
     specs_dir: SpecsDir = None,
 ) -> None:
     """N full forwards over prompt + answer vs TTFT + (L-1)·TPOT of the same model."""
-    eng, p = common.engine(engine, specs_dir), Precision.uniform(dtype)
-    c = compare_diffusion(
-        load_model(model, specs_dir or ()),
-        load_hardware(hardware, specs_dir or ()),
-        prompt,
-        gen,
-        steps,
-        batch,
-        p,
-        engine=eng,
-    )
+    m = load_model(model, specs_dir or ())
+    hw = load_hardware(hardware, specs_dir or ())
+    stack = common.stack(m, hw, Precision.uniform(dtype), "achievable", engine, specs_dir)
+    c = compare_diffusion(m, stack, prompt, gen, steps, batch)
     if json_out:
-        print_json(
-            common.header(c.model, c.hardware, p, "achievable", eng, Parallel()) | c.as_dict()
-        )
+        print_json(common.header(c.model, stack) | c.as_dict())
     else:
         console.print(diffusion_table(c))

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 import typer
 
 from ..catalog import load_hardware, load_model
-from ..parallel import Parallel
 from ..phases import estimate as run_estimate
 from ..phases import first_token_split
+from ..placement import Parallel
 from . import app, common
 from .common import (
     JsonFlag,
@@ -20,7 +21,6 @@ from .common import (
     int_list,
     positive,
     print_json,
-    token_budget,
     warn,
 )
 
@@ -83,22 +83,26 @@ def estimate(
     specs_dir: SpecsDir = None,
 ) -> None:
     """Estimate prefill and decode latency, throughput and memory per batch size."""
-    roof = common.ceiling(ceiling)
     m = load_model(model, specs_dir or ())
     hw = load_hardware(hardware, specs_dir or ())
     precision = common.precision(dtype, weights, activations, common.kv_format(kv_format, kv))
-    e = run_estimate(
+    stack = common.stack(
         m,
         hw,
+        precision,
+        ceiling,
+        engine,
+        specs_dir,
+        Parallel(tp, pp, ep, replicas),
+        memory_fraction=memory_fraction,
+        prefill_token_budget=prefill_token_budget,
+    )
+    e = run_estimate(
+        m,
+        stack,
         int_list(batch, "batch size"),
         positive(prompt, "--prompt"),
         positive(gen, "--gen"),
-        precision,
-        roof,
-        Parallel(tp, pp, ep, replicas),
-        common.engine(engine, specs_dir),
-        memory_fraction=memory_fraction,
-        prefill_token_budget=token_budget(prefill_token_budget),
     )
     warn(e.warnings)
     from ..economics import parse_price_options, priced_estimate
@@ -106,6 +110,7 @@ def estimate(
     econ = priced_estimate(
         e, parse_price_options(price or []), common.price_tier(price_tier), utilisation
     )
+    econ = replace(econ, price_source=common.with_flags(econ.price_source))
     if json_out:
         out = e.as_dict() | {"economics": econ.as_dict()}
         if breakdown:
@@ -114,12 +119,12 @@ def estimate(
                 "decode": e.decode.as_dict() | {"collectives_s": e.decode_comm_s},
             }
             P = e.cases[0].prompt_tokens
-            if first_token_split(e.engine, P):  # TTFT = this prefill of P - 1 + a decode step
+            if first_token_split(e.stack, P):  # TTFT = this prefill of P - 1 + a decode step
                 out["breakdown"]["prefill_tokens"] = P - 1
                 out["breakdown"]["first_token"] = "decode step at S = P - 1 after the prefill"
         print_json(out)
     else:
-        from ..report import breakdown_table, estimate_table, fit_lines, memory_table
+        from .report import breakdown_table, estimate_table, fit_lines, memory_table
 
         common.console.print(estimate_table(e, econ))
         for line in fit_lines(e):
@@ -134,7 +139,7 @@ def estimate(
                     f" (one of {par.ep} EP ranks: attention of "
                     f"{int(e.prefill.step.batch)} sequence(s), 1/{par.ep} of the experts)"
                 )
-            T = P - first_token_split(e.engine, P)
+            T = P - first_token_split(e.stack, P)
             common.console.print(
                 breakdown_table(f"prefill: B={b}, T={T}, S=0{rank}", e.prefill, e.prefill_comm_s)
             )

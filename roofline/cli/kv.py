@@ -7,10 +7,9 @@ from typing import Annotated
 import typer
 
 from ..catalog import load_hardware, load_model
-from ..memory import cache_summary, memory_terms
-from ..parallel import Parallel
+from ..memory import cache_summary
+from ..placement import Parallel
 from ..precision import Precision
-from ..report import kv_table
 from . import app, common
 from .common import (
     JsonFlag,
@@ -20,9 +19,9 @@ from .common import (
     console,
     positive,
     print_json,
-    token_budget,
     warn,
 )
+from .report import kv_table
 
 
 @app.command()
@@ -53,33 +52,28 @@ def kv(
         weights=weights_dtype, activations="bf16", kv=common.kv_format(None, kv) or kv_dtype
     )
     par = Parallel(tp, pp, ep)
-    eng = common.engine(engine, specs_dir)
-    fraction, budget = memory_terms(
-        eng,
-        "achievable",
-        memory_fraction,
-        token_budget(prefill_token_budget),
-    )
-    rows = [
-        cache_summary(
-            load_model(m, specs_dir or ()),
+    specs = [load_model(m, specs_dir or ()) for m in models]
+    stacks = [
+        common.stack(
+            m,
             hw,
             p,
-            context,
+            "achievable",
+            engine,
+            specs_dir,
             par,
-            memory_fraction=fraction,
-            prefill_token_budget=budget,
+            memory_fraction=memory_fraction,
+            prefill_token_budget=prefill_token_budget,
         )
-        for m in models
+        for m in specs
     ]
+    rows = [cache_summary(m, st, context) for m, st in zip(specs, stacks, strict=True)]
     warn([w for r in rows for w in r.warnings])
     if json_out:
         print_json(
             [
-                common.header(r.model, hw.name, p, "achievable", eng, par)
-                | r.as_dict()
-                | {"note": common.with_flags(r.note)}
-                for r in rows
+                common.header(r.model, st) | r.as_dict() | {"note": common.with_flags(r.note)}
+                for r, st in zip(rows, stacks, strict=True)
             ]
         )
     else:

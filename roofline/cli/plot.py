@@ -20,15 +20,15 @@ from ..errors import InvalidInputError
 from ..files import replace_from
 from ..measure.results import load_results
 from ..measure.validate import validation_of
-from ..parallel import Parallel
 from ..phases import estimate
+from ..placement import Parallel
 from ..precision import Precision
-from ..report import frontier_table
 from ..serve.config import ServeConfig, serve_runs
 from ..serve.sweep import sweep_rate
 from ..sweeps import kv_curve
 from . import app, common
 from .common import DEFAULT_ENGINE, EngineOpt, SpecsDir, console, int_list, positive
+from .report import frontier_table
 
 plot_app = typer.Typer(
     help="Draw charts (PNG or SVG): roofline, latency-throughput frontier, "
@@ -110,11 +110,8 @@ def roofline_cmd(
     if model is not None:
         m = load_model(model, specs_dir or ())
         # gen = 1: the chart needs only the prefill step and the first decode step (S = P)
-        eng = common.engine(engine, specs_dir)
-        estimates = [
-            estimate(m, hw, [b], positive(prompt, "--prompt"), 1, precision, roof, engine=eng)
-            for b in batches
-        ]
+        stack = common.stack(m, hw, precision, roof, engine, specs_dir)
+        estimates = [estimate(m, stack, [b], positive(prompt, "--prompt"), 1) for b in batches]
     points = load_results(measured).points if measured is not None else ()
     _saved(plots.roofline_chart(hw, estimates, points), output)
 
@@ -159,17 +156,10 @@ def batch_cmd(
     batches = int_list(batch, "batch size")
     specs = [load_model(m, specs_dir or ()) for m in models]
     devices = [load_hardware(h, specs_dir or ()) for h in hardware]
-    eng = common.engine(engine, specs_dir)
+    P, G = positive(prompt, "--prompt"), positive(gen, "--gen")
     estimates = [
         estimate(
-            m,
-            hw,
-            batches,
-            positive(prompt, "--prompt"),
-            positive(gen, "--gen"),
-            Precision.uniform(dtype),
-            roof,
-            engine=eng,
+            m, common.stack(m, hw, Precision.uniform(dtype), roof, engine, specs_dir), batches, P, G
         )
         for m in specs
         for hw in devices

@@ -9,14 +9,14 @@ from typing import Annotated
 import typer
 
 from ..errors import InvalidInputError
-from ..parallel import Parallel
+from ..placement import Parallel
 from ..serve.config import ServeConfig, serve_runs
 from ..serve.metrics import Summary
 from ..serve.policy import POLICIES
-from ..serve.report import summary_table, sweep_table, timeline_lines
 from ..serve.sweep import sweep_rate
 from . import app, common
 from .common import JsonFlag, SpecsDir, console, print_json
+from .serve_report import summary_table, sweep_table, timeline_lines
 
 Opt = typer.Option
 
@@ -163,8 +163,8 @@ def serve(
     )
     runs = serve_runs(config, common.NOTES)
     m, hw, policies = runs.model, runs.hardware, runs.policies
-    engine_name = engine if ceiling == "achievable" else "none"
-    head = common.header(m.name, hw.name, prec, ceiling, runs.engine, Parallel(tp, pp, ep)) | {
+    engine_name = runs.stack.engine_name
+    head = common.header(m.name, runs.stack) | {
         "workload": {
             "trace": str(trace) if trace else None,
             "requests": requests,
@@ -203,7 +203,7 @@ def serve(
     if json_out:
 
         def econ(s: Summary) -> dict:
-            return {"economics": common.serve_economics_dict(s, hw, tp * pp * ep)}
+            return {"economics": common.serve_economics_dict(s, runs.devices, tp * pp * ep)}
 
         rows = [{**s.as_dict(), **econ(s)} for s in summaries]
         # one shape: `runs` holds every policy's run; a single run also sits at the top level
@@ -235,4 +235,4 @@ def serve(
     if len(summaries) == 1:
         for line in timeline_lines(summaries[0]):
             console.print(line)
-        console.print(common.cost_line(summaries[0], hw, tp * pp * ep))
+        console.print(common.cost_line(summaries[0], runs.devices, tp * pp * ep))

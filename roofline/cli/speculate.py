@@ -9,8 +9,7 @@ from rich.table import Table
 
 from ..catalog import load_hardware, load_model
 from ..errors import InvalidInputError
-from ..memory import memory_terms
-from ..parallel import Parallel
+from ..placement import Parallel
 from ..speculative import (
     Drafter,
     best_k,
@@ -30,7 +29,6 @@ from .common import (
     console,
     int_list,
     print_json,
-    token_budget,
 )
 
 Opt = typer.Option
@@ -122,7 +120,6 @@ def speculate(
     specs_dir: SpecsDir = None,
 ) -> None:
     """Expected tokens per target step, speed-up, best K and break-even acceptance."""
-    roof = common.ceiling(ceiling)
     if (draft is None) == (heads is None):
         raise InvalidInputError("give --draft MODEL or --heads FRACTION (one of them)")
     t = load_model(target, specs_dir or ())
@@ -132,36 +129,25 @@ def speculate(
     hw = load_hardware(hardware, specs_dir or ())
     ks, alphas, batches = k_values(k), probabilities(acceptance), int_list(batch, "batch size")
     precision = common.precision(dtype, weights, activations, common.kv_format(kv_format, kv))
-    par = Parallel(tp, pp, ep)
-    eng = common.engine(engine, specs_dir) if ceiling == "achievable" else None
-    fraction, budget = memory_terms(
-        eng, ceiling, memory_fraction, token_budget(prefill_token_budget)
+    stack = common.stack(
+        t,
+        hw,
+        precision,
+        ceiling,
+        engine,
+        specs_dir,
+        Parallel(tp, pp, ep),
+        memory_fraction=memory_fraction,
+        prefill_token_budget=prefill_token_budget,
     )
-    fits = {
-        b: pair_fit(
-            t,
-            drafter.model,
-            hw,
-            b,
-            context,
-            max(ks),
-            precision,
-            par,
-            memory_fraction=fraction,
-            prefill_token_budget=budget,
-        )
-        for b in batches
-    }
+    fits = {b: pair_fit(t, drafter.model, stack, b, context, max(ks)) for b in batches}
     grid = {
-        (b, a): [
-            speculative_cost(t, drafter, hw, kk, a, b, context, precision, roof, eng, par)
-            for kk in ks
-        ]
+        (b, a): [speculative_cost(t, drafter, stack, kk, a, b, context) for kk in ks]
         for b in batches
         for a in alphas
     }
     even = {
-        (b, kk): break_even_acceptance(t, drafter, hw, kk, b, context, precision, roof, eng, par)
+        (b, kk): break_even_acceptance(t, drafter, stack, kk, b, context)
         for b in batches
         for kk in ks
     }
@@ -169,7 +155,7 @@ def speculate(
     if json_out:
         print_json(
             {
-                **common.header(t.name, hw.name, precision, ceiling, eng, par),
+                **common.header(t.name, stack),
                 "target": t.name,
                 "draft": drafted_by,
                 "context": context,

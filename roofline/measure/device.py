@@ -222,8 +222,7 @@ def detect_cuda(index: int) -> DeviceInfo:
 
     if not torch.cuda.is_available():
         raise InvalidInputError(
-            f"no CUDA GPU is visible (torch {torch.__version__}); run on the CPU with "
-            "`roofline measure --device cpu`"
+            f"no CUDA GPU is visible (torch {torch.__version__}); run on the CPU: `device=cpu`"
         )
     if index >= torch.cuda.device_count():
         raise InvalidInputError(

@@ -13,10 +13,10 @@ from ..catalog import load_engine_or_none, load_hardware, load_model
 from ..cost import Ceiling
 from ..engine import EngineSpec
 from ..hardware import HardwareSpec
-from ..memory import memory_terms
 from ..model import ModelSpec
-from ..parallel import Parallel
+from ..placement import Parallel
 from ..precision import Precision
+from ..stack import Stack
 from .metrics import Summary
 from .policy import Policy, policy
 from .simulate import Deployment, build_deployment, simulate
@@ -66,11 +66,24 @@ class ServeRuns:
 
     config: ServeConfig
     model: ModelSpec
-    hardware: HardwareSpec
-    engine: EngineSpec | None
+    stack: Stack
     policies: list[Policy]
     deployments: list[Deployment]
     notes: list[str] = field(default_factory=list)
+    pool_hardware: tuple[HardwareSpec, ...] = ()  # the prefill and decode pools' own devices
+
+    @property
+    def hardware(self) -> HardwareSpec:
+        return self.stack.hardware
+
+    @property
+    def engine(self) -> EngineSpec | None:
+        return self.stack.engine
+
+    @property
+    def devices(self) -> dict[str, HardwareSpec]:
+        """The loaded spec of every pool's device, by name (user YAML files included)."""
+        return {d.name: d for d in (self.hardware, *self.pool_hardware)}
 
     def workload(self, rate_per_s: float) -> Workload:
         c, m = self.config, self.model
@@ -120,26 +133,27 @@ def serve_runs(c: ServeConfig, notes: list[str] | None = None) -> ServeRuns:
     pre_hw = load_hardware(c.prefill_hardware, dirs) if c.prefill_hardware else None
     dec_hw = load_hardware(c.decode_hardware, dirs) if c.decode_hardware else None
     policies = [policy(n.strip()).with_overrides(**c.overrides) for n in c.policies]
-    eng = load_engine_or_none(c.engine, dirs)
-    fraction, _ = memory_terms(
-        eng if c.ceiling == "achievable" else None, c.ceiling, c.memory_fraction
+    stack = Stack.resolve(
+        m,
+        hw,
+        c.precision,
+        c.ceiling,
+        load_engine_or_none(c.engine, dirs),
+        c.parallel,
+        memory_fraction=c.memory_fraction,
     )
     deployments = [
         build_deployment(
-            m,
-            hw,
-            p,
-            c.precision,
-            c.ceiling,
-            c.replicas,
-            pre_hw,
-            dec_hw,
-            c.prefill_replicas,
-            c.decode_replicas,
-            fraction,
-            c.parallel,
-            eng,
+            m, stack, p, c.replicas, pre_hw, dec_hw, c.prefill_replicas, c.decode_replicas
         )
         for p in policies
     ]
-    return ServeRuns(c, m, hw, eng, policies, deployments, [] if notes is None else notes)
+    return ServeRuns(
+        c,
+        m,
+        stack,
+        policies,
+        deployments,
+        [] if notes is None else notes,
+        tuple(d for d in (pre_hw, dec_hw) if d is not None),
+    )

@@ -15,14 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import memory
-from ..cost import Ceiling
-from ..engine import EngineSpec
 from ..errors import DoesNotFitError, InvalidInputError
 from ..hardware import HardwareSpec
-from ..memory import DEFAULT_MEMORY_FRACTION
 from ..model import ModelSpec
-from ..parallel import Parallel, check, memory_per_gpu, pp_stage, tp_shard
-from ..precision import Precision
+from ..parallel import check
+from ..placement import memory_per_gpu, pp_stage, tp_shard
+from ..stack import Stack
 from .loop import Counters, Requests, ServingLoop, StepTimer, Timeline
 from .policy import Policy
 from .stepcost import mixed_step_cost
@@ -66,16 +64,9 @@ class Deployment:
         return (self.pool,) if self.decode_pool is None else (self.pool, self.decode_pool)
 
 
-def kv_capacity_tokens(
-    model: ModelSpec,
-    hw: HardwareSpec,
-    precision: Precision,
-    policy: Policy,
-    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-    par: Parallel = Parallel(),
-) -> int:
+def kv_capacity_tokens(model: ModelSpec, stack: Stack, policy: Policy) -> int:
     """KV tokens one replica holds, from its fullest GPU by the rules of `memory.batch_fit`
-    (`memory.memory_budget`, `parallel.memory_per_gpu`): (usable = fraction · capacity − weights
+    (`Stack.budget`, `placement.memory_per_gpu`): (usable = fraction · capacity − weights
     per GPU − the activations of a full step of `token_budget` tokens over `max_seqs` sequences
     − the constant SSM/linear state of those sequences) / (KV bytes per token per GPU). TP and
     PP split every token's KV over the group's GPUs; EP splits the sequences, so the replica
@@ -85,6 +76,7 @@ def kv_capacity_tokens(
     (`UNBOUNDED_KV_TOKENS`). Local (sliding-window) layers are counted per token over the whole
     context: blocks that fall out of the window are not reclaimed, so capacity is conservative
     for contexts beyond W."""
+    hw, precision, par = stack.hardware, stack.precision, stack.parallel
     gpu = memory_per_gpu(
         model, precision, par, policy.max_seqs, policy.token_budget / policy.max_seqs, 0
     )
@@ -93,7 +85,7 @@ def kv_capacity_tokens(
     state = (
         par.sequences_per_gpu(policy.max_seqs) * stage.state_elems_per_sequence * precision.kv_bytes
     )
-    budget = memory.memory_budget(hw, memory_fraction)
+    budget = stack.budget
     free = budget.usable_bytes - weights - act - state
     per_token = memory.kv_bytes_per_token(stage, precision)
     where = "" if par.gpus_per_replica == 1 else " per GPU"
@@ -111,7 +103,7 @@ def kv_capacity_tokens(
     )
     if tokens < 1:
         raise DoesNotFitError(
-            f"{room} leave no KV memory on {hw.name} ({memory_fraction:.0%} of "
+            f"{room} leave no KV memory on {hw.name} ({budget.memory_fraction:.0%} of "
             f"{hw.memory_bytes / 1e9:.1f} GB); use a larger device, more GPUs (`tp`/`pp`/`ep`), "
             "a smaller weight format, or a lower `token_budget`/`max_seqs`"
         )
@@ -120,30 +112,24 @@ def kv_capacity_tokens(
 
 def build_deployment(
     model: ModelSpec,
-    hw: HardwareSpec,
+    stack: Stack,
     policy: Policy,
-    precision: Precision = Precision(),
-    ceiling: Ceiling = "achievable",
     replicas: int = 1,
     prefill_hw: HardwareSpec | None = None,
     decode_hw: HardwareSpec | None = None,
     prefill_replicas: int = 1,
     decode_replicas: int = 1,
-    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-    par: Parallel = Parallel(),
-    engine: EngineSpec | None = None,
 ) -> Deployment:
-    """Pools whose step times come from the calculator for `model` on each pool's device, every
-    replica a group of `par`'s tp·pp·ep GPUs (`par.replicas` is not used: each pool has its
-    own replica count). KV bytes per token are one GPU's (each GPU moves its own share)."""
+    """Pools whose step times come from the calculator for `model` on `stack`, each pool on its
+    own device (`Stack.on`), every replica a group of the stack's tp·pp·ep GPUs (its
+    `replicas` is not used: each pool has its own replica count). KV bytes per token are one
+    GPU's (each GPU moves its own share)."""
     if model.diffusion is not None:
         raise InvalidInputError(
             f"{model.name} is a diffusion LM (it denoises blocks of tokens, not one token per "
             "step); the serving simulator models autoregressive decoding: use "
             "`roofline diffusion`"
         )
-    if not 0 < memory_fraction <= 1:
-        raise InvalidInputError(f"`memory_fraction` must be in (0, 1], got {memory_fraction}")
     for n, what in (
         (replicas, "replicas"),
         (prefill_replicas, "prefill_replicas"),
@@ -152,19 +138,22 @@ def build_deployment(
         if n < 1:
             raise InvalidInputError(f"`{what}` must be at least 1, got {n}")
 
+    par, precision, hw = stack.parallel, stack.precision, stack.hardware
+
     def pool(name: str, device: HardwareSpec, n: int) -> Pool:
         check(model, device, par)
+        on = stack.on(device)
         return Pool(
             name,
-            mixed_step_cost(model, device, precision, ceiling, par, engine),
-            kv_capacity_tokens(model, device, precision, policy, memory_fraction, par),
+            mixed_step_cost(model, on),
+            kv_capacity_tokens(model, on, policy),
             n,
             device.name,
         )
 
     kv_per_token = memory.kv_bytes_per_token(pp_stage(tp_shard(model, par.tp), par.pp), precision)
     state = model.state_elems_per_sequence * precision.kv_bytes
-    decode_first = ceiling == "achievable" and engine is not None and engine.first_token == "decode"
+    decode_first = stack.first_token_from_decode
     if not policy.disaggregated:
         return Deployment(
             pool("serve", hw, replicas),

@@ -51,8 +51,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost import Ceiling
-from ..engine import EngineSpec
 from ..errors import InvalidInputError
 from ..hardware import HardwareSpec
 from ..mixers import mla_naive_is_cheaper
@@ -65,16 +63,8 @@ from ..operators import (
     busiest_rank_pairs,
     kv_tokens_read,
 )
-from ..parallel import (
-    Collective,
-    Link,
-    Parallel,
-    all_reduce_s,
-    all_to_all_s,
-    parallel_step_cost,
-    send_recv_s,
-)
-from ..precision import Precision
+from ..parallel import Collective, Link, all_reduce_s, all_to_all_s, parallel_step_cost, send_recv_s
+from ..stack import Stack
 
 #: (B, T, S) probe shapes: their features span every direction, the rest re-check the fit.
 #: Kept small so B·T stays below every vocabulary size.
@@ -317,14 +307,7 @@ class MlaPathsStepCost:
         return np.array([self.step_s(one, S + j) for j in range(steps)])
 
 
-def mixed_step_cost(
-    model: ModelSpec,
-    hw: HardwareSpec,
-    precision: Precision = Precision(),
-    ceiling: Ceiling = "achievable",
-    par: Parallel = Parallel(),
-    engine: EngineSpec | None = None,
-) -> MixedStepCost | MlaPathsStepCost:
+def mixed_step_cost(model: ModelSpec, stack: Stack) -> MixedStepCost | MlaPathsStepCost:
     """Fit the per-operator coefficients from `parallel_step_cost` (one GPU: `step_cost`) at
     the probe shapes and check them; collectives are rows with a memory time only. The
     device runs without its non-affine terms (`affine_spec`). MLA with the per-step path
@@ -345,33 +328,24 @@ def mixed_step_cost(
                 model.model_dump()
                 | {"attention": model.attention.model_dump() | {"mla_decode": path}}
             )
-            return mixed_step_cost(
-                spec,
-                hw,
-                precision,
-                ceiling,
-                par,  # type: ignore[return-value]
-                engine,
-            )
+            return mixed_step_cost(spec, stack.for_model(spec))  # type: ignore[return-value]
 
         return MlaPathsStepCost(model, forced("naive"), forced("absorbed"))
-    hw = affine_spec(hw)
-    engine = engine if ceiling == "achievable" else None
+    hw = affine_spec(stack.hardware)
+    stack, par, engine = stack.on(hw), stack.parallel, stack.engine
     W = model.attention.sliding_window if model.layers_with("local") else None
     moe = (model.moe.experts, model.moe.top_k) if model.moe is not None else None
     shape = MixedStepCost(np.zeros((0, 0)), np.zeros((0, 0)), 0.0, W, moe, par.ep)
     B, T, S = np.array(
         _PROBES + _EP_PROBES * (par.ep > 1) + (_window_probes(W) if W else []), dtype=float
     ).T
-    psc = parallel_step_cost(model, hw, Step(B, T, S), precision, par, ceiling, engine)
+    psc = parallel_step_cost(model, stack, Step(B, T, S))
     sc = psc.compute
     names = [o.name for o in sc.ops] + [c.name for c in psc.collectives]
     compute = np.stack([np.broadcast_to(o.compute_s, B.shape) for o in sc.ops])  # (ops, probes)
     memory = np.stack([np.broadcast_to(o.memory_s, B.shape) for o in sc.ops])
     X = shape.features(B, T, S)  # (probes, features)
-    collectives = tuple(
-        _collective_row(c, X[:, 1], model, hw, par, ceiling, engine) for c in psc.collectives
-    )
+    collectives = tuple(_collective_row(c, X[:, 1], model, stack) for c in psc.collectives)
     compute_coef = np.linalg.lstsq(X, compute.T, rcond=None)[0].T  # (ops, features)
     memory_coef = np.linalg.lstsq(X, memory.T, rcond=None)[0].T
     scale = np.maximum(compute, memory).max()  # an op's error is judged against the step's
@@ -388,7 +362,7 @@ def mixed_step_cost(
     per_row = [float(o.overhead_s) for o in sc.ops]
     overhead = sum(per_row)
     one = Step(1, 1, 1)  # a pure-decode step: its fixed device and host terms
-    decode = parallel_step_cost(model, hw, one, precision, par, ceiling, engine).compute
+    decode = parallel_step_cost(model, stack, one).compute
     decode_overhead = float(sum(o.overhead_s for o in decode.ops)) - overhead
     return MixedStepCost(
         compute_coef,
@@ -408,13 +382,7 @@ def mixed_step_cost(
 
 
 def _collective_row(
-    c: Collective,
-    tokens: np.ndarray,
-    model: ModelSpec,
-    hw: HardwareSpec,
-    par: Parallel,
-    ceiling: Ceiling,
-    engine: EngineSpec | None,
+    c: Collective, tokens: np.ndarray, model: ModelSpec, stack: Stack
 ) -> CollectiveRow:
     """A step's collective as a function of its tokens: its message per token read off the
     probes (and checked on every one), its group size and link."""
@@ -425,8 +393,9 @@ def _collective_row(
             f"collective '{c.name}' of {model.name} does not scale with "
             "the step's tokens; the serving simulator cannot cost it"
         )
+    par = stack.parallel
     n = {"all-reduce": par.tp, "all-to-all": par.ep}.get(c.kind, 2)
-    link = Link.of(hw.interconnect, par.gpus_per_replica, ceiling, engine)
+    link = Link.of(stack.hardware.interconnect, par.gpus_per_replica, stack.ceiling, stack.engine)
     row = CollectiveRow(c.name, c.kind, c.count, per_token, n, link)
     if not np.allclose(row.time_s(tokens), np.broadcast_to(c.time_s, tokens.shape), rtol=1e-9):
         raise InvalidInputError(

@@ -6,15 +6,15 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from .cost import StepCost
-from .diffusion import DiffusionComparison
-from .economics import EstimateEconomics
-from .engine import EngineSpec
-from .hardware import HardwareSpec
-from .memory import BatchFit, CacheSummary
-from .model import ModelSpec
-from .phases import Estimate
-from .units import seconds, si, si_pair
+from ..cost import StepCost
+from ..diffusion import DiffusionComparison
+from ..economics import EstimateEconomics
+from ..engine import EngineSpec
+from ..hardware import HardwareSpec
+from ..memory import BatchFit, CacheSummary
+from ..model import ModelSpec
+from ..phases import Estimate
+from ..units import seconds, si, si_pair
 
 
 def estimate_table(e: Estimate, econ: EstimateEconomics | None = None) -> Table:

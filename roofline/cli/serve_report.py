@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from rich.table import Table
 
+from ..serve.metrics import Summary
+from ..serve.sweep import SweepResult
 from ..units import seconds, si
-from .metrics import Summary
-from .sweep import SweepResult
 
 _BARS = "▁▂▃▄▅▆▇█"
 

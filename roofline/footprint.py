@@ -1,0 +1,156 @@
+"""What a model holds on a device, quantity by quantity: weights, KV cache or recurrent state,
+activations, and what a device offers them. Pure functions of a model, a precision and sizes;
+no parallel layout (`placement` shards and places them) and no fit (`memory` decides what fits).
+
+Weights count every parameter (all experts of a MoE; the whole embedding table, though a step
+reads only the gathered rows). The KV cache is sized for the context each sequence reaches:
+global layers hold all S tokens, local (sliding-window) layers min(S, W), chunked layers
+min(S, chunk size) (the allocation bound of the current chunk), layers sharing another layer's
+KV hold nothing; SSM and linear-attention layers hold a constant state. All of it is stored at
+the KV format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InvalidInputError
+from .hardware import HardwareSpec
+from .model import ModelSpec
+from .operators import ArrayLike
+from .precision import Precision, group_params
+
+#: Logits are kept in fp32 for sampling (4 bytes per vocabulary entry).
+LOGIT_BYTES = 4
+#: Share of device memory the engine may fill; the rest is the reserve (CUDA context, NCCL
+#: buffers, allocator fragmentation). vLLM's `gpu_memory_utilization` default,
+#: `gpu_memory_utilization: float = 0.90` in vllm/engine/arg_utils.py (EngineArgs); the seeds'
+#: author runs 0.88 on A100s and 0.92 on H100s. The datasheet ceiling uses 1 (no reserve).
+DEFAULT_MEMORY_FRACTION = 0.9
+#: Tokens a prefill step processes at most (chunked prefill): vLLM's default
+#: `max_num_batched_tokens` for the offline `LLM` class, 8192 (vllm/engine/arg_utils.py
+#: `_set_default_args`; 16384 on ≥ 70 GiB non-A100 GPUs, 2048/8192 for the OpenAI server).
+DEFAULT_PREFILL_TOKEN_BUDGET = 8192
+
+
+def weights_bytes(m: ModelSpec, p: Precision) -> float:
+    """All parameters, each tensor group at its own format: Σ_group params · bytes/param
+    (weight-only formats keep the embedding, LM head and norms at 16 bits; a llama.cpp file
+    type follows its per-tensor mix; see `precision`). A precision already fixed for a model
+    (`Precision.for_model`) keeps that model's group bits (a TP/PP shard of the same
+    checkpoint)."""
+    q = p if p.model_bits is not None else p.for_model(m)
+    return sum(n * q.group_bytes(g) for g, n in group_params(m).items() if n)
+
+
+def kv_bytes_per_token(m: ModelSpec, p: Precision) -> float:
+    """Cached values per token over the KV-owning attention layers at the KV format
+    (2·L·K·H for a dense model); local layers stop growing once S reaches the window."""
+    return m.kv_elems_per_token * p.kv_bytes
+
+
+def kv_elems_per_sequence(m: ModelSpec, context: ArrayLike) -> ArrayLike:
+    """Values one sequence of S tokens keeps: per KV-owning layer e = 2·K·H (MLA: r + R),
+    L_global·S·e + L_local·min(S, W)·e + L_chunked·min(S, C)·e, plus the constant SSM /
+    linear-attention state. A chunked layer needs only the current chunk's S mod C cached
+    tokens, but that falls to 0 at every chunk boundary; it is sized here by the allocation
+    bound min(S, C), the most it holds at any point up to S (the C − 1 earlier tokens of a
+    chunk plus the one being written), so the size grows monotonically with S."""
+    e = m.kv_elems_per_token_layer
+    held = m.kv_owner_layers("global") * context * e
+    window, chunk = m.attention.sliding_window, m.attention.attention_chunk_size
+    local, chunked = m.kv_owner_layers("local"), m.kv_owner_layers("chunked")
+    if local and window is not None:
+        held = held + local * np.minimum(context, window) * e
+    if chunked and chunk is not None:
+        held = held + chunked * np.minimum(context, chunk) * e
+    return held + m.state_elems_per_sequence
+
+
+def kv_cache_bytes(m: ModelSpec, p: Precision, batch: ArrayLike, context: ArrayLike) -> ArrayLike:
+    """KV cache (and recurrent state) of B sequences of S tokens: B · per-sequence · bytes."""
+    return batch * kv_elems_per_sequence(m, context) * p.kv_bytes
+
+
+def step_activation_bytes(
+    m: ModelSpec, p: Precision, tokens: ArrayLike, sequences: ArrayLike
+) -> ArrayLike:
+    """Peak live activations of one step of n tokens over s sequences: layers run one after
+    another, so the largest is one FFN's (or SSM's) input, residual and hidden state,
+    n·(2D + widest hidden), plus fp32 logits s·V."""
+    widths = [(m.mlp_matrices - 1) * m.d_ff, 2 * m.d_inner]
+    if m.moe is not None:
+        widths.append(m.moe.top_k * (m.mlp_matrices - 1) * m.moe.expert_d_ff)
+    hidden = 2 * m.d_model + max(widths)
+    return tokens * hidden * p.activation_bytes + sequences * m.vocab_size * LOGIT_BYTES
+
+
+def activation_bytes(
+    m: ModelSpec, p: Precision, batch: ArrayLike, new_tokens: ArrayLike
+) -> ArrayLike:
+    """Activations of a step of B sequences with T new tokens each (B·T tokens, B logits)."""
+    return step_activation_bytes(m, p, batch * new_tokens, batch)
+
+
+def prefill_step_tokens(batch: ArrayLike, prompt: ArrayLike, token_budget: int | None) -> ArrayLike:
+    """Tokens of the largest step a batch of B prompts of P tokens runs: B·P when the whole
+    batch is prefilled at once (no budget), else max(min(B·P, N), B) under a budget of N
+    tokens (chunks of N prompt tokens, or a decode step of B tokens if that is larger)."""
+    if token_budget is None:
+        return batch * prompt
+    return np.maximum(np.minimum(batch * prompt, token_budget), batch)
+
+
+def peak_activation_bytes(
+    m: ModelSpec,
+    p: Precision,
+    batch: ArrayLike,
+    prompt: ArrayLike,
+    token_budget: int | None = DEFAULT_PREFILL_TOKEN_BUDGET,
+) -> ArrayLike:
+    """Activations of the largest step of B sequences with P-token prompts (B logits)."""
+    return step_activation_bytes(m, p, prefill_step_tokens(batch, prompt, token_budget), batch)
+
+
+def check_memory_fraction(memory_fraction: float) -> float:
+    if not 0 < memory_fraction <= 1:
+        raise InvalidInputError(f"`memory_fraction` must be in (0, 1], got {memory_fraction}")
+    return memory_fraction
+
+
+def check_token_budget(token_budget: int | None) -> int | None:
+    if token_budget is not None and token_budget < 1:
+        raise InvalidInputError(f"`prefill_token_budget` must be at least 1, got {token_budget}")
+    return token_budget
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """What one device offers the engine: capacity C, reserve (1 − f)·C, usable f·C (bytes)."""
+
+    capacity_bytes: float
+    memory_fraction: float
+
+    @property
+    def reserve_bytes(self) -> float:
+        return self.capacity_bytes - self.usable_bytes
+
+    @property
+    def usable_bytes(self) -> float:
+        return self.capacity_bytes * self.memory_fraction
+
+    def as_dict(self) -> dict:
+        return {
+            "capacity_bytes": self.capacity_bytes,
+            "memory_fraction": self.memory_fraction,
+            "reserve_bytes": self.reserve_bytes,
+            "usable_bytes": self.usable_bytes,
+        }
+
+
+def memory_budget(
+    hw: HardwareSpec, memory_fraction: float = DEFAULT_MEMORY_FRACTION
+) -> MemoryBudget:
+    return MemoryBudget(float(hw.memory_bytes), check_memory_fraction(memory_fraction))

@@ -1,0 +1,285 @@
+"""The resolved stack: each rule decided once, and the defects that came from re-deriving it."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+from roofline.catalog import load_engine, load_hardware, load_model
+from roofline.memory import weights_bytes
+from roofline.phases import estimate
+from roofline.placement import Parallel
+from roofline.precision import Precision
+from roofline.stack import MemoryPolicy, Stack
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_datasheet_ceiling_runs_no_engine_and_keeps_all_memory() -> None:
+    m, hw, vllm = load_model("llama-3.1-8b"), load_hardware("h100-sxm"), load_engine("vllm")
+    fast = Stack.resolve(m, hw, ceiling="datasheet", engine=vllm)
+    assert fast.engine is None and fast.ceilings.engine is None
+    assert fast.memory == MemoryPolicy(1.0, 8192, None)  # f = 1, the default 8,192 budget
+    real = Stack.resolve(m, hw, engine=vllm)
+    # vllm.yaml: gpu_memory_utilization 0.90, 8,192 batched tokens, 1,024 sequences
+    assert real.engine is vllm and real.memory == MemoryPolicy(0.9, 8192, 1024)
+    assert real.budget.usable_bytes == pytest.approx(0.9 * hw.memory_bytes)
+
+
+def test_given_memory_terms_win_over_the_engine() -> None:
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    s = Stack.resolve(
+        m, hw, engine=load_engine("vllm"), memory_fraction=0.5, prefill_token_budget=None
+    )
+    assert s.memory == MemoryPolicy(0.5, None, 1024)
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.5])
+def test_a_memory_fraction_outside_0_1_is_refused(bad: float) -> None:
+    with pytest.raises(Exception, match="`memory_fraction`"):
+        MemoryPolicy(bad)
+
+
+def test_the_engine_formats_apply_to_every_command() -> None:
+    """Defect: `--engine llama.cpp --weights q4_0` gave 3.791 GB outside `validate --published`.
+    llama.cpp writes a Q4_0 file's output tensor in Q6_K (llama-quant.cpp), so Llama-2-7B's
+    LM head, V·D = 32,000 × 4,096 = 131,072,000 weights, is stored at 6.5625 bits (Q6_K: 210
+    bytes per 256) instead of 4.5 (Q4_0: 18 bytes per 32): 131,072,000 × 2.0625 / 8 =
+    33,792,000 bytes more."""
+    m, hw = load_model("llama-2-7b"), load_hardware("a100-sxm-80gb")
+    q4 = Precision(weights="q4_0", activations="fp16", kv="fp16")
+    bare = Stack.resolve(m, hw, q4)
+    cpp = Stack.resolve(m, hw, q4, engine=load_engine("llama.cpp"))
+    assert cpp.precision.weights == "q4_0,lm_head=q6_k"
+    extra = 32_000 * 4_096 * (6.5625 - 4.5) / 8
+    assert extra == 33_792_000
+    w_bare = estimate(m, bare, [1], 128, 16).cases[0].weights_bytes
+    w_cpp = estimate(m, cpp, [1], 128, 16).cases[0].weights_bytes
+    assert w_cpp - w_bare == pytest.approx(extra, rel=1e-12)
+    assert w_cpp == pytest.approx(weights_bytes(m, cpp.precision), rel=1e-12)
+
+
+def test_the_cli_applies_the_engine_formats_in_estimate_and_kv(capsys) -> None:
+    args = ["--hardware", "a100-sxm-80gb", "--engine", "llama.cpp", "--json"]
+    code, out, _ = run_cli(capsys, "estimate", "llama-2-7b", "--weights", "q4_0", *args)
+    assert code == 0
+    est = json.loads(out)
+    assert est["precision"]["weights"] == "q4_0,lm_head=q6_k"
+    code, out, _ = run_cli(
+        capsys, "kv", "llama-2-7b", "--weights-dtype", "q4_0", "--context", "1152", *args
+    )
+    assert code == 0
+    kv = json.loads(out)[0]
+    assert kv["weights_bytes"] == pytest.approx(est["cases"][0]["weights_bytes"], rel=1e-12)
+
+
+def test_plan_screens_with_the_engines_memory_fraction() -> None:
+    """Defect: `plan` used f = 0.9 whatever the engine said, so the deployment its command line
+    reproduces in `serve` held different KV. LMDeploy claims f = 0.8 (lmdeploy.yaml); the
+    plan's KV capacity must be the one `serve` builds for the same policy, and the usable
+    memory behind it 0.8 × 85,520,809,984 B (H100 SXM5, 79.6 GiB as nvidia-smi reports)."""
+    from roofline.economics import load_prices
+    from roofline.plan import Requirement, Space, _policy, build_groups
+    from roofline.serve.simulate import kv_capacity_tokens
+
+    m, hw, eng = load_model("llama-3.1-8b"), load_hardware("h100-sxm"), load_engine("lmdeploy")
+    space = Space(("h100-sxm",), max_gpus=1, max_batches=(64,), serving="aggregated")
+    groups, _ = build_groups(m, [hw], Requirement(2, 512, 64, 1.0, 0.1), space, load_prices(), eng)
+    (g,) = [g for g in groups if g.fmt == "bf16"]
+    stack = Stack.resolve(m, hw, engine=eng)
+    assert stack.budget.usable_bytes == pytest.approx(0.8 * hw.memory_bytes)
+    assert g.kv_capacity_tokens == kv_capacity_tokens(m, stack, _policy(64, False))
+    at_09 = kv_capacity_tokens(m, stack.with_memory(memory_fraction=0.9), _policy(64, False))
+    # 0.1 of the capacity more is 8.55e9 B more, 131,072 B per bf16 token of Llama-3.1-8B
+    # (2 · 32 layers · 8 kv heads · 128 · 2 B): 65,247 more tokens, give or take the floor
+    assert at_09 - g.kv_capacity_tokens == pytest.approx(0.1 * hw.memory_bytes / 131_072, abs=1)
+
+
+def test_plan_confirms_on_a_device_given_as_a_yaml_file(tmp_path, capsys) -> None:
+    """Defect: `plan --hardware my-gpu.yaml` screened, then failed in the simulator with
+    "unknown hardware" because the confirmation looked the device up by name again."""
+    spec = (ROOT / "hardware_specs" / "h100-sxm.yaml").read_text()
+    mine = tmp_path / "my-gpu.yaml"
+    mine.write_text(spec.replace("name: h100-sxm", "name: my-gpu", 1))
+    code, out, err = run_cli(
+        capsys,
+        "plan",
+        "llama-3.2-1b",
+        "--rate",
+        "2",
+        "--hardware",
+        str(mine),
+        "--price",
+        "my-gpu=2.0",
+        "--max-gpus",
+        "1",
+        "--max-batches",
+        "16",
+        "--confirm",
+        "1",
+        "--requests",
+        "60",
+        "--json",
+    )
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["chosen"]["hardware"] == "my-gpu" and not r["unconfirmed"]
+
+
+def test_a_user_prefill_device_without_a_price_is_simulated(tmp_path, capsys) -> None:
+    """Defect: disaggregated `serve` with a prefill device from a YAML file said "unknown
+    hardware"; it is simulated, and only its cost is missing."""
+    spec = (ROOT / "hardware_specs" / "h100-sxm.yaml").read_text()
+    mine = tmp_path / "my-gpu.yaml"
+    mine.write_text(spec.replace("name: h100-sxm", "name: my-gpu", 1))
+    argv = [
+        "serve",
+        "llama-3.2-1b",
+        "--hardware",
+        "h100-sxm",
+        "--policy",
+        "disaggregated",
+        "--prefill-hardware",
+        str(mine),
+        "--rate",
+        "2",
+        "--requests",
+        "50",
+        "--json",
+    ]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["requests_completed"] == 50 and r["economics"] is None  # simulated, not priced
+    code, out, err = run_cli(capsys, *argv[:-1])
+    assert code == 0, err
+    assert "no on-demand price for my-gpu" in out and "unknown hardware" not in out
+
+
+def test_the_core_imports_no_cli_or_rendering_library() -> None:
+    """The calculator core imports no rich, typer or matplotlib (docs/architecture.md)."""
+    code = (
+        "import sys, roofline, roofline.phases, roofline.plan, roofline.serve.config, "
+        "roofline.speculative, roofline.diffusion, roofline.published, roofline.economics, "
+        "roofline.memory, roofline.parallel, roofline.stack; "
+        "print(sorted(m for m in ('rich', 'typer', 'matplotlib', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def _core_modules() -> list[Path]:
+    pkg = ROOT / "roofline"
+    skip = {"cli", "kernels"}
+    return [
+        p
+        for p in pkg.rglob("*.py")
+        if not (set(p.relative_to(pkg).parts) & skip) and p.name != "plots.py"
+    ]
+
+
+def test_no_core_message_names_a_flag() -> None:
+    """Core messages name parameters in backticks (`tp=3`); the CLI turns them into its own
+    flags (`cli.common.with_flags`). A `--flag` inside a string literal of the core is a
+    message that is wrong for an API caller and for any command spelling it differently."""
+    import ast
+
+    offenders = []
+    for path in _core_modules():
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+            and isinstance(n.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and " --" + "" in f" {node.value}"
+                and any(w.startswith("--") and w[2:3].isalpha() for w in node.value.split())
+            ):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    # plan's reproduction command lines are the one sanctioned exception until they move to
+    # the CLI (issue "One resolved stack", item 3)
+    offenders = [o for o in offenders if not o.startswith("roofline/plan.py")]
+    assert offenders == []
+
+
+def _runtime_imports(tree):
+    """The `from ... import` statements that run: those under `if TYPE_CHECKING:` do not."""
+    import ast
+
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and getattr(child.test, "id", "") == "TYPE_CHECKING":
+                todo.extend(child.orelse)
+                continue
+            if isinstance(child, ast.ImportFrom):
+                yield child
+            todo.append(child)
+
+
+def test_no_import_cycle_in_the_core() -> None:
+    """Module-level imports of the core form a DAG (function-local imports included: a cycle
+    crossed inside a function is still a cycle)."""
+    import ast
+
+    pkg = ROOT / "roofline"
+    graph: dict[str, set[str]] = {}
+    for path in _core_modules():
+        rel = path.relative_to(pkg).with_suffix("")
+        name = ".".join(("roofline", *rel.parts)).removesuffix(".__init__")
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        deps = set()
+        for node in _runtime_imports(ast.parse(path.read_text())):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+                deps.add(target)
+                deps.update(f"{target}.{a.name}" for a in node.names)
+        graph[name] = deps
+    modules = set(graph)
+    graph = {k: {d for d in v if d in modules and d != k} for k, v in graph.items()}
+    # `roofline/__init__` re-exports the API and every module is inside the package: skip it
+    graph.pop("roofline", None)
+    state: dict[str, int] = {}
+
+    def visit(n: str, path: list[str]) -> None:
+        state[n] = 1
+        for d in graph.get(n, ()):
+            if d == "roofline":
+                continue
+            if state.get(d) == 1:
+                raise AssertionError(" -> ".join([*path, n, d]))
+            if d not in state:
+                visit(d, [*path, n])
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n, [])
+
+
+def test_a_stack_on_another_device_has_that_devices_ceilings() -> None:
+    m = load_model("llama-3.1-8b")
+    h100, h200 = load_hardware("h100-sxm"), load_hardware("h200")
+    s = Stack.resolve(m, h100, engine=load_engine("vllm"), parallel=Parallel(tp=2))
+    t = s.on(h200)
+    assert t.parallel == s.parallel and t.engine is s.engine and t.precision == s.precision
+    assert t.ceilings.bytes_per_s == pytest.approx(
+        h200.memory_bandwidth_bytes_per_s * h200.achievable.memory_bandwidth_fraction
+    )
+    assert not math.isclose(t.ceilings.bytes_per_s, s.ceilings.bytes_per_s)
