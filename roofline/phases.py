@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -130,6 +131,21 @@ class Estimate:
     decode_comm_s: float = 0.0
     shortfall: memory.Shortfall | None = None  # the largest batch asked for that does not fit
     warnings: tuple[str, ...] = ()
+    asked_max: bool = False  # a batch of "max" was asked for (`batch_max`)
+
+    @property
+    def batch_max(self) -> dict | None:
+        """The batch "max" resolved to: its size and what binds it (the KV pool, the
+        activations, the weights, or the scheduler's `max_num_seqs`)."""
+        if not self.asked_max:
+            return None
+        f = self.fit
+        return {
+            "batch": max(f.runnable, 1),
+            "binding": f.runnable_binding,
+            "fits_in_memory": f.max_batch,
+            "max_num_seqs": f.max_num_seqs,
+        }
 
     @property
     def hardware(self) -> HardwareSpec:
@@ -178,6 +194,7 @@ class Estimate:
             ),
             "max_batch": self.max_batch,
             "memory": self.fit.as_dict(),
+            "batch_max": self.batch_max,
             "does_not_fit": None if self.shortfall is None else self.shortfall.as_dict(),
             "warnings": list(self.warnings),
             "cases": [c.as_dict() for c in self.cases],
@@ -201,23 +218,37 @@ def mean_tpot_s(
     return np.asarray(t).mean(axis=1)
 
 
+#: The batch "max": the most sequences the engine runs at once (`BatchFit.runnable`).
+MAX_BATCH = "max"
+
+
 def estimate(
     model: ModelSpec,
     stack: Stack,
-    batches: Sequence[int] = (1,),
+    batches: Sequence[int | Literal["max"]] = (1,),
     prompt: int = 1024,
     gen: int = 256,
 ) -> Estimate:
     """Prefill + decode metrics and memory for each batch size (see module docstring) of
-    `model` on `stack` (`Stack.resolve`: device, formats, ceiling, engine, layout, memory)."""
+    `model` on `stack` (`Stack.resolve`: device, formats, ceiling, engine, layout, memory).
+    A batch of `"max"` is the most sequences the engine runs at P + G tokens: what fits in
+    its memory, capped by its scheduler's `max_num_seqs` (`BatchFit.runnable`; the estimate's
+    `batch_max` says which binds); 1 when nothing fits (shown as not fitting)."""
     if not batches:
         raise InvalidInputError("give at least one batch size")
-    if min(batches) < 1:
-        raise InvalidInputError(f"batch sizes must be at least 1, got {min(batches)}")
+    sizes = [b for b in batches if b != MAX_BATCH]
+    if any(not isinstance(b, int | np.integer) for b in sizes):
+        raise InvalidInputError(f"batch sizes are integers or '{MAX_BATCH}', got {batches}")
+    if sizes and min(sizes) < 1:
+        raise InvalidInputError(f"batch sizes must be at least 1, got {min(sizes)}")
     if prompt < 1 or gen < 1:
         raise InvalidInputError("`prompt` and `gen` must be at least 1 token")
     hw, precision, parallel = stack.hardware, stack.precision, stack.parallel
     precision.check(hw)
+    context = prompt + gen
+    fit = memory.batch_fit(model, stack, context, prompt)
+    asked_max = len(sizes) < len(batches)
+    batches = [max(fit.runnable, 1) if b == MAX_BATCH else int(b) for b in batches]
     B = np.asarray(batches, dtype=float)
 
     def cost(step: Step) -> ParallelStepCost:
@@ -229,8 +260,6 @@ def estimate(
         ttft = ttft + cost(Step(B, 1, prompt - 1)).time_s
     ttft = np.asarray(ttft)
     tpot = mean_tpot_s(model, stack, B, prompt, gen)
-    context = prompt + gen
-    fit = memory.batch_fit(model, stack, context, prompt)
     mem = memory.held(model, stack, B, prompt, context)
     kv_at_prompt = np.asarray(memory.held(model, stack, B, prompt, prompt).kv_cache_bytes)
     kv_bytes, act_bytes = np.asarray(mem.kv_cache_bytes), np.asarray(mem.activation_bytes)
@@ -266,4 +295,5 @@ def estimate(
         float(decode.comm_s),
         short,
         memory.context_warning(model, context),
+        asked_max,
     )

@@ -161,6 +161,16 @@ def in_range(
     return check
 
 
+def batch_list(text: str, what: str = "batch size") -> list[int | str]:
+    """'1,8,max' -> [1, 8, 'max']: batch sizes, `max` for the most the engine runs at once."""
+    words = [v.strip().lower() for v in text.split(",") if v.strip()]
+    if "max" not in words:
+        return list(int_list(text, what))
+    rest = [w for w in words if w != "max"]
+    sizes = iter(int_list(",".join(rest), what) if rest else [])
+    return ["max" if w == "max" else next(sizes) for w in words]
+
+
 def int_list(text: str, what: str, limit: int = MAX_BATCH, long: int = 1000) -> list[int]:
     """'1,16,64' -> [1, 16, 64]; each value an integer in [1, limit], at most `long` values."""
     if len(text) > 20 * long:

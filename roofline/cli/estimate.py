@@ -18,7 +18,6 @@ from .common import (
     PrefillTokenBudget,
     RequireFit,
     SpecsDir,
-    int_list,
     positive,
     print_json,
     warn,
@@ -33,7 +32,13 @@ def estimate(
         str, typer.Argument(help="model name, alias, or path to a YAML spec")
     ] = "llama-3.1-8b",
     hardware: common.Hardware = "h100-sxm",
-    batch: Annotated[str, Opt(help="batch sizes B per replica, comma-separated")] = "1,16,64",
+    batch: Annotated[
+        str,
+        Opt(
+            help="batch sizes B per replica, comma-separated; `max` is the most the engine runs "
+            "at prompt+gen tokens (its KV pool and max_num_seqs)"
+        ),
+    ] = "1,16,64",
     prompt: common.Prompt = 1024,
     gen: common.Gen = 256,
     dtype: Annotated[
@@ -100,7 +105,7 @@ def estimate(
     e = run_estimate(
         m,
         stack,
-        int_list(batch, "batch size"),
+        common.batch_list(batch),
         positive(prompt, "--prompt"),
         positive(gen, "--gen"),
     )
@@ -127,6 +132,15 @@ def estimate(
         from .report import breakdown_table, estimate_table, fit_lines, memory_table
 
         common.console.print(estimate_table(e, econ))
+        if e.batch_max is not None:
+            bm = e.batch_max
+            bound = (
+                f"the engine's max_num_seqs ({bm['max_num_seqs']:,}; {bm['fits_in_memory']:,} "
+                "would fit in memory)"
+                if bm["binding"] == "max_num_seqs"
+                else f"memory ({bm['binding']})"
+            )
+            common.console.print(f"batch max = {bm['batch']:,}: bound by {bound}.")
         for line in fit_lines(e):
             common.console.print(common.with_flags(line))
         if breakdown:
