@@ -2,9 +2,10 @@
 
 The public API, used by the CLI, notebooks and other tools alike::
 
-    from roofline import load_model, load_hardware, estimate, decode_step_s
+    from roofline import Stack, load_model, load_hardware, estimate, decode_step_s
     m, hw = load_model("llama-2-13b"), load_hardware("h100-sxm")
-    e = estimate(m, hw, batches=[1, 64], prompt=1024, gen=256, ceiling="datasheet")
+    stack = Stack.resolve(m, hw, ceiling="datasheet")  # resolved once, passed whole
+    e = estimate(m, stack, batches=[1, 64], prompt=1024, gen=256)
     grid = decode_step_s(m, hw, B[:, None], S[None, :])  # a whole batch x context grid
 
 One step's operators: `from roofline.operators import operators`.
@@ -21,6 +22,7 @@ from .model import ModelSpec
 from .operators import Step
 from .phases import Estimate, estimate
 from .precision import Precision
+from .stack import Stack
 
 __all__ = [
     "Estimate",
@@ -28,6 +30,7 @@ __all__ = [
     "ModelSpec",
     "Precision",
     "RooflineError",
+    "Stack",
     "Step",
     "batch_fit",
     "decode_step_s",

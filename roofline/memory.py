@@ -174,7 +174,7 @@ def batch_fit(m: ModelSpec, stack: Stack, context: int, prompt: int | None = Non
     w = float(one.weights_bytes)
     per_seq = float(one.kv_cache_bytes) + m.vocab_size * LOGIT_BYTES / par.tp
     hi = np.asarray(max(int((usable - w) // per_seq) + 1, 0))
-    b = int(_largest(lambda x: mem(x).total_bytes <= usable, hi))
+    b = int(_largest(lambda x: np.asarray(mem(x).total_bytes <= usable), hi))
     at = mem(max(b, 1))
     kv, act = (
         (float(at.kv_cache_bytes), float(at.activation_bytes))
@@ -220,8 +220,8 @@ def context_fit(m: ModelSpec, stack: Stack, batch: int = 1) -> ContextFit:
     weights, by the same per-GPU memory as `batch_fit`."""
     usable = stack.budget.usable_bytes
 
-    def fits(s: ArrayLike) -> ArrayLike:
-        return held(m, stack, batch, np.maximum(s, 1), s).total_bytes <= usable
+    def fits(s: np.ndarray) -> np.ndarray:
+        return np.asarray(held(m, stack, batch, np.maximum(s, 1), s).total_bytes <= usable)
 
     limit = m.max_context
     if fits(np.asarray(limit)):

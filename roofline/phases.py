@@ -194,11 +194,10 @@ class Estimate:
             ),
             "max_batch": self.max_batch,
             "memory": self.fit.as_dict(),
-            "batch_max": self.batch_max,
             "does_not_fit": None if self.shortfall is None else self.shortfall.as_dict(),
             "warnings": list(self.warnings),
             "cases": [c.as_dict() for c in self.cases],
-        }
+        } | ({"batch_max": self.batch_max} if self.asked_max else {})
 
 
 def first_token_split(stack: Stack, prompt: int) -> int:
@@ -236,9 +235,9 @@ def estimate(
     `batch_max` says which binds); 1 when nothing fits (shown as not fitting)."""
     if not batches:
         raise InvalidInputError("give at least one batch size")
-    sizes = [b for b in batches if b != MAX_BATCH]
-    if any(not isinstance(b, int | np.integer) for b in sizes):
+    if any(b != MAX_BATCH and not isinstance(b, int | np.integer) for b in batches):
         raise InvalidInputError(f"batch sizes are integers or '{MAX_BATCH}', got {batches}")
+    sizes = [int(b) for b in batches if b != MAX_BATCH]
     if sizes and min(sizes) < 1:
         raise InvalidInputError(f"batch sizes must be at least 1, got {min(sizes)}")
     if prompt < 1 or gen < 1:
@@ -248,8 +247,8 @@ def estimate(
     context = prompt + gen
     fit = memory.batch_fit(model, stack, context, prompt)
     asked_max = len(sizes) < len(batches)
-    batches = [max(fit.runnable, 1) if b == MAX_BATCH else int(b) for b in batches]
-    B = np.asarray(batches, dtype=float)
+    runs = [max(fit.runnable, 1) if b == MAX_BATCH else int(b) for b in batches]
+    B = np.asarray(runs, dtype=float)
 
     def cost(step: Step) -> ParallelStepCost:
         return parallel_step_cost(model, stack, step)
@@ -278,11 +277,11 @@ def estimate(
             parallel.replicas,
             float(kv_at_prompt[i]),
         )
-        for i, b in enumerate(batches)
+        for i, b in enumerate(runs)
     )
     over = [c.batch for c in cases if not c.fits]
     short = memory.shortfall(model, stack, max(over), prompt, context) if over else None
-    first = batches[0]
+    first = runs[0]
     prefill, decode = cost(Step(first, prompt - split, 0)), cost(Step(first, 1, prompt))
     return Estimate(
         model,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 from .cost import CEILINGS, Ceiling, Ceilings
 from .engine import EngineSpec
@@ -180,6 +180,6 @@ class Stack:
     def with_parallel(self, parallel: Parallel) -> Stack:
         return replace(self, parallel=parallel)
 
-    def with_memory(self, **changes: float | int | None) -> Stack:
+    def with_memory(self, **changes: Any) -> Stack:
         """The stack with some memory-policy fields replaced (`memory_fraction=0.95`, ...)."""
         return replace(self, memory=replace(self.memory, **changes))

@@ -161,14 +161,15 @@ def in_range(
     return check
 
 
-def batch_list(text: str, what: str = "batch size") -> list[int | str]:
+def batch_list(text: str, what: str = "batch size") -> list[int | Literal["max"]]:
     """'1,8,max' -> [1, 8, 'max']: batch sizes, `max` for the most the engine runs at once."""
     words = [v.strip().lower() for v in text.split(",") if v.strip()]
     if "max" not in words:
-        return list(int_list(text, what))
+        return list(int_list(text, what))  # type: ignore[arg-type]  # list is invariant
     rest = [w for w in words if w != "max"]
     sizes = iter(int_list(",".join(rest), what) if rest else [])
-    return ["max" if w == "max" else next(sizes) for w in words]
+    out: list[int | Literal["max"]] = ["max" if w == "max" else next(sizes) for w in words]
+    return out
 
 
 def int_list(text: str, what: str, limit: int = MAX_BATCH, long: int = 1000) -> list[int]:
