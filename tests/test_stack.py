@@ -160,6 +160,14 @@ def test_a_user_prefill_device_without_a_price_is_simulated(tmp_path, capsys) ->
     code, out, err = run_cli(capsys, *argv[:-1])
     assert code == 0, err
     assert "no on-demand price for my-gpu" in out and "unknown hardware" not in out
+    assert "pass --price my-gpu=" in out  # an option `serve` has
+    # priced with --price: one prefill and one decode replica of one GPU each, $/h added
+    code, out, err = run_cli(capsys, *argv, "--price", "my-gpu=2.0")
+    assert code == 0, err
+    from roofline.economics import load_prices
+
+    h100 = load_prices().usd_per_gpu_hour("h100-sxm", "on-demand")
+    assert json.loads(out)["economics"]["usd_per_hour"] == pytest.approx(2.0 + h100)
 
 
 def test_the_core_imports_no_cli_or_rendering_library() -> None:

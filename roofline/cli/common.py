@@ -71,6 +71,13 @@ PrefillTokenBudget = Annotated[
         "at once",
     ),
 ]
+Price = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="NAME=USD per GPU-hour, or a YAML price table (repeatable; default: the bundled "
+        "on-demand prices)"
+    ),
+]
 RequireFit = Annotated[
     bool,
     typer.Option("--require-fit", help="exit 1 when a configuration does not fit in device memory"),
@@ -388,25 +395,27 @@ def price_tier(tier: str) -> Tier:
     return cast("Tier", tier)
 
 
-def serve_economics_dict(summary: Any, devices: dict, gpus_per_replica: int) -> dict | None:
+def serve_economics_dict(
+    summary: Any, devices: dict, gpus_per_replica: int, prices: Any
+) -> dict | None:
     """The JSON of a serve run's cost and energy (`devices`: the loaded spec of each pool's
-    device, by name), None when a device has no price."""
-    from ..economics import load_prices, serve_economics
+    device, by name; `prices`: the price table of `--price`), None when a device has no price."""
+    from ..economics import serve_economics
     from ..errors import RooflineError
 
     try:
-        return serve_economics(summary, devices, load_prices(), gpus_per_replica).as_dict()
+        return serve_economics(summary, devices, prices, gpus_per_replica).as_dict()
     except RooflineError:
         return None
 
 
-def cost_line(summary: Any, devices: dict, gpus_per_replica: int) -> str:
-    """One line of cost and energy for a serve run (bundled on-demand prices), or why not."""
-    from ..economics import IDLE_FRACTION_OF_TDP, load_prices, serve_economics
+def cost_line(summary: Any, devices: dict, gpus_per_replica: int, prices: Any) -> str:
+    """One line of cost and energy for a serve run (on-demand prices of `prices`), or why not."""
+    from ..economics import IDLE_FRACTION_OF_TDP, serve_economics
     from ..errors import RooflineError
 
     try:
-        e = serve_economics(summary, devices, load_prices(), gpus_per_replica)
+        e = serve_economics(summary, devices, prices, gpus_per_replica)
     except RooflineError as err:
         return f"cost: not shown ({with_flags(str(err))})"
     return (

@@ -67,14 +67,7 @@ def estimate(
     memory_fraction: MemoryFraction = None,
     prefill_token_budget: PrefillTokenBudget = None,
     require_fit: RequireFit = False,
-    price: Annotated[
-        list[str] | None,
-        Opt(
-            help="NAME=USD per GPU-hour, or a YAML price table "
-            "(repeatable; default: the bundled on-demand "
-            "prices)"
-        ),
-    ] = None,
+    price: common.Price = None,
     price_tier: Annotated[str, Opt(help="on-demand or discounted")] = "on-demand",
     utilisation: Annotated[
         float,

@@ -118,10 +118,14 @@ def serve(
     slo_tpot: common.SloTpot = 0.1,
     sweep: Annotated[bool, Opt("--sweep-rate", help="highest rate meeting the SLO")] = False,
     slo_attainment: common.SloAttainment = 0.9,
+    price: common.Price = None,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
     """Simulate serving: TTFT/TPOT/E2E percentiles, throughput, goodput, KV and batch use."""
+    from ..economics import parse_price_options
+
+    prices = parse_price_options(price or [])  # read before the simulation: a bad file fails fast
     prec = common.precision(dtype, weights, activations, kv_format)
     overrides = dict(
         max_seqs=max_seqs,
@@ -203,7 +207,7 @@ def serve(
     if json_out:
 
         def econ(s: Summary) -> dict:
-            return {"economics": common.serve_economics_dict(s, runs.devices, tp * pp * ep)}
+            return {"economics": common.serve_economics_dict(s, runs.devices, tp * pp * ep, prices)}
 
         rows = [{**s.as_dict(), **econ(s)} for s in summaries]
         # one shape: `runs` holds every policy's run; a single run also sits at the top level
@@ -235,4 +239,4 @@ def serve(
     if len(summaries) == 1:
         for line in timeline_lines(summaries[0]):
             console.print(line)
-        console.print(common.cost_line(summaries[0], runs.devices, tp * pp * ep))
+        console.print(common.cost_line(summaries[0], runs.devices, tp * pp * ep, prices))
