@@ -79,9 +79,6 @@ from .stack import Stack
 Z95 = 1.645
 #: Batch sizes the decode step time is evaluated at; other b are interpolated linearly.
 BATCH_GRID_POINTS = 40
-#: The scheduler's token budget per step: the `continuous` preset's (`serve.policy`), raised to
-#: B when B is larger (a budget below max sequences is refused by `Policy`).
-TOKEN_BUDGET = 2048
 Serving = Literal["both", "aggregated", "disaggregated"]
 SERVING: tuple[str, ...] = ("both", "aggregated", "disaggregated")
 
@@ -783,8 +780,10 @@ class PlanResult:
 
 # ---- the search -----------------------------------------------------------------------------
 def _policy(max_batch: int, disaggregated: bool) -> Policy:
+    """The scheduler a candidate runs: B max sequences, the engine's step token budget (fixed
+    on the candidate's stack, `Policy.on`)."""
     base = POLICIES["disaggregated" if disaggregated else "continuous"]
-    return base.with_overrides(max_seqs=max_batch, token_budget=max(TOKEN_BUDGET, max_batch))
+    return base.with_overrides(max_seqs=max_batch)
 
 
 def _infeasible_checks(
@@ -956,8 +955,8 @@ def commands(
         f"roofline serve {model} --hardware {c.hardware}{lay} {fmt} --kv-format {p.kv} "
         f"--rate {req.rate_per_s:g} --requests {requests} --arrivals poisson "
         f"--lengths fixed --prompt {req.prompt_tokens} --gen "
-        f"{req.gen_tokens} --seed {seed} --max-seqs {c.max_batch} --token-budget "
-        f"{max(TOKEN_BUDGET, c.max_batch)} --slo-ttft {req.slo_ttft_s:g} --slo-tpot "
+        f"{req.gen_tokens} --seed {seed} --max-seqs {c.max_batch} "
+        f"--slo-ttft {req.slo_ttft_s:g} --slo-tpot "
         f"{req.slo_tpot_s:g} --ceiling {ceiling} --engine {engine}"
     )
     if c.kind == "aggregated":
@@ -987,9 +986,9 @@ def confirm(
     name), and read its p95 TTFT and TPOT."""
     t0 = time.perf_counter()
     dis = c.kind == "disaggregated"
-    pol = _policy(c.max_batch, dis)
     hw = hardware[c.hardware]
     stack = Stack.resolve(model, hw, precision_of(c.fmt), ceiling, engine, c.parallel)
+    pol = _policy(c.max_batch, dis).on(stack.memory)
     d = build_deployment(
         model,
         stack,

@@ -94,6 +94,16 @@ class MemoryPolicy:
         """What one device of `hw` offers under this policy."""
         return memory_budget(hw, self.memory_fraction)
 
+    def step_token_budget(self, max_seqs: int) -> int:
+        """New tokens a serving step may take with at most `max_seqs` sequences: the engine's
+        prefill token budget, or `DEFAULT_PREFILL_TOKEN_BUDGET` for an engine that takes whole
+        prompts (whole prompts up to that many tokens share a step; a longer one runs alone),
+        raised to `max_seqs` so that a decode step of every sequence fits (vLLM refuses
+        `max_num_batched_tokens` below `max_num_seqs`). The one place the step budget of the
+        simulator and of `plan` is decided."""
+        n = self.prefill_token_budget
+        return max(DEFAULT_PREFILL_TOKEN_BUDGET if n is None else n, max_seqs)
+
 
 def resolve_engine(engine: EngineSpec | None, ceiling: Ceiling) -> EngineSpec | None:
     """The engine a step runs on this ceiling: none on the datasheet one (the speed of light)."""

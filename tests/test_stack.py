@@ -101,6 +101,67 @@ def test_plan_screens_with_the_engines_memory_fraction() -> None:
     assert at_09 - g.kv_capacity_tokens == pytest.approx(0.1 * hw.memory_bytes / 131_072, abs=1)
 
 
+@pytest.mark.parametrize(
+    ("engine", "max_seqs", "budget"),
+    [
+        ("vllm", 256, 8192),  # vllm.yaml prefill_token_budget 8192
+        ("vllm", 10_000, 10_000),  # raised to max_seqs: a decode step of all must fit
+        ("llama.cpp", 256, 512),  # llama.cpp.yaml: n_batch 512
+        ("lmdeploy", 256, 8192),  # whole prompts: DEFAULT_PREFILL_TOKEN_BUDGET per step
+        (None, 64, 8192),  # the datasheet ceiling runs no engine: the default
+    ],
+)
+def test_one_step_token_budget_for_serve_and_plan(engine, max_seqs, budget) -> None:
+    """Defect: the step's token budget existed three times (the engine's 8192, `Policy`'s 2048,
+    `plan.TOKEN_BUDGET` 2048), so `serve --engine vllm` scheduled 2048-token steps and held KV
+    for them where the engine profile says 8192. Now a policy without a budget takes the
+    stack's (`MemoryPolicy.step_token_budget`), in `serve` and in `plan` alike."""
+    from roofline.plan import _policy
+    from roofline.serve.config import ServeConfig, serve_runs
+    from roofline.serve.policy import POLICIES
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    eng = load_engine(engine) if engine else None
+    ceiling = "achievable" if engine else "datasheet"
+    stack = Stack.resolve(m, hw, ceiling=ceiling, engine=eng)
+    assert (
+        POLICIES["continuous"].with_overrides(max_seqs=max_seqs).on(stack.memory).token_budget
+        == budget
+    )
+    assert _policy(max_seqs, False).on(stack.memory).token_budget == budget
+    runs = serve_runs(
+        ServeConfig(
+            model="llama-3.1-8b",
+            hardware="h100-sxm",
+            engine=engine or "none",
+            ceiling=ceiling,
+            overrides={"max_seqs": max_seqs},
+        )
+    )
+    assert runs.policies[0].token_budget == budget
+    # a budget given on the command line still wins
+    assert (
+        POLICIES["chunked"].with_overrides(token_budget=4096).on(stack.memory).token_budget == 4096
+    )
+
+
+def test_plan_and_serve_hold_the_same_kv_for_one_candidate() -> None:
+    """The KV capacity `plan` screens with is the one `serve` builds for the same stack and
+    max batch (the same token budget, the engine's)."""
+    from roofline.economics import load_prices
+    from roofline.plan import Requirement, Space, build_groups
+    from roofline.serve.config import ServeConfig, serve_runs
+
+    m, hw, eng = load_model("llama-3.1-8b"), load_hardware("h100-sxm"), load_engine("vllm")
+    space = Space(("h100-sxm",), max_gpus=1, max_batches=(128,), serving="aggregated")
+    groups, _ = build_groups(m, [hw], Requirement(2, 512, 64, 1.0, 0.1), space, load_prices(), eng)
+    (g,) = [g for g in groups if g.fmt == "bf16"]
+    runs = serve_runs(
+        ServeConfig(model="llama-3.1-8b", hardware="h100-sxm", overrides={"max_seqs": 128})
+    )
+    assert g.kv_capacity_tokens == runs.deployments[0].pool.kv_capacity_tokens
+
+
 def test_plan_confirms_on_a_device_given_as_a_yaml_file(tmp_path, capsys) -> None:
     """Defect: `plan --hardware my-gpu.yaml` screened, then failed in the simulator with
     "unknown hardware" because the confirmation looked the device up by name again."""

@@ -132,7 +132,6 @@ def serve_runs(c: ServeConfig, notes: list[str] | None = None) -> ServeRuns:
     m, hw = load_model(c.model, dirs), load_hardware(c.hardware, dirs)
     pre_hw = load_hardware(c.prefill_hardware, dirs) if c.prefill_hardware else None
     dec_hw = load_hardware(c.decode_hardware, dirs) if c.decode_hardware else None
-    policies = [policy(n.strip()).with_overrides(**c.overrides) for n in c.policies]
     stack = Stack.resolve(
         m,
         hw,
@@ -142,6 +141,9 @@ def serve_runs(c: ServeConfig, notes: list[str] | None = None) -> ServeRuns:
         c.parallel,
         memory_fraction=c.memory_fraction,
     )
+    policies = [
+        policy(n.strip()).with_overrides(**c.overrides).on(stack.memory) for n in c.policies
+    ]
     deployments = [
         build_deployment(
             m, stack, p, c.replicas, pre_hw, dec_hw, c.prefill_replicas, c.decode_replicas

@@ -7,9 +7,12 @@ command line override a preset's fields (`Policy.with_overrides`).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from ..stack import MemoryPolicy
 
 Batching = Literal["static", "continuous"]
 Prefill = Literal["prefill-first", "decode-first", "chunked"]
@@ -35,7 +38,7 @@ class Policy:
     batching: Batching = "continuous"
     prefill: Prefill = "prefill-first"
     max_seqs: int = 256
-    token_budget: int = 2048
+    token_budget: int | None = None
     kv: KVLayout = "paged"
     block_size: int = 16
     preemption: Preemption = "recompute"
@@ -50,11 +53,13 @@ class Policy:
                     f"unknown {field} '{getattr(self, field)}'; use one of: {', '.join(allowed)}"
                 )
         for field in ("max_seqs", "token_budget", "block_size"):
-            if getattr(self, field) < 1:
-                raise InvalidInputError(f"{field} must be at least 1, got {getattr(self, field)}")
-        if self.batching == "continuous" and self.token_budget < self.max_seqs:
+            value = getattr(self, field)
+            if value is not None and value < 1:
+                raise InvalidInputError(f"{field} must be at least 1, got {value}")
+        tb = self.token_budget
+        if self.batching == "continuous" and tb is not None and tb < self.max_seqs:
             raise InvalidInputError(
-                f"token budget {self.token_budget} is below max sequences {self.max_seqs}: "
+                f"token budget {tb} is below max sequences {self.max_seqs}: "
                 "a decode step of every sequence would not fit; raise `token_budget`"
             )
         if self.batching == "static" and self.kv != "contiguous":
@@ -70,6 +75,21 @@ class Policy:
     def with_overrides(self, **fields) -> Policy:
         """This policy with every non-None field replaced."""
         return replace(self, **{k: v for k, v in fields.items() if v is not None})
+
+    def on(self, memory: MemoryPolicy) -> Policy:
+        """This policy with its token budget fixed: a given one stays, else the engine's."""
+        if self.token_budget is not None:
+            return self
+        return replace(self, token_budget=memory.step_token_budget(self.max_seqs))
+
+    @property
+    def step_tokens(self) -> int:
+        """The token budget of a policy fixed by `on`."""
+        if self.token_budget is None:
+            raise InvalidInputError(
+                f"policy '{self.name}' has no token budget yet: fix it on its stack first"
+            )
+        return self.token_budget
 
 
 POLICIES: dict[str, Policy] = {

@@ -249,7 +249,7 @@ class PrefillFirst(Continuous):
     """A waiting prompt runs whole in a prefill-only step, pausing decodes."""
 
     def batch(self) -> tuple[np.ndarray, Chunks]:
-        chunks = self._schedule_prefill(self.p.token_budget)
+        chunks = self._schedule_prefill(self.p.step_tokens)
         return (self.run[:0] if chunks else self._grow_decodes()), chunks
 
 
@@ -268,7 +268,7 @@ class DecodeFirst(Continuous):
 
     def batch(self) -> tuple[np.ndarray, Chunks]:
         # draining: a budget of 0 only resumes swapped-out or handed-off sequences
-        chunks = self._schedule_prefill(0 if self.draining else self.p.token_budget)
+        chunks = self._schedule_prefill(0 if self.draining else self.p.step_tokens)
         if not chunks:
             self.draining = True  # the batch is full: decode it out
         return (self.run[:0] if chunks else self._grow_decodes()), chunks
@@ -282,7 +282,7 @@ class Chunked(Continuous):
 
     def batch(self) -> tuple[np.ndarray, Chunks]:
         decode = self._grow_decodes()
-        return decode, self._schedule_prefill(self.p.token_budget - decode.size)
+        return decode, self._schedule_prefill(self.p.step_tokens - decode.size)
 
 
 class Static(Scheduler):

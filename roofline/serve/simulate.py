@@ -20,7 +20,7 @@ from ..hardware import HardwareSpec
 from ..model import ModelSpec
 from ..parallel import check
 from ..placement import memory_per_gpu, pp_stage, tp_shard
-from ..stack import Stack
+from ..stack import MemoryPolicy, Stack
 from .loop import Counters, Requests, ServingLoop, StepTimer, Timeline
 from .policy import Policy
 from .stepcost import mixed_step_cost
@@ -58,6 +58,7 @@ class Deployment:
     swap_bytes_per_s: float = PCIE4_X16_BYTES_PER_S
     state_bytes_per_sequence: float = 0.0  # SSM / linear-attention state, moved with the KV
     first_token_from_decode: bool = False  # the engine's `first_token` is `decode`
+    memory: MemoryPolicy = MemoryPolicy()  # the stack's: fixes a policy's token budget
 
     @property
     def pools(self) -> tuple[Pool, ...]:
@@ -77,8 +78,9 @@ def kv_capacity_tokens(model: ModelSpec, stack: Stack, policy: Policy) -> int:
     context: blocks that fall out of the window are not reclaimed, so capacity is conservative
     for contexts beyond W."""
     hw, precision, par = stack.hardware, stack.precision, stack.parallel
+    policy = policy.on(stack.memory)
     gpu = memory_per_gpu(
-        model, precision, par, policy.max_seqs, policy.token_budget / policy.max_seqs, 0
+        model, precision, par, policy.max_seqs, policy.step_tokens / policy.max_seqs, 0
     )
     stage = pp_stage(tp_shard(model, par.tp), par.pp)
     weights, act = gpu.weights_bytes, float(gpu.activation_bytes)
@@ -160,6 +162,7 @@ def build_deployment(
             kv_per_token,
             state_bytes_per_sequence=state,
             first_token_from_decode=decode_first,
+            memory=stack.memory,
         )
     src = prefill_hw or hw
     link = src.interconnect
@@ -176,6 +179,7 @@ def build_deployment(
         link.latency_us * 1e-6,
         state_bytes_per_sequence=state,
         first_token_from_decode=decode_first,
+        memory=stack.memory,
     )
 
 
@@ -232,6 +236,7 @@ def simulate(
             f"max sequence length {max_seq_len} is below the longest request "
             f"({longest} tokens); raise it"
         )
+    policy = policy.on(d.memory)
     reqs, counters = Requests(w, d.first_token_from_decode), Counters()
     events: list[tuple[float, int, int]] = []  # (time, order, request) into the decode pool
     order = iter(range(1 << 62))
