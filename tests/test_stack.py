@@ -85,7 +85,7 @@ def test_plan_screens_with_the_engines_memory_fraction() -> None:
     plan's KV capacity must be the one `serve` builds for the same policy, and the usable
     memory behind it 0.8 × 85,520,809,984 B (H100 SXM5, 79.6 GiB as nvidia-smi reports)."""
     from roofline.economics import load_prices
-    from roofline.plan import Requirement, Space, _policy, build_groups
+    from roofline.plan import Requirement, Space, build_groups, scheduler_policy
     from roofline.serve.simulate import kv_capacity_tokens
 
     m, hw, eng = load_model("llama-3.1-8b"), load_hardware("h100-sxm"), load_engine("lmdeploy")
@@ -94,8 +94,8 @@ def test_plan_screens_with_the_engines_memory_fraction() -> None:
     (g,) = [g for g in groups if g.fmt == "bf16"]
     stack = Stack.resolve(m, hw, engine=eng)
     assert stack.budget.usable_bytes == pytest.approx(0.8 * hw.memory_bytes)
-    assert g.kv_capacity_tokens == kv_capacity_tokens(m, stack, _policy(64, False))
-    at_09 = kv_capacity_tokens(m, stack.with_memory(memory_fraction=0.9), _policy(64, False))
+    assert g.kv_capacity_tokens == kv_capacity_tokens(m, stack, scheduler_policy(64, False))
+    at_09 = kv_capacity_tokens(m, stack.with_memory(memory_fraction=0.9), scheduler_policy(64, False))
     # 0.1 of the capacity more is 8.55e9 B more, 131,072 B per bf16 token of Llama-3.1-8B
     # (2 · 32 layers · 8 kv heads · 128 · 2 B): 65,247 more tokens, give or take the floor
     assert at_09 - g.kv_capacity_tokens == pytest.approx(0.1 * hw.memory_bytes / 131_072, abs=1)
@@ -116,7 +116,7 @@ def test_one_step_token_budget_for_serve_and_plan(engine, max_seqs, budget) -> N
     `plan.TOKEN_BUDGET` 2048), so `serve --engine vllm` scheduled 2048-token steps and held KV
     for them where the engine profile says 8192. Now a policy without a budget takes the
     stack's (`MemoryPolicy.step_token_budget`), in `serve` and in `plan` alike."""
-    from roofline.plan import _policy
+    from roofline.plan import scheduler_policy
     from roofline.serve.config import ServeConfig, serve_runs
     from roofline.serve.policy import POLICIES
 
@@ -128,7 +128,7 @@ def test_one_step_token_budget_for_serve_and_plan(engine, max_seqs, budget) -> N
         POLICIES["continuous"].with_overrides(max_seqs=max_seqs).on(stack.memory).token_budget
         == budget
     )
-    assert _policy(max_seqs, False).on(stack.memory).token_budget == budget
+    assert scheduler_policy(max_seqs, False).on(stack.memory).token_budget == budget
     runs = serve_runs(
         ServeConfig(
             model="llama-3.1-8b",
@@ -278,9 +278,6 @@ def test_no_core_message_names_a_flag() -> None:
                 and any(w.startswith("--") and w[2:3].isalpha() for w in node.value.split())
             ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-    # plan's reproduction command lines are the one sanctioned exception until they move to
-    # the CLI (issue "One resolved stack", item 3)
-    offenders = [o for o in offenders if not o.startswith("roofline/plan.py")]
     assert offenders == []
 
 

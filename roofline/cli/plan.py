@@ -12,7 +12,7 @@ import typer
 from ..catalog import load_hardware, load_model
 from ..economics import parse_price_options
 from ..errors import InvalidInputError
-from ..plan import PlanResult, Requirement, Space, default_hardware, plan
+from ..plan import PlanResult, Requirement, Space, default_hardware, plan, precision_of
 from ..serve.workload import from_trace
 from . import app, common
 from .common import JsonFlag, SpecsDir, int_list, print_json
@@ -79,6 +79,47 @@ def run_plan(
     )
     eng = common.engine(engine, specs_dir)
     return plan(m, devices, req, space, table, workload, confirm_top, requests, seed, eng)
+
+
+def commands(r: PlanResult) -> tuple[str, ...]:
+    """The `roofline estimate` and `roofline serve` command lines that reproduce the chosen
+    deployment (none when nothing was chosen): the same engine, ceiling, workload and seed."""
+    c, req = r.chosen, r.requirement
+    if c is None:
+        return ()
+    p = precision_of(c.fmt)
+    fmt = f"--weights {p.weights} --activations {p.activations}"
+    par = c.parallel
+    lay = "".join(
+        f" --{k} {v}" for k, v in (("tp", par.tp), ("pp", par.pp), ("ep", par.ep)) if v > 1
+    )
+    n = max(1, round(c.concurrency))
+    ceiling, engine = r.space.ceiling, r.engine
+    est = (
+        f"roofline estimate {r.model} --hardware {c.hardware}{lay} {fmt} --kv-format {p.kv} "
+        f"--prompt {req.prompt_tokens} --gen {req.gen_tokens} --batch 1,{n},{c.max_batch} "
+        f"--ceiling {ceiling} --engine {engine}"
+    )
+    serve = (
+        f"roofline serve {r.model} --hardware {c.hardware}{lay} {fmt} --kv-format {p.kv} "
+        f"--rate {req.rate_per_s:g} --requests {r.requests} --arrivals poisson "
+        f"--lengths fixed --prompt {req.prompt_tokens} --gen "
+        f"{req.gen_tokens} --seed {r.seed} --max-seqs {c.max_batch} "
+        f"--slo-ttft {req.slo_ttft_s:g} --slo-tpot "
+        f"{req.slo_tpot_s:g} --ceiling {ceiling} --engine {engine}"
+    )
+    if c.kind == "aggregated":
+        serve += f" --replicas {c.replicas}"
+        return est, serve
+    serve += (
+        f" --policy disaggregated --prefill-hardware {c.prefill_hardware} "
+        f"--decode-hardware {c.hardware} --prefill-replicas {c.prefill_replicas} "
+        f"--decode-replicas {c.replicas}"
+    )
+    pre = est.replace(f"--hardware {c.hardware}", f"--hardware {c.prefill_hardware}").replace(
+        f"--batch 1,{n},{c.max_batch}", "--batch 1"
+    )
+    return pre, est, serve
 
 
 def _ms(x: float) -> str:
@@ -170,9 +211,9 @@ def render(r: PlanResult, frontier_rows: int) -> None:
     for region in r.rejected:
         j.add_row(region.hardware, region.reason, f"{region.points:,}", region.closest)
     console.print(j)
-    if r.commands:
+    if cmds := commands(r):
         console.print("reproduce the chosen deployment:")
-        for cmd in r.commands:
+        for cmd in cmds:
             console.print(f"  {cmd}", soft_wrap=True, highlight=False)
     for hw, cite in r.prices.items():
         console.print(f"price {hw}: {cite}", highlight=False)
@@ -279,6 +320,6 @@ def plan_cmd(
         specs_dir,
     )
     if json_out:
-        print_json(r.as_dict())
+        print_json({**r.as_dict(), "commands": list(commands(r))})
     else:
         render(r, frontier_rows)

@@ -1,0 +1,59 @@
+"""Stage 2: a candidate replayed in the serving simulator on its loaded devices."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..cost import Ceiling
+from ..engine import EngineSpec
+from ..hardware import HardwareSpec
+from ..model import ModelSpec
+from ..serve.metrics import Summary
+from ..serve.simulate import build_deployment, simulate
+from ..serve.workload import Workload
+from ..stack import Stack
+from .screen import Candidate, SimCheck
+from .space import Requirement, precision_of, scheduler_policy
+
+
+def confirm(
+    model: ModelSpec,
+    c: Candidate,
+    workload: Workload,
+    req: Requirement,
+    hardware: Mapping[str, HardwareSpec],
+    ceiling: Ceiling,
+    engine: EngineSpec | None = None,
+) -> SimCheck:
+    """Run the serving simulator on `c`, its devices taken from the loaded `hardware` (by
+    name), and read its p95 TTFT and TPOT."""
+    t0 = time.perf_counter()
+    dis = c.kind == "disaggregated"
+    hw = hardware[c.hardware]
+    stack = Stack.resolve(model, hw, precision_of(c.fmt), ceiling, engine, c.parallel)
+    pol = scheduler_policy(c.max_batch, dis).on(stack.memory)
+    d = build_deployment(
+        model,
+        stack,
+        pol,
+        replicas=c.replicas if not dis else 1,
+        prefill_hw=hardware[c.prefill_hardware or c.hardware] if dis else None,
+        decode_hw=hw if dis else None,
+        prefill_replicas=c.prefill_replicas or 1,
+        decode_replicas=c.replicas if dis else 1,
+    )
+    s = Summary(simulate(workload, pol, d), req.slo_ttft_s, req.slo_tpot_s)
+    ttft = float(np.percentile(s.latency_samples_s("ttft"), 95))
+    tpot = float(np.percentile(s.latency_samples_s("tpot"), 95))
+    done = s.requests_completed == workload.requests
+    return SimCheck(
+        ttft_p95_s=ttft,
+        tpot_p95_s=tpot,
+        slo_attainment=s.slo_attainment,
+        requests=workload.requests,
+        meets_slo=bool(done and ttft <= req.slo_ttft_s and tpot <= req.slo_tpot_s),
+        elapsed_s=time.perf_counter() - t0,
+    )

@@ -1,0 +1,166 @@
+"""Stage 1 input: one table per (device, format, layout), from one `phases.estimate` call over a
+grid of batch sizes, the KV capacity the engine allocates and the power model's terms."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import memory
+from ..economics import PriceTable, power_model, roof_utilisation
+from ..engine import EngineSpec
+from ..errors import DoesNotFitError
+from ..hardware import HardwareSpec
+from ..model import ModelSpec
+from ..operators import Step
+from ..parallel import parallel_step_cost
+from ..phases import estimate
+from ..placement import Parallel, pp_stage, tp_shard
+from ..serve.simulate import kv_capacity_tokens
+from ..stack import Stack
+from .space import Requirement, Space, layouts, precision_of, scheduler_policy
+
+#: Batch sizes the decode step time is evaluated at; other b are interpolated linearly.
+BATCH_GRID_POINTS = 40
+
+
+# ---- stage 1: one table per (device, format, layout) ----------------------------------------
+@dataclass(frozen=True)
+class GroupTable:
+    """Everything the screening needs about one replica shape: a device, a format and a
+    tp × pp × ep layout. Times in seconds, per replica."""
+
+    hardware: str
+    fmt: str
+    parallel: Parallel
+    usd_per_gpu_hour: float
+    t_prefill_s: float  # one prompt of P tokens, B = 1
+    batch_grid: np.ndarray  # (K,) b, increasing, starting at 1
+    tpot_grid_s: np.ndarray  # (K,) mean decode step at batch b over the G − 1 steps
+    u_decode_grid: np.ndarray = field(default_factory=lambda: np.zeros(1))  # (K,) roof use
+    u_prefill: float = 0.0
+    kv_capacity_tokens: float = math.inf
+    kv_bytes_per_token: float = 0.0  # one GPU's share, moved at a hand-off
+    link_bytes_per_s: float = math.inf
+    link_latency_s: float = 0.0
+    idle_w: float = 0.0
+    tdp_w: float = 0.0
+
+    @property
+    def gpus(self) -> int:
+        return self.parallel.gpus_per_replica
+
+    def tpot_at(self, n: np.ndarray) -> np.ndarray:
+        """t(N): the step time at concurrency N (N < 1 runs one sequence)."""
+        return np.interp(np.maximum(n, 1.0), self.batch_grid, self.tpot_grid_s)
+
+    def u_decode_at(self, n: np.ndarray) -> np.ndarray:
+        if self.u_decode_grid.size != self.batch_grid.size:
+            return np.zeros_like(np.asarray(n, dtype=float))
+        return np.interp(np.maximum(n, 1.0), self.batch_grid, self.u_decode_grid)
+
+    def power_w(self, u: np.ndarray) -> np.ndarray:
+        return self.idle_w + (self.tdp_w - self.idle_w) * np.clip(u, 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A (device, format, layout) that cannot run at all, and why."""
+
+    hardware: str
+    fmt: str
+    parallel: Parallel
+    reason: str  # "memory: weights" or "unsupported"
+    detail: str
+    weights_bytes_per_gpu: float = math.nan
+    capacity_bytes: float = math.nan
+
+
+def batch_grid(max_batch: int, points: int = BATCH_GRID_POINTS) -> np.ndarray:
+    """Integers 1..max_batch, geometrically spaced, both ends included."""
+    return np.unique(np.round(np.geomspace(1, max_batch, points))).astype(float)
+
+
+def build_groups(
+    model: ModelSpec,
+    hardware: Sequence[HardwareSpec],
+    req: Requirement,
+    space: Space,
+    prices: PriceTable,
+    engine: EngineSpec | None = None,
+) -> tuple[list[GroupTable], list[Rejected]]:
+    """One `GroupTable` per runnable (device, format, layout); the others as `Rejected`."""
+    P, G = req.prompt_tokens, req.gen_tokens
+    grid = batch_grid(max(space.max_batches))
+    policy = scheduler_policy(max(space.max_batches), False)
+    groups: list[GroupTable] = []
+    rejected: list[Rejected] = []
+    for hw in hardware:
+        price = prices.usd_per_gpu_hour(hw.name, space.tier)
+        pm = power_model(hw)
+        for fmt in space.formats:
+            prec = precision_of(fmt)
+            if not hw.supports(prec.compute):
+                rejected.append(
+                    Rejected(
+                        hardware=hw.name,
+                        fmt=fmt,
+                        parallel=Parallel(),
+                        reason="unsupported",
+                        detail=f"{hw.name} has no {prec.compute} compute",
+                    )
+                )
+                continue
+            for par in layouts(model, hw, space):
+                stack = Stack.resolve(model, hw, prec, space.ceiling, engine, par)
+                w = float(memory.held(model, stack, 1, P, P + G).weights_bytes)
+                try:
+                    kv_tokens = kv_capacity_tokens(model, stack, policy)
+                except DoesNotFitError as e:
+                    rejected.append(
+                        Rejected(
+                            hardware=hw.name,
+                            fmt=fmt,
+                            parallel=par,
+                            reason="memory: weights",
+                            detail=str(e),
+                            weights_bytes_per_gpu=w,
+                            capacity_bytes=hw.memory_bytes,
+                        )
+                    )
+                    continue
+                est = estimate(model, stack, [int(b) for b in grid], P, G)
+                dec = parallel_step_cost(model, stack, Step(grid, 1, P + G // 2))
+                u_dec = roof_utilisation(
+                    dec.compute.flops, dec.compute.bytes, dec.time_s, hw, prec.compute
+                )
+                t_pf = est.cases[0].ttft_s
+                u_pf = float(
+                    roof_utilisation(est.prefill.flops, est.prefill.bytes, t_pf, hw, prec.compute)
+                )
+                ic = hw.interconnect
+                groups.append(
+                    GroupTable(
+                        hardware=hw.name,
+                        fmt=fmt,
+                        parallel=par,
+                        usd_per_gpu_hour=price,
+                        t_prefill_s=t_pf,
+                        batch_grid=grid,
+                        tpot_grid_s=np.array([c.tpot_s for c in est.cases]),
+                        u_decode_grid=np.asarray(u_dec, dtype=float),
+                        u_prefill=u_pf,
+                        kv_capacity_tokens=float(kv_tokens),
+                        kv_bytes_per_token=memory.kv_bytes_per_token(
+                            pp_stage(tp_shard(model, par.tp), par.pp), prec
+                        ),
+                        link_bytes_per_s=ic.bandwidth_bytes_per_s or math.inf,
+                        link_latency_s=ic.latency_us * 1e-6,
+                        idle_w=pm.idle_w,
+                        tdp_w=pm.tdp_w,
+                    )
+                )
+    return groups, rejected

@@ -1,0 +1,118 @@
+"""What `plan` searches: the requirement (rate, lengths, p95 SLOs), the space of deployments
+(devices × formats × layouts × max batches, aggregated and disaggregated), a format string read
+as a precision, and the layouts a device can run a model in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..cost import Ceiling
+from ..economics import PriceTable, Tier
+from ..errors import InvalidInputError, RooflineError
+from ..hardware import HardwareSpec
+from ..model import ModelSpec
+from ..parallel import check
+from ..placement import Parallel
+from ..precision import Precision
+from ..serve.policy import POLICIES, Policy
+
+Serving = Literal["both", "aggregated", "disaggregated"]
+SERVING: tuple[str, ...] = ("both", "aggregated", "disaggregated")
+
+
+class InfeasibleError(RooflineError):
+    """No deployment in the search space can meet the requirement; the message names the
+    requirement that cannot be met and the closest achievable value."""
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What must be served: R requests/s of P prompt and G output tokens, p95 SLOs."""
+
+    rate_per_s: float
+    prompt_tokens: int
+    gen_tokens: int
+    slo_ttft_s: float
+    slo_tpot_s: float
+
+    def __post_init__(self) -> None:
+        if not self.rate_per_s > 0:
+            raise InvalidInputError(f"`rate_per_s` must be positive, got {self.rate_per_s}")
+        if self.prompt_tokens < 1 or self.gen_tokens < 2:
+            raise InvalidInputError(
+                "`prompt_tokens` must be at least 1 token and `gen_tokens` at least 2 "
+                "(TPOT needs a token after the first)"
+            )
+        if not (self.slo_ttft_s > 0 and self.slo_tpot_s > 0):
+            raise InvalidInputError("`slo_ttft_s` and `slo_tpot_s` must be positive seconds")
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return self.rate_per_s * self.gen_tokens
+
+
+@dataclass(frozen=True)
+class Space:
+    """The deployments searched."""
+
+    hardware: tuple[str, ...]
+    formats: tuple[str, ...] = ("bf16", "fp8", "int4-g128")
+    max_gpus: int = 64
+    max_batches: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512)
+    tp: tuple[int, ...] = (1, 2, 4, 8)
+    pp: tuple[int, ...] = (1, 2)
+    ep: tuple[int, ...] = (1, 2, 4, 8)
+    serving: Serving = "both"
+    max_prefill_replicas: int = 8
+    tier: Tier = "on-demand"
+    ceiling: Ceiling = "achievable"
+
+    def __post_init__(self) -> None:
+        if not self.hardware:
+            raise InvalidInputError("give at least one device to search (`hardware`)")
+        if self.max_gpus < 1:
+            raise InvalidInputError(f"`max_gpus` must be at least 1, got {self.max_gpus}")
+        if not self.formats or not self.max_batches or min(self.max_batches) < 1:
+            raise InvalidInputError("give at least one format and positive max batches")
+        if self.serving not in SERVING:
+            raise InvalidInputError(
+                f"unknown `serving` '{self.serving}'; use one of: {', '.join(SERVING)}"
+            )
+
+
+def precision_of(fmt: str) -> Precision:
+    """A plan format: `W` (as `--dtype W`) or `W/KV` (weights W, KV cache KV)."""
+    w, _, kv = fmt.partition("/")
+    base = Precision.uniform(w)
+    return Precision(base.weights, base.activations, kv) if kv else base
+
+
+def layouts(m: ModelSpec, hw: HardwareSpec, space: Space) -> list[Parallel]:
+    """The tp × pp × ep layouts of at most max_gpus GPUs that split `m` and that `hw` links."""
+    eps = space.ep if m.moe is not None else (1,)
+    out = []
+    for tp in space.tp:
+        for pp in space.pp:
+            for ep in eps:
+                if (ep > 1 and tp > 1) or tp * pp * ep > space.max_gpus:
+                    continue
+                par = Parallel(tp, pp, ep)
+                try:
+                    check(m, hw, par)
+                except InvalidInputError:
+                    continue
+                out.append(par)
+    return out
+
+
+def default_hardware(prices: PriceTable, tier: Tier = "on-demand") -> tuple[str, ...]:
+    """The catalog devices the price table prices (the datacenter GPUs)."""
+    return tuple(sorted(n for n in prices.devices if prices.has(n, tier)))
+
+
+def scheduler_policy(max_batch: int, disaggregated: bool) -> Policy:
+    """The scheduler a candidate runs: B max sequences, the engine's step token budget (fixed
+    on the candidate's stack, `Policy.on`)."""
+    base = POLICIES["disaggregated" if disaggregated else "continuous"]
+    return base.with_overrides(max_seqs=max_batch)
