@@ -49,7 +49,7 @@ from .errors import InvalidInputError
 from .hardware import Achievable, HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, ExpertShard, Op, Step, operators
-from .precision import Precision, weight_group
+from .precision import Precision
 
 Ceiling = Literal["datasheet", "achievable"]
 CEILINGS: tuple[str, ...] = ("datasheet", "achievable")
@@ -237,10 +237,9 @@ def activation_bytes(op: Op, p: Precision) -> ArrayLike:
 
 
 @lru_cache(maxsize=4096)
-def weight_bits(p: Precision, op_name: str) -> int:
-    """Element bits of the weights operator `op_name` multiplies (its tensor group's format:
+def weight_bits(p: Precision, group: str | None) -> int:
+    """Element bits of the weights an operator of tensor group `group` multiplies (`Op.group`:
     a weight-only checkpoint keeps the LM head 16-bit, so its GEMM is not a w4a16 one)."""
-    group = weight_group(op_name)
     return (p.group_formats()[group] if group else p.weight_format).element_bits
 
 
@@ -302,7 +301,7 @@ def op_cost(
     from a CUDA graph, so its kernels cost the host nothing; `decode`: one new token per
     sequence (the engine's decode attention kernel and its fixed cost); `shape_eff`: the
     matmul's GEMM shape efficiency if already computed (`shape_efficiencies`)."""
-    w = op.weight_elems * p.weight_bytes_for(op.name)
+    w = op.weight_elems * p.weight_bytes_for(op.group)
     a = activation_bytes(op, p)
     kv = (op.kv_read_elems + op.kv_write_elems) * p.kv_bytes
     t, e = c.terms, c.engine
@@ -319,7 +318,7 @@ def op_cost(
                 fixed_s += op.instances * e.attention.decode_fixed_us * 1e-6
     elif op.kind == "matmul":
         k = (
-            e.matmul_kernel(weight_bits(p, op.name), p.activation_format.element_bits)
+            e.matmul_kernel(weight_bits(p, op.group), p.activation_format.element_bits)
             if e is not None and e.matmul
             else None
         )

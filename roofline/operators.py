@@ -70,6 +70,10 @@ class Op:
     weight_rows: ArrayLike = 0  # matmul: weight rows (output features) streamed, N per matrix
     launches: int = 1  # kernels a typical eager implementation launches, for a per-kernel cost
     instances: int = 1  # times the operator runs (layers, norms): kernels when fused
+    #: the tensor group its weights are stored in (`precision.WEIGHT_GROUPS`), whose format
+    #: they are read at; None: the base weight format. A mixer's operators take its block's
+    #: `param_group` (`layer_ops`), so a new mixer names no group of its own.
+    group: str | None = None
 
 
 def projection(
@@ -80,6 +84,7 @@ def projection(
     bias: int = 0,
     launches: int = 1,
     heads: int = 1,
+    group: str | None = None,
 ) -> Op:
     """x (tokens, heads, d_in) · W (heads, d_in, d_out) + a bias of `bias` values:
     2·tokens·heads·d_in·d_out FLOPs, W read once (heads·d_out rows streamed), x read, y written."""
@@ -91,6 +96,7 @@ def projection(
         act_elems=tokens * heads * (d_in + d_out),
         weight_rows=heads * d_out,
         launches=launches,
+        group=group,
     )
 
 
@@ -278,15 +284,16 @@ def _dense_mlp(m: ModelSpec, s: Step) -> list[Op]:
     n_in = m.mlp_matrices - 1  # 2 input projections when gated, else 1
     bias = m.linear_bias in ("mlp", "all")
     return [
-        projection("mlp/up", B * T, D, n_in * F, n_in * F if bias else 0),
+        projection("mlp/up", B * T, D, n_in * F, n_in * F if bias else 0, group="mlp"),
         Op(
             "mlp/act",
             "elementwise",
             flops=B * T * F * (5 if n_in == 2 else 4),
             act_elems=B * T * F * (n_in + 1),
             launches=n_in,
+            group="mlp",
         ),  # act (· up when gated)
-        projection("mlp/down", B * T, F, D, D if bias else 0),
+        projection("mlp/down", B * T, F, D, D if bias else 0, group="mlp"),
     ]
 
 
@@ -303,7 +310,7 @@ def _moe(m: ModelSpec, e: MoESpec, s: Step, shard: ExpertShard | None) -> list[O
     pairs = busiest_rank_pairs(e.top_k, tokens, ep)  # token-expert pairs this GPU computes
     per_expert = mats * D * e.expert_d_ff
     ops = [
-        projection("moe/router", B * T, D, e.experts),
+        projection("moe/router", B * T, D, e.experts, group="router"),
         Op(
             "moe/experts",
             "matmul",
@@ -311,6 +318,7 @@ def _moe(m: ModelSpec, e: MoESpec, s: Step, shard: ExpertShard | None) -> list[O
             weight_elems=touched * per_expert,
             act_elems=pairs * (2 * D + mats * e.expert_d_ff),
             weight_rows=touched * ((mats - 1) * e.expert_d_ff + D),
+            group="experts",
         ),
     ]
     if e.shared_experts:
@@ -323,6 +331,7 @@ def _moe(m: ModelSpec, e: MoESpec, s: Step, shard: ExpertShard | None) -> list[O
                 weight_elems=per_shared,
                 act_elems=B * T * (2 * D + per_shared // D),
                 weight_rows=e.shared_experts * ((mats - 1) * (e.shared_d_ff or e.expert_d_ff) + D),
+                group="shared_experts",
             )
         )
     return ops
@@ -341,7 +350,11 @@ def layer_ops(m: ModelSpec, s: Step, shard: ExpertShard | None = None) -> list[O
     same-named operators of different groups summed (launches add up)."""
     merged: dict[str, Op] = {}
     for g in m.layer_groups:
-        mixer = m.mixer_block(g.kind.mixer).ops(m, s, g.kind)
+        block = m.mixer_block(g.kind.mixer)
+        mixer = [
+            op if op.group else dataclasses.replace(op, group=block.param_group)
+            for op in block.ops(m, s, g.kind)
+        ]
         for op in (*mixer, *_ffn_ops(m, s, g.kind, shard)):
             op = scaled(op, g.count)
             merged[op.name] = _summed(merged[op.name], op) if op.name in merged else op
@@ -363,6 +376,7 @@ def norm_ops(m: ModelSpec, s: Step) -> list[Op]:
             act_elems=n * 3 * B * T * D,
             launches=n * NORM_LAUNCHES[m.norm] + n - 1,
             instances=n,
+            group="norms",
         )
     ]
 
@@ -373,14 +387,23 @@ def embedding_ops(m: ModelSpec, s: Step) -> list[Op]:
     rows = np.minimum(B * T, m.vocab_size)
     if m.position == "learned":
         rows = rows + np.minimum(T, m.max_context)  # positions shared across the batch
-    return [Op("embedding", "gather", flops=0, weight_elems=rows * D, act_elems=B * T * D)]
+    return [
+        Op(
+            "embedding",
+            "gather",
+            flops=0,
+            weight_elems=rows * D,
+            act_elems=B * T * D,
+            group="embedding",
+        )
+    ]
 
 
 def lm_head_ops(m: ModelSpec, s: Step) -> list[Op]:
     """Logits D→V for the last position of each sequence (sampling) or all T (verification)."""
     tokens = s.batch * (s.new_tokens if s.logits == "all" else 1)
     D, V = m.d_model, m.vocab_size
-    return [projection("lm_head", tokens, D, V)]
+    return [projection("lm_head", tokens, D, V, group="lm_head")]
 
 
 def operators(m: ModelSpec, s: Step, shard: ExpertShard | None = None) -> list[Op]:

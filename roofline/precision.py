@@ -29,7 +29,7 @@ from .errors import InvalidInputError
 from .hardware import HardwareSpec
 from .model import ModelSpec
 
-#: Tensor groups a format can be given for, and the operator-name prefixes that read them.
+#: Tensor groups a format can be given for (`Op.group` names the one an operator reads).
 WEIGHT_GROUPS: tuple[str, ...] = (
     "embedding",
     "attention",
@@ -41,29 +41,7 @@ WEIGHT_GROUPS: tuple[str, ...] = (
     "norms",
     "lm_head",
 )
-_OP_PREFIX_GROUP: tuple[tuple[str, str], ...] = (
-    ("attention/", "attention"),
-    ("mla/", "attention"),
-    ("local/", "attention"),
-    ("linear/", "attention"),
-    ("mlp/", "mlp"),
-    ("moe/experts", "experts"),
-    ("moe/shared_experts", "shared_experts"),
-    ("moe/router", "router"),
-    ("embedding", "embedding"),
-    ("lm_head", "lm_head"),
-    ("ssm/", "ssm"),
-    ("norms", "norms"),
-)
 _ENDS = ("embedding", "lm_head", "norms", "router")  # kept wide by weight-only checkpoints
-
-
-def weight_group(op_name: str) -> str | None:
-    """The tensor group an operator's weights belong to (None: no known group)."""
-    for prefix, group in _OP_PREFIX_GROUP:
-        if op_name.startswith(prefix):
-            return group
-    return None
 
 
 def group_params(m: ModelSpec) -> dict[str, int]:
@@ -216,9 +194,9 @@ class Precision:
     def group_bytes(self, group: str) -> float:
         return self._bytes_by_group[group]
 
-    def weight_bytes_for(self, op_name: str) -> float:
-        """Bytes per weight element of operator `op_name`, by the group its prefix names."""
-        group = weight_group(op_name)
+    def weight_bytes_for(self, group: str | None) -> float:
+        """Bytes per weight element of an operator reading tensor group `group` (`Op.group`;
+        None: the base format)."""
         return self.weight_bytes if group is None else self.group_bytes(group)
 
     @property

@@ -95,7 +95,9 @@ def test_plan_screens_with_the_engines_memory_fraction() -> None:
     stack = Stack.resolve(m, hw, engine=eng)
     assert stack.budget.usable_bytes == pytest.approx(0.8 * hw.memory_bytes)
     assert g.kv_capacity_tokens == kv_capacity_tokens(m, stack, scheduler_policy(64, False))
-    at_09 = kv_capacity_tokens(m, stack.with_memory(memory_fraction=0.9), scheduler_policy(64, False))
+    at_09 = kv_capacity_tokens(
+        m, stack.with_memory(memory_fraction=0.9), scheduler_policy(64, False)
+    )
     # 0.1 of the capacity more is 8.55e9 B more, 131,072 B per bf16 token of Llama-3.1-8B
     # (2 · 32 layers · 8 kv heads · 128 · 2 B): 65,247 more tokens, give or take the floor
     assert at_09 - g.kv_capacity_tokens == pytest.approx(0.1 * hw.memory_bytes / 131_072, abs=1)
