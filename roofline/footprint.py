@@ -52,20 +52,14 @@ def kv_bytes_per_token(m: ModelSpec, p: Precision) -> float:
 
 
 def kv_elems_per_sequence(m: ModelSpec, context: ArrayLike) -> ArrayLike:
-    """Values one sequence of S tokens keeps: per KV-owning layer e = 2·K·H (MLA: r + R),
-    L_global·S·e + L_local·min(S, W)·e + L_chunked·min(S, C)·e, plus the constant SSM /
-    linear-attention state. A chunked layer needs only the current chunk's S mod C cached
-    tokens, but that falls to 0 at every chunk boundary; it is sized here by the allocation
-    bound min(S, C), the most it holds at any point up to S (the C − 1 earlier tokens of a
-    chunk plus the one being written), so the size grows monotonically with S."""
-    e = m.kv_elems_per_token_layer
-    held = m.kv_owner_layers("global") * context * e
-    window, chunk = m.attention.sliding_window, m.attention.attention_chunk_size
-    local, chunked = m.kv_owner_layers("local"), m.kv_owner_layers("chunked")
-    if local and window is not None:
-        held = held + local * np.minimum(context, window) * e
-    if chunked and chunk is not None:
-        held = held + chunked * np.minimum(context, chunk) * e
+    """Values one sequence of S tokens keeps: each layer's cache as its mixer grows it
+    (`MixerBlock.kv_elems`: per KV-owning layer e = 2·K·H, MLA r + R; S·e on global layers,
+    min(S, W)·e on local ones, min(S, C)·e on chunked ones), plus the constant SSM /
+    linear-attention state."""
+    held: ArrayLike = 0
+    for g in m.layer_groups:
+        if g.kind.owns_kv:
+            held = held + g.count * m.mixer_block(g.kind.mixer).kv_elems(m, g.kind, context)
     return held + m.state_elems_per_sequence
 
 

@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from .dtypes import parse_format
-from .model import SOFTMAX_MIXERS, ModelSpec
+from .model import ModelSpec
 
 #: File type -> base block type (llama_model_quantize_impl's switch).
 MIXES: dict[str, str] = {
@@ -83,21 +83,11 @@ def tensors(m: ModelSpec) -> list[Tensor]:
     if m.position == "learned":
         out.append(Tensor("embedding", "pos_embd", -1, D, m.max_context * D, False))
     for i, kind in enumerate(m.layer_kinds):
-        mixer_elems = m.mixer_params(kind)
-        group = "ssm" if kind.mixer == "ssm" else "attention"
-        if kind.mixer in SOFTMAX_MIXERS and m.attention.kind != "mla":
-            qd, kvd = m.q_dim, m.kv_dim
-            proj = [Tensor(group, "attn_q", i, D, D * qd)]
-            if kind.owns_kv:
-                proj += [
-                    Tensor(group, "attn_k", i, D, D * kvd),
-                    Tensor(group, "attn_v", i, D, D * kvd),
-                ]
-            proj.append(Tensor(group, "attn_output", i, qd, qd * D))
-            rest = mixer_elems - sum(t.elems for t in proj)  # biases, q/k norms
-            out += proj + ([Tensor(group, "attn_bias_norm", i, 1, rest, False)] if rest else [])
-        else:  # MLA, linear attention, SSM: every tensor at the base type
-            out.append(Tensor(group, f"{group}_{kind.mixer}", i, D, mixer_elems))
+        block = m.mixer_block(kind.mixer)
+        group = block.param_group
+        proj = [Tensor(group, r, i, row, n) for r, row, n in block.gguf_matrices(m, kind)]
+        rest = m.mixer_params(kind) - sum(t.elems for t in proj)  # biases, q/k norms
+        out += proj + ([Tensor(group, "attn_bias_norm", i, 1, rest, False)] if rest else [])
         out += _ffn_tensors(m, i, kind.ffn)
     out.append(Tensor("norms", "norm", -1, 1, m.params.norms, False))
     if not m.tied_embeddings:

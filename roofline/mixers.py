@@ -39,21 +39,24 @@ class MixerBlock(Frozen):
 
     #: the `ParamCounts` term its weights count under
     param_group: ClassVar[str] = "attention"
-    #: fields of other variants this one ignores whatever their value
-    ignores: ClassVar[tuple[str, ...]] = ()
+    #: its own fields that a whole-family dump may carry onto a sibling variant, which the
+    #: sibling drops whatever their value (an option, not a shape)
+    sibling_options: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="before")
     @classmethod
     def _other_variants_unset(cls, data: Any) -> Any:
-        """A field of another variant of the family, null, at its default or in `ignores`,
-        reads as absent, so a dump listing every variant's fields (kv_lora_rank: null on a gqa
-        block) loads."""
+        """A field of another variant of the family, null, at its default or one of that
+        variant's `sibling_options`, reads as absent, so a dump listing every variant's fields
+        (kv_lora_rank: null on a gqa block) loads."""
         if not isinstance(data, dict):
             return data
         root = next(c for c in MixerBlock.__subclasses__() if issubclass(cls, c))
-        other = {k: f.default for c in root.__subclasses__() for k, f in c.model_fields.items()}
+        siblings = root.__subclasses__()
+        other = {k: f.default for c in siblings for k, f in c.model_fields.items()}
+        options = {k for c in siblings for k in c.sibling_options}
         for k in other.keys() & data.keys() - cls.model_fields.keys():
-            if data[k] in (None, other[k]) or k in cls.ignores:
+            if data[k] in (None, other[k]) or k in options:
                 data = {f: v for f, v in data.items() if f != k}
         return data
 
@@ -68,6 +71,21 @@ class MixerBlock(Frozen):
     def state_elems(self, m: ModelSpec) -> int:
         """Context-independent state of one sequence in one layer."""
         return 0
+
+    def kv_elems_per_token(self, m: ModelSpec, kind: LayerKind) -> int:
+        """Values one layer of `kind` caches per token (0: no per-token cache)."""
+        return 0
+
+    def gguf_matrices(self, m: ModelSpec, kind: LayerKind) -> list[tuple[str, int, int]]:
+        """The layer's quantisable matrices as llama.cpp stores them, (role, row length ne[0],
+        elements); the rest of `params` (biases, norms) is stored unquantised. By default one
+        tensor of all its weights at the file's base type, role `<param_group>_<mixer>`."""
+        return [(f"{self.param_group}_{kind.mixer}", m.d_model, self.params(m, kind))]
+
+    def kv_elems(self, m: ModelSpec, kind: LayerKind, context: ArrayLike) -> ArrayLike:
+        """Values one layer of `kind` holds for one sequence of `context` tokens: every token's
+        by default; a windowed mixer stops growing at its window."""
+        return context * self.kv_elems_per_token(m, kind)
 
     def check(self, m: ModelSpec, mixers: frozenset[str]) -> None:
         """Refuse a model this block cannot run (`mixers`: the layer_pattern's)."""
@@ -100,6 +118,22 @@ class _Attention(MixerBlock):
     kv_share_map: tuple[int, ...] | None = Field(
         default=None, description="explicit map: layer i reads the KV of layer map[i] <= i"
     )
+
+    @abstractmethod
+    def kv_elems_per_token_layer(self, m: ModelSpec) -> int:
+        """Cached values per token in one KV-owning layer."""
+
+    def kv_elems_per_token(self, m: ModelSpec, kind: LayerKind) -> int:
+        return self.kv_elems_per_token_layer(m) if kind.owns_kv else 0
+
+    def kv_elems(self, m: ModelSpec, kind: LayerKind, context: ArrayLike) -> ArrayLike:
+        """S·e on a global layer, min(S, W)·e on a local one, min(S, C)·e on a chunked one. A
+        chunked layer needs only the current chunk's S mod C cached tokens, but that falls to 0
+        at every chunk boundary; it is sized by the allocation bound min(S, C), the most it
+        holds at any point up to S, so the size grows monotonically with S."""
+        e = self.kv_elems_per_token(m, kind)
+        limit = {"local": self.sliding_window, "chunked": self.attention_chunk_size}.get(kind.mixer)
+        return (context if limit is None else np.minimum(context, limit)) * e
 
     def owns_kv(self, i: int, nth: int) -> bool:
         """Whether layer i, the nth of its mixer, stores its own KV (the first of each share
@@ -154,7 +188,6 @@ class SoftmaxAttention(_Attention):
     kind: Literal["mha", "gqa"] = Field(
         default="gqa", description="mha: K = N; gqa: any K dividing N (MQA is K = 1)"
     )
-    ignores: ClassVar[tuple[str, ...]] = ("mla_decode",)  # a whole-family dump has it
 
     def check(self, m: ModelSpec, mixers: frozenset[str]) -> None:
         if mixers & set(SOFTMAX_MIXERS):
@@ -171,6 +204,13 @@ class SoftmaxAttention(_Attention):
 
     def kv_elems_per_token_layer(self, m: ModelSpec) -> int:
         return 2 * m.kv_dim
+
+    def gguf_matrices(self, m: ModelSpec, kind: LayerKind) -> list[tuple[str, int, int]]:
+        """attn_q, attn_k and attn_v (unless the layer shares another's KV), attn_output: the
+        roles llama.cpp's type mixes give more bits to."""
+        D, qd, kvd = m.d_model, m.q_dim, m.kv_dim
+        kv = [("attn_k", D, D * kvd), ("attn_v", D, D * kvd)] if kind.owns_kv else []
+        return [("attn_q", D, D * qd), *kv, ("attn_output", qd, qd * D)]
 
     def params(self, m: ModelSpec, kind: LayerKind) -> int:
         """Q, K, V (D→N·H, 2·D→K·H unless the layer shares another's KV), out N·H→D, biases."""
@@ -203,6 +243,7 @@ class MLAAttention(_Attention):
     head, values v = v_head_dim."""
 
     kind: Literal["mla"]
+    sibling_options: ClassVar[tuple[str, ...]] = ("mla_decode",)  # a whole-family dump has it
     kv_lora_rank: int = Field(gt=0, description="r")
     q_lora_rank: int | None = Field(default=None, gt=0, description="None: full-rank Q")
     qk_rope_head_dim: int = Field(gt=0, description="R")

@@ -358,8 +358,10 @@ class ModelSpec(Frozen):
     def kv_elems_per_token(self) -> int:
         """Cached values per token over all KV-owning attention layers, before any window or
         chunk: 2·L·K·H for a dense model (MLA: L·(kv_lora_rank + rope dim))."""
-        owners = sum(self.kv_owner_layers(k) for k in SOFTMAX_MIXERS)
-        return owners * self.kv_elems_per_token_layer
+        return sum(
+            g.count * self.mixer_block(g.kind.mixer).kv_elems_per_token(self, g.kind)
+            for g in self.layer_groups
+        )
 
     @property
     def state_elems_per_sequence(self) -> int:

@@ -17,7 +17,10 @@ time are affine in a few batch totals (features), with n = Σ T_i the step's new
     experts       = E·(1 − (1 − k/E)^n)            experts the step's tokens touch (weights; with EP
                                                    the busiest rank's expected maximum)
 
-plus a constant (weights, read once per step). Every feature is a known function of the
+plus a constant (weights, read once per step). The features are one named table
+(`serving_features`: `BASE_FEATURES`, `window_features`, `expert_features`), each written once
+for the three shapes a step comes in (uniform probes, a mixed step, a run of decode steps).
+Every feature is a known function of the
 sequences' (T_i, S_i), evaluated per step; the coefficients are found once per
 model/hardware/precision/ceiling by evaluating `step_cost` at uniform probe shapes (inside,
 across and beyond the window) and solving for them; the fit is checked against every probe,
@@ -47,7 +50,9 @@ host launch cost for pure-decode steps an engine replays from CUDA graphs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -103,6 +108,133 @@ def _window_probes(W: int) -> list[tuple[int, int, int]]:
     ]
 
 
+@dataclass(frozen=True)
+class Feature:
+    """One batch total the operators' times are affine in, written once for the three shapes a
+    step comes in: `uniform(b, T, S, n)`, b sequences of T new tokens on S cached (arrays);
+    `mixed(T, S)`, one step over sequences (T_i, S_i); `decode(S, j)`, consecutive decode steps
+    j = 0, 1, … of sequences whose contexts start at S_i (T = 1). n is the replica's new tokens
+    (the expert-parallel group's). `per_sequence`: a sum over the replica's sequences, of which
+    the fullest GPU runs ⌈B/ep⌉ (its share is applied outside)."""
+
+    name: str
+    uniform: Callable[..., ArrayLike]
+    mixed: Callable[[np.ndarray, np.ndarray], float]
+    decode: Callable[[np.ndarray, np.ndarray], ArrayLike]
+    per_sequence: bool = True
+
+
+def _window_decode(W: int) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """Σ_i min(S_i + j + 1, W) over decode steps j: the sequences still inside the window add
+    S_i + j + 1, the rest W each (both the pairs and the KV read of a local decode)."""
+
+    def f(S: np.ndarray, j: np.ndarray) -> np.ndarray:
+        s = np.sort(S.astype(float))
+        inside = np.searchsorted(s, W - 1 - j, side="left")  # S_i + j + 1 < W
+        head = np.concatenate(([0.0], np.cumsum(s)))[inside]
+        return head + inside * (j + 1) + (s.size - inside) * W
+
+    return f
+
+
+def _decode_pairs(S: np.ndarray, j: np.ndarray) -> np.ndarray:
+    return float((S + 1).sum()) + S.size * j  # Σ (S_i + j + 1)
+
+
+#: The features every model has, in column order.
+BASE_FEATURES: tuple[Feature, ...] = (
+    Feature(
+        "constant",
+        uniform=lambda b, T, S, n: np.ones_like(b),
+        mixed=lambda T, S: 1.0,
+        decode=lambda S, j: 1.0,
+        per_sequence=False,
+    ),
+    Feature(
+        "tokens",
+        uniform=lambda b, T, S, n: b * T,
+        mixed=lambda T, S: float(T.sum()),
+        decode=lambda S, j: float(S.size),
+    ),
+    Feature(
+        "sequences",
+        uniform=lambda b, T, S, n: b,
+        mixed=lambda T, S: float(T.size),
+        decode=lambda S, j: float(S.size),
+    ),
+    Feature(
+        "pairs",
+        uniform=lambda b, T, S, n: b * attended_pairs(T, S),
+        mixed=lambda T, S: float((T * S + T * (T + 1) / 2).sum()),
+        decode=_decode_pairs,
+    ),
+    Feature(
+        "context",
+        uniform=lambda b, T, S, n: b * (S + T),
+        mixed=lambda T, S: float((S + T).sum()),
+        decode=_decode_pairs,
+    ),
+    Feature(
+        "t_max",
+        uniform=lambda b, T, S, n: T,
+        mixed=lambda T, S: float(T.max()),
+        decode=lambda S, j: 1.0,
+        per_sequence=False,
+    ),
+)
+
+
+def window_features(W: int) -> tuple[Feature, ...]:
+    """A sliding-window layer's pairs and KV read, capped by the window W."""
+    decode = _window_decode(W)
+    return (
+        Feature(
+            "local_pairs",
+            uniform=lambda b, T, S, n: b * attended_pairs(T, S, W),
+            mixed=lambda T, S: float(np.sum(attended_pairs(T, S, W))),
+            decode=decode,
+        ),
+        Feature(
+            "local_context",
+            uniform=lambda b, T, S, n: b * kv_tokens_read(T, S, W),
+            mixed=lambda T, S: float(np.sum(kv_tokens_read(T, S, W))),
+            decode=decode,
+        ),
+    )
+
+
+def expert_features(E: int, k: int, ep: int) -> tuple[Feature, ...]:
+    """The routed experts of n tokens on the busiest EP rank: its token-expert pairs (with EP)
+    and the experts it touches."""
+    pairs = Feature(
+        "expert_pairs",
+        uniform=lambda b, T, S, n: busiest_rank_pairs(k, n, ep),
+        mixed=lambda T, S: float(busiest_rank_pairs(k, float(T.sum()), ep)),
+        decode=lambda S, j: float(busiest_rank_pairs(k, float(S.size), ep)),
+        per_sequence=False,
+    )
+    touched = Feature(
+        "experts",
+        uniform=lambda b, T, S, n: busiest_rank_experts(E, k, n, ep),
+        mixed=lambda T, S: float(busiest_rank_experts(E, k, float(T.sum()), ep)),
+        decode=lambda S, j: float(busiest_rank_experts(E, k, float(S.size), ep)),
+        per_sequence=False,
+    )
+    return (pairs, touched) if ep > 1 else (touched,)
+
+
+def serving_features(
+    window: int | None, experts: tuple[int, int] | None, ep: int = 1
+) -> tuple[Feature, ...]:
+    """The one table of a model's serving features: the base ones, a window's if it has local
+    layers, the experts' if it has MoE layers. Every encoding of a step reads it."""
+    return (
+        BASE_FEATURES
+        + (window_features(window) if window is not None else ())
+        + (expert_features(*experts, ep) if experts is not None else ())
+    )
+
+
 #: Device terms that are step functions of a GEMM's rows, off in the serving simulator.
 NON_AFFINE_TERMS = {"gemm_tile": None, "matmul_half_rows": 0.0, "gemv_row_ns": 0.0}
 
@@ -155,6 +287,15 @@ class MixedStepCost:
     op_overhead_s: tuple[float, ...] = ()  # fixed device time per operator row
     collectives: tuple[CollectiveRow, ...] = ()  # costed from the tokens feature (column 1)
 
+    @cached_property
+    def table(self) -> tuple[Feature, ...]:
+        """The columns of the coefficients (`serving_features`)."""
+        return serving_features(self.window, self.experts, self.ep)
+
+    @cached_property
+    def _per_sequence(self) -> np.ndarray:
+        return np.array([f.per_sequence for f in self.table])
+
     def _share(self, B: float) -> float:
         """Share of a replica's B sequences on its fullest GPU: ⌈B/ep⌉/B (1 without EP)."""
         return 1.0 if self.ep == 1 else float(np.ceil(B / self.ep) / B)
@@ -163,21 +304,10 @@ class MixedStepCost:
         """Feature vector(s) of uniform batches: B sequences of T new tokens on S cached."""
         B, T, S = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (B, T, S)))
         n = B * T  # the group's tokens
-        if self.ep > 1:
-            B = np.ceil(B / self.ep)  # sequences on the fullest GPU
-        cols = [np.ones_like(B), B * T, B, B * attended_pairs(T, S), B * (S + T), T]
-        if self.window is not None:
-            cols += [B * attended_pairs(T, S, self.window), B * kv_tokens_read(T, S, self.window)]
-        return np.stack(cols + self._moe_cols(n), axis=-1)
-
-    def _moe_cols(self, n: ArrayLike) -> list:
-        """The routed experts' features of n group tokens on the busiest EP rank: pairs (with
-        EP) and experts touched."""
-        if self.experts is None:
-            return []
-        E, k = self.experts
-        pairs = [busiest_rank_pairs(k, n, self.ep)] if self.ep > 1 else []
-        return [*pairs, busiest_rank_experts(E, k, n, self.ep)]
+        b = np.ceil(B / self.ep) if self.ep > 1 else B  # sequences on the fullest GPU
+        return np.stack(
+            [np.broadcast_to(f.uniform(b, T, S, n), B.shape) for f in self.table], axis=-1
+        )
 
     def _times(self, x: np.ndarray, decode: bool = False) -> np.ndarray:
         """Step times of feature rows x (..., features); `decode`: every sequence has T=1."""
@@ -216,55 +346,20 @@ class MixedStepCost:
 
     def step_features(self, T: np.ndarray, S: np.ndarray) -> np.ndarray:
         """The feature vector of one step over sequences with T_i new tokens on S_i cached."""
-        n = float(T.sum())
-        cols = [
-            1.0,
-            n,
-            float(T.size),
-            float((T * S + T * (T + 1) / 2).sum()),
-            float((S + T).sum()),
-            float(T.max()),
-        ]
-        if self.window is not None:
-            cols += [
-                float(np.sum(attended_pairs(T, S, self.window))),
-                float(np.sum(kv_tokens_read(T, S, self.window))),
-            ]
+        x = np.array([f.mixed(T, S) for f in self.table])
         if self.ep > 1:
-            share = self._share(T.size)
-            cols = [
-                cols[0],
-                *(c * share for c in cols[1:5]),
-                cols[5],
-                *(c * share for c in cols[6:]),
-            ]
-        cols += [float(c) for c in self._moe_cols(n)]
-        return np.array(cols)
+            x = np.where(self._per_sequence, x * self._share(T.size), x)
+        return x
 
     def decode_s(self, S: np.ndarray, steps: int) -> np.ndarray:
         """Times of `steps` consecutive decode steps (T=1) of the sequences whose contexts
         start at S_i: step j runs every sequence over S_i + j cached tokens."""
-        n = float(S.size)
         j = np.arange(steps, dtype=float)
-        pairs = float((S + 1).sum()) + n * j  # Σ (S_i + j + 1)
-        x = np.empty((steps, self.compute_coef.shape[1]))
-        share = self._share(n)
-        x[:, :6] = (1.0, n * share, n * share, 0.0, 0.0, 1.0)
-        x[:, 3] = x[:, 4] = pairs * share
-        col = 6
-        if self.window is not None:
-            # Σ min(S_i + j + 1, W): the sequences still inside the window add S_i + j + 1,
-            # the rest W each (both pairs and KV read of a local decode).
-            s = np.sort(S.astype(float))
-            inside = np.searchsorted(s, self.window - 1 - j, side="left")  # S_i + j + 1 < W
-            head = np.concatenate(([0.0], np.cumsum(s)))[inside]
-            x[:, col] = x[:, col + 1] = (
-                head + inside * (j + 1) + (n - inside) * self.window
-            ) * share
-            col += 2
-        for c in self._moe_cols(n):
-            x[:, col] = c
-            col += 1
+        x = np.empty((steps, len(self.table)))
+        for col, f in enumerate(self.table):
+            x[:, col] = f.decode(S, j)
+        if self.ep > 1:
+            x[:, self._per_sequence] *= self._share(float(S.size))
         return self._times(x, decode=True)
 
 
