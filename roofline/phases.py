@@ -199,6 +199,20 @@ class Estimate:
             "cases": [c.as_dict() for c in self.cases],
         } | ({"batch_max": self.batch_max} if self.asked_max else {})
 
+    def breakdown_dict(self) -> dict:
+        """The per-operator costs of the first case's prefill and first decode step, with the
+        collectives; when the engine yields the first token from a decode step, the prefill
+        covers P - 1 tokens and the dict says so."""
+        out: dict[str, object] = {
+            "prefill": self.prefill.as_dict() | {"collectives_s": self.prefill_comm_s},
+            "decode": self.decode.as_dict() | {"collectives_s": self.decode_comm_s},
+        }
+        P = self.cases[0].prompt_tokens
+        if first_token_split(self.stack, P):  # TTFT = this prefill of P - 1 + a decode step
+            out["prefill_tokens"] = P - 1
+            out["first_token"] = "decode step at S = P - 1 after the prefill"
+        return out
+
 
 def first_token_split(stack: Stack, prompt: int) -> int:
     """1 when the engine's first token comes from a decode step over the last prompt token

@@ -238,3 +238,89 @@ def break_even_acceptance(
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if expected_tokens_per_step(mid, k) < needed else (lo, mid)
     return hi
+
+
+@dataclass(frozen=True)
+class SpeculationStudy:
+    """A grid of speculative cycles: per batch B the pair's memory (`fits`), per (B, α) the
+    cycles of every K (`cycles`, in the order of `ks`), per (B, K) the break-even α (None:
+    never pays)."""
+
+    target: ModelSpec
+    drafter: Drafter
+    stack: Stack
+    ks: tuple[int, ...]
+    alphas: tuple[float, ...]
+    batches: tuple[int, ...]
+    context: int
+    fits: dict[int, PairFit]
+    cycles: dict[tuple[int, float], list[SpeculativeCost]]
+    break_even: dict[tuple[int, int], float | None]
+
+    @property
+    def drafted_by(self) -> str:
+        d = self.drafter
+        return d.model.name if d.model else f"heads at {d.head_layer_fraction} of a layer each"
+
+    def best(self, batch: int, alpha: float) -> SpeculativeCost:
+        """The cycle of the K with the largest speed-up at (B, α)."""
+        return max(self.cycles[(batch, alpha)], key=lambda c: c.speedup)
+
+    def as_dict(self) -> dict:
+        return {
+            "target": self.target.name,
+            "draft": self.drafted_by,
+            "context": self.context,
+            "memory": [{"batch": b} | f.as_dict() for b, f in self.fits.items()],
+            "cases": [{"batch": b} | c.as_dict() for (b, _), cs in self.cycles.items() for c in cs],
+            "best_k": [
+                {
+                    "batch": b,
+                    "acceptance": a,
+                    "best_k": self.best(b, a).k,
+                    "speedup": self.best(b, a).speedup,
+                }
+                for (b, a) in self.cycles
+            ],
+            "break_even_acceptance": [
+                {"batch": b, "k": kk, "acceptance": v} for (b, kk), v in self.break_even.items()
+            ],
+        }
+
+
+def study(
+    target: ModelSpec,
+    drafter: Drafter,
+    stack: Stack,
+    ks: list[int],
+    alphas: list[float],
+    batches: list[int],
+    context: int,
+) -> SpeculationStudy:
+    """Every (B, α, K) cycle, the break-even α of every (B, K), and whether the pair fits at
+    each B with the largest K's S + K + 1 tokens."""
+    for a in alphas:
+        check_acceptance(a)
+    fits = {b: pair_fit(target, drafter.model, stack, b, context, max(ks)) for b in batches}
+    cycles = {
+        (b, a): [speculative_cost(target, drafter, stack, kk, a, b, context) for kk in ks]
+        for b in batches
+        for a in alphas
+    }
+    even = {
+        (b, kk): break_even_acceptance(target, drafter, stack, kk, b, context)
+        for b in batches
+        for kk in ks
+    }
+    return SpeculationStudy(
+        target=target,
+        drafter=drafter,
+        stack=stack,
+        ks=tuple(ks),
+        alphas=tuple(alphas),
+        batches=tuple(batches),
+        context=context,
+        fits=fits,
+        cycles=cycles,
+        break_even=even,
+    )

@@ -408,3 +408,30 @@ def test_kv_chart_draws_what_is_left_after_each_models_weights() -> None:
     left = lines["left:h100-sxm:llama-3.1-8b"].get_ydata()[0]
     assert left == pytest.approx(85_520_809_984 - weights_bytes(m, p))
     assert weights_bytes(m, p) == pytest.approx(8_030_261_248 * 2, rel=0.002)
+
+
+def test_plot_commands_share_the_options_of_the_commands_they_draw() -> None:
+    """Defect: `plot plan --rate` defaulted to 10 where `plan` has none, `plot serve
+    --requests` to 1000 where `serve` has 2000, and `--kv` meant the KV format in `plot serve`
+    but the KV layout in `serve`. Every option the two share now has one default; the rate,
+    request and plan options one declaration (`cli.common`). `plot serve --compare` alone
+    differs on purpose: a chart compares policies."""
+    import inspect
+
+    from roofline.cli import plan as plan_cli
+    from roofline.cli import plot as plot_cli
+    from roofline.cli import serve as serve_cli
+
+    for cmd, plot, own in (
+        (plan_cli.plan_cmd, plot_cli.plan_cmd, {"model"}),
+        (serve_cli.serve, plot_cli.serve_cmd, {"model", "compare"}),
+    ):
+        a, b = inspect.signature(cmd).parameters, inspect.signature(plot).parameters
+        shared = (a.keys() & b.keys()) - own
+        assert {"rate", "requests"} <= shared
+        assert {n: a[n].default for n in shared} == {n: b[n].default for n in shared}
+        for n in ("rate", "requests"):
+            assert a[n].annotation == b[n].annotation, n
+        # `--kv` means one thing wherever it is accepted
+        if "kv" in b:
+            assert a["kv"].annotation == b["kv"].annotation

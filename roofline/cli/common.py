@@ -329,6 +329,58 @@ SloAttainment = Annotated[
     ),
 ]
 
+#: `serve` and `plot serve`: one declaration and one default each.
+ServeRate = Annotated[
+    float,
+    typer.Option(
+        help="mean arrivals per second (--sweep-rate: the first rate tried)",
+        callback=in_range(0, 1e6, open_low=True),
+    ),
+]
+SERVE_RATE = 5.0
+Requests = Annotated[
+    int, typer.Option(help="requests per simulation", callback=in_range(1, MAX_REQUESTS))
+]
+REQUESTS = 2000
+
+#: `plan` and `plot plan`: one declaration and one default each.
+PlanRate = Annotated[
+    float | None,
+    typer.Option(
+        help="mean arrivals per second (Poisson)", callback=in_range(0, 1e6, open_low=True)
+    ),
+]
+PlanPrompt = Annotated[
+    int, typer.Option(help="prompt tokens P per request", callback=in_range(1, MAX_TOKENS))
+]
+PlanGen = Annotated[
+    int, typer.Option(help="generated tokens G per request", callback=in_range(1, MAX_TOKENS))
+]
+P95Ttft = Annotated[
+    float, typer.Option(help="p95 TTFT SLO, seconds", callback=in_range(0, 1e6, open_low=True))
+]
+P95Tpot = Annotated[
+    float, typer.Option(help="p95 TPOT SLO, seconds", callback=in_range(0, 1e6, open_low=True))
+]
+PLAN_SLO_TTFT, PLAN_SLO_TPOT = 1.0, 0.05
+PlanDevices = Annotated[
+    str | None,
+    typer.Option(*HARDWARE_FLAGS, help="devices, comma-separated (default: every priced device)"),
+]
+MaxGpus = Annotated[
+    int,
+    typer.Option(help="most GPUs of a deployment, all replicas", callback=in_range(1, MAX_GPUS)),
+]
+MAX_GPUS_SEARCHED = 64
+Formats = Annotated[str, typer.Option(help="formats, comma-separated: W (as --dtype) or W/KV")]
+FORMATS = "bf16,fp8,int4-g128"
+Serving = Annotated[
+    str,
+    typer.Option(help="both, aggregated (one pool) or disaggregated (prefill and decode pools)"),
+]
+MaxBatches = Annotated[str, typer.Option(help="scheduler max sequences B tried, comma-separated")]
+MAX_BATCHES = "8,16,32,64,128,256,512"
+
 
 #: Notes for stderr, printed by `main` after a command succeeds (a refusal stays one line).
 NOTES: list[str] = []

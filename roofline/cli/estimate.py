@@ -112,14 +112,7 @@ def estimate(
     if json_out:
         out = e.as_dict() | {"economics": econ.as_dict()}
         if breakdown:
-            out["breakdown"] = {
-                "prefill": e.prefill.as_dict() | {"collectives_s": e.prefill_comm_s},
-                "decode": e.decode.as_dict() | {"collectives_s": e.decode_comm_s},
-            }
-            P = e.cases[0].prompt_tokens
-            if first_token_split(e.stack, P):  # TTFT = this prefill of P - 1 + a decode step
-                out["breakdown"]["prefill_tokens"] = P - 1
-                out["breakdown"]["first_token"] = "decode step at S = P - 1 after the prefill"
+            out["breakdown"] = e.breakdown_dict()
         print_json(out)
     else:
         from .report import breakdown_table, estimate_table, fit_lines, memory_table

@@ -222,20 +222,9 @@ def render(r: PlanResult, frontier_rows: int) -> None:
 @app.command("plan")
 def plan_cmd(
     model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")],
-    rate: Annotated[
-        float | None,
-        Opt(
-            help="mean arrivals per second (Poisson)",
-            callback=common.in_range(0, 1e6, open_low=True),
-        ),
-    ] = None,
-    prompt: Annotated[
-        int, Opt(help="prompt tokens P per request", callback=common.in_range(1, common.MAX_TOKENS))
-    ] = 1024,
-    gen: Annotated[
-        int,
-        Opt(help="generated tokens G per request", callback=common.in_range(1, common.MAX_TOKENS)),
-    ] = 256,
+    rate: common.PlanRate = None,
+    prompt: common.PlanPrompt = 1024,
+    gen: common.PlanGen = 256,
     trace: Annotated[
         Path | None,
         Opt(
@@ -243,43 +232,20 @@ def plan_cmd(
             "output_tokens): its arrivals and mean lengths"
         ),
     ] = None,
-    slo_ttft: Annotated[
-        float, Opt(help="p95 TTFT SLO, seconds", callback=common.in_range(0, 1e6, open_low=True))
-    ] = 1.0,
-    slo_tpot: Annotated[
-        float, Opt(help="p95 TPOT SLO, seconds", callback=common.in_range(0, 1e6, open_low=True))
-    ] = 0.05,
-    hardware: Annotated[
-        str | None,
-        Opt(*common.HARDWARE_FLAGS, help="devices, comma-separated (default: every priced device)"),
-    ] = None,
-    max_gpus: Annotated[
-        int,
-        Opt(
-            help="most GPUs of a deployment, all replicas",
-            callback=common.in_range(1, common.MAX_GPUS),
-        ),
-    ] = 64,
-    formats: Annotated[
-        str, Opt(help="formats, comma-separated: W (as --dtype) or W/KV")
-    ] = "bf16,fp8,int4-g128",
-    price: Annotated[
-        list[str] | None, Opt(help="NAME=USD per GPU-hour, or a YAML price table (repeatable)")
-    ] = None,
+    slo_ttft: common.P95Ttft = common.PLAN_SLO_TTFT,
+    slo_tpot: common.P95Tpot = common.PLAN_SLO_TPOT,
+    hardware: common.PlanDevices = None,
+    max_gpus: common.MaxGpus = common.MAX_GPUS_SEARCHED,
+    formats: common.Formats = common.FORMATS,
+    price: common.Price = None,
     price_tier: Annotated[str, Opt(help="on-demand or discounted")] = "on-demand",
-    max_batches: Annotated[
-        str, Opt(help="scheduler max sequences B tried, comma-separated")
-    ] = "8,16,32,64,128,256,512",
-    serving: Annotated[
-        str, Opt(help="both, aggregated (one pool) or disaggregated (prefill and decode pools)")
-    ] = "both",
+    max_batches: common.MaxBatches = common.MAX_BATCHES,
+    serving: common.Serving = "both",
     confirm_top: Annotated[
         int,
         Opt("--confirm", help="candidates the simulator checks", callback=common.in_range(0, 1000)),
     ] = 10,
-    requests: Annotated[
-        int, Opt(help="requests per simulation", callback=common.in_range(1, common.MAX_REQUESTS))
-    ] = 2000,
+    requests: common.Requests = common.REQUESTS,
     seed: Annotated[
         int,
         Opt(

@@ -200,19 +200,8 @@ def serve_cmd(
     model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")],
     output: Output,
     hardware: Device = "h100-sxm",
-    rate: Annotated[
-        float,
-        typer.Option(
-            help="mean arrivals per second (sweep: start)",
-            callback=common.in_range(0, 1e6, open_low=True),
-        ),
-    ] = 5.0,
-    requests: Annotated[
-        int,
-        typer.Option(
-            help="requests per simulation", callback=common.in_range(1, common.MAX_REQUESTS)
-        ),
-    ] = 1000,
+    rate: common.ServeRate = common.SERVE_RATE,
+    requests: common.Requests = common.REQUESTS,
     compare: Annotated[
         str, typer.Option(help="comma-separated policies, same workload")
     ] = "static,continuous,chunked",
@@ -236,7 +225,6 @@ def serve_cmd(
     weights: common.Weights = None,
     activations: common.Activations = None,
     kv_format: common.KvFormat = None,
-    kv: common.KvAlias = None,
     tp: common.Tp = 1,
     pp: common.Pp = 1,
     ep: common.Ep = 1,
@@ -257,7 +245,7 @@ def serve_cmd(
         seed=seed,
         slo_ttft=slo_ttft,
         slo_tpot=slo_tpot,
-        precision=common.precision(dtype, weights, activations, common.kv_format(kv_format, kv)),
+        precision=common.precision(dtype, weights, activations, kv_format),
         ceiling=common.ceiling(ceiling),
         specs_dir=tuple(specs_dir or ()),
         parallel=Parallel(tp, pp, ep),
@@ -290,54 +278,18 @@ def serve_cmd(
 def plan_cmd(
     model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")],
     output: Output,
-    rate: Annotated[
-        float,
-        typer.Option(
-            help="mean arrivals per second (Poisson)",
-            callback=common.in_range(0, 1e6, open_low=True),
-        ),
-    ] = 10.0,
-    prompt: Annotated[
-        int,
-        typer.Option(
-            help="prompt tokens P per request", callback=common.in_range(1, common.MAX_TOKENS)
-        ),
-    ] = 1024,
-    gen: Annotated[
-        int,
-        typer.Option(
-            help="generated tokens G per request", callback=common.in_range(1, common.MAX_TOKENS)
-        ),
-    ] = 256,
-    slo_ttft: Annotated[
-        float,
-        typer.Option(help="p95 TTFT SLO, seconds", callback=common.in_range(0, 1e6, open_low=True)),
-    ] = 1.0,
-    slo_tpot: Annotated[
-        float,
-        typer.Option(help="p95 TPOT SLO, seconds", callback=common.in_range(0, 1e6, open_low=True)),
-    ] = 0.05,
-    hardware: Annotated[
-        str | None, typer.Option(*common.HARDWARE_FLAGS, help="devices, comma-separated")
-    ] = None,
-    max_gpus: Annotated[
-        int,
-        typer.Option(
-            help="most GPUs of a deployment", callback=common.in_range(1, common.MAX_GPUS)
-        ),
-    ] = 64,
-    formats: Annotated[str, typer.Option(help="formats, comma-separated")] = "bf16,fp8,int4-g128",
-    price: Annotated[
-        list[str] | None,
-        typer.Option(help="NAME=USD per GPU-hour or a YAML price table (repeatable)"),
-    ] = None,
-    serving: Annotated[str, typer.Option(help="both, aggregated or disaggregated")] = "both",
-    requests: Annotated[
-        int,
-        typer.Option(
-            help="requests per simulation", callback=common.in_range(1, common.MAX_REQUESTS)
-        ),
-    ] = 2000,
+    rate: common.PlanRate = None,
+    prompt: common.PlanPrompt = 1024,
+    gen: common.PlanGen = 256,
+    slo_ttft: common.P95Ttft = common.PLAN_SLO_TTFT,
+    slo_tpot: common.P95Tpot = common.PLAN_SLO_TPOT,
+    hardware: common.PlanDevices = None,
+    max_gpus: common.MaxGpus = common.MAX_GPUS_SEARCHED,
+    formats: common.Formats = common.FORMATS,
+    price: common.Price = None,
+    max_batches: common.MaxBatches = common.MAX_BATCHES,
+    serving: common.Serving = "both",
+    requests: common.Requests = common.REQUESTS,
     engine: EngineOpt = DEFAULT_ENGINE,
     ceiling: Ceiling = "achievable",
     specs_dir: SpecsDir = None,
@@ -359,7 +311,7 @@ def plan_cmd(
         formats,
         price or [],
         "on-demand",
-        "8,16,32,64,128,256,512",
+        max_batches,
         serving,
         10,
         requests,
@@ -374,7 +326,7 @@ def plan_cmd(
 
     chosen = point(r.chosen) if r.chosen else None
     title = (
-        f"{r.model}, {rate:g} req/s, P = {prompt}, G = {gen}: "
+        f"{r.model}, {r.requirement.rate_per_s:g} req/s, P = {prompt}, G = {gen}: "
         f"{len(r.frontier)} frontier points of {r.configurations:,} screened"
     )
     _saved(

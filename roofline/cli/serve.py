@@ -27,12 +27,8 @@ def serve(
     hardware: Annotated[
         str, Opt(*common.HARDWARE_FLAGS, help="device of every replica")
     ] = "h100-sxm",
-    rate: Annotated[
-        float, Opt(help="mean arrivals per second", callback=common.in_range(0, 1e6, open_low=True))
-    ] = 5.0,
-    requests: Annotated[
-        int, Opt(help="requests to simulate", callback=common.in_range(1, common.MAX_REQUESTS))
-    ] = 2000,
+    rate: common.ServeRate = common.SERVE_RATE,
+    requests: common.Requests = common.REQUESTS,
     arrivals: Annotated[str, Opt(help="poisson or fixed (equal gaps)")] = "poisson",
     lengths: Annotated[str, Opt(help="fixed, uniform (1..2·mean-1) or lognormal")] = "lognormal",
     input_tokens: common.MeanPrompt = 1024,

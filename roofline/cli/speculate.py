@@ -10,14 +10,7 @@ from rich.table import Table
 from ..catalog import load_hardware, load_model
 from ..errors import InvalidInputError
 from ..placement import Parallel
-from ..speculative import (
-    Drafter,
-    best_k,
-    break_even_acceptance,
-    check_acceptance,
-    pair_fit,
-    speculative_cost,
-)
+from ..speculative import Drafter, SpeculationStudy, check_acceptance, study
 from ..units import seconds, si
 from . import app, common
 from .common import (
@@ -140,84 +133,58 @@ def speculate(
         memory_fraction=memory_fraction,
         prefill_token_budget=prefill_token_budget,
     )
-    fits = {b: pair_fit(t, drafter.model, stack, b, context, max(ks)) for b in batches}
-    grid = {
-        (b, a): [speculative_cost(t, drafter, stack, kk, a, b, context) for kk in ks]
-        for b in batches
-        for a in alphas
-    }
-    even = {
-        (b, kk): break_even_acceptance(t, drafter, stack, kk, b, context)
-        for b in batches
-        for kk in ks
-    }
-    drafted_by = drafter.model.name if drafter.model else f"heads at {heads} of a layer each"
+    st = study(t, drafter, stack, ks, alphas, batches, context)
     if json_out:
-        print_json(
-            {
-                **common.header(t.name, stack),
-                "target": t.name,
-                "draft": drafted_by,
-                "context": context,
-                "memory": [{"batch": b} | f.as_dict() for b, f in fits.items()],
-                "cases": [{"batch": b} | c.as_dict() for (b, _), cs in grid.items() for c in cs],
-                "best_k": [
-                    {
-                        "batch": b,
-                        "acceptance": a,
-                        "best_k": best_k(cs),
-                        "speedup": max(c.speedup for c in cs),
-                    }
-                    for (b, a), cs in grid.items()
-                ],
-                "break_even_acceptance": [
-                    {"batch": b, "k": kk, "acceptance": v} for (b, kk), v in even.items()
-                ],
-            }
-        )
+        print_json({**common.header(t.name, stack), **st.as_dict()})
     else:
-        for b in batches:
-            first = grid[(b, alphas[0])][0]
-            table = Table(
-                title=f"speculative decoding: {t.display_name} drafted by {drafted_by} "
-                f"on {hw.display_name}, B={b}, S={context}, {dtype}; plain target "
-                f"step {seconds(first.target_step_s)}"
-            )
-            table.add_column("K", justify="right")
-            table.add_column("draft", justify="right")
-            table.add_column("verify", justify="right")
-            for a in alphas:
-                table.add_column(f"tokens/step α={a}", justify="right")
-                table.add_column(f"speed-up α={a}", justify="right")
-            table.add_column("break-even α", justify="right")
-            for i, kk in enumerate(ks):
-                row = [
-                    str(kk),
-                    seconds(grid[(b, alphas[0])][i].draft_s),
-                    seconds(grid[(b, alphas[0])][i].verify_s),
-                ]
-                for a in alphas:
-                    c = grid[(b, a)][i]
-                    row += [f"{c.expected_tokens_per_step:.2f}", f"{c.speedup:.2f}×"]
-                v = even[(b, kk)]
-                row.append("never pays" if v is None else f"{v:.2f}")
-                table.add_row(*row)
-            console.print(table)
-            console.print(
-                "best K: "
-                + ", ".join(
-                    f"α={a}: K={best_k(grid[(b, a)])} ({max(c.speedup for c in grid[(b, a)]):.2f}×)"
-                    for a in alphas
-                )
-            )
-            f = fits[b]
-            verdict = "fit" if f.fits else "[red]do not fit[/red]"
-            console.print(
-                f"memory per GPU at S + K + 1 = {context + max(ks) + 1:,} tokens: target "
-                f"{si(f.target_bytes, 'B')} + draft {si(f.draft_bytes, 'B')} = "
-                f"{si(f.needs_bytes, 'B')} of {si(f.budget.usable_bytes, 'B')} usable: "
-                f"they {verdict} together."
-            )
+        render(st, dtype)
     if require_fit:
-        for b, f in fits.items():
+        for b, f in st.fits.items():
             f.require(t.name, hw.name, b)
+
+
+def render(st: SpeculationStudy, dtype: str) -> None:
+    """One table per batch: K against draft and verify times, tokens per step and speed-up
+    per α, the break-even α; the best K per α and whether the pair fits."""
+    t, hw, alphas = st.target, st.stack.hardware, st.alphas
+    for b in st.batches:
+        first = st.cycles[(b, alphas[0])][0]
+        table = Table(
+            title=f"speculative decoding: {t.display_name} drafted by {st.drafted_by} "
+            f"on {hw.display_name}, B={b}, S={st.context}, {dtype}; plain target "
+            f"step {seconds(first.target_step_s)}"
+        )
+        table.add_column("K", justify="right")
+        table.add_column("draft", justify="right")
+        table.add_column("verify", justify="right")
+        for a in alphas:
+            table.add_column(f"tokens/step α={a}", justify="right")
+            table.add_column(f"speed-up α={a}", justify="right")
+        table.add_column("break-even α", justify="right")
+        for i, kk in enumerate(st.ks):
+            row = [
+                str(kk),
+                seconds(st.cycles[(b, alphas[0])][i].draft_s),
+                seconds(st.cycles[(b, alphas[0])][i].verify_s),
+            ]
+            for a in alphas:
+                c = st.cycles[(b, a)][i]
+                row += [f"{c.expected_tokens_per_step:.2f}", f"{c.speedup:.2f}×"]
+            v = st.break_even[(b, kk)]
+            row.append("never pays" if v is None else f"{v:.2f}")
+            table.add_row(*row)
+        console.print(table)
+        console.print(
+            "best K: "
+            + ", ".join(
+                f"α={a}: K={st.best(b, a).k} ({st.best(b, a).speedup:.2f}×)" for a in alphas
+            )
+        )
+        f = st.fits[b]
+        verdict = "fit" if f.fits else "[red]do not fit[/red]"
+        console.print(
+            f"memory per GPU at S + K + 1 = {st.context + max(st.ks) + 1:,} tokens: target "
+            f"{si(f.target_bytes, 'B')} + draft {si(f.draft_bytes, 'B')} = "
+            f"{si(f.needs_bytes, 'B')} of {si(f.budget.usable_bytes, 'B')} usable: "
+            f"they {verdict} together."
+        )
