@@ -164,19 +164,7 @@ def serve(
     runs = serve_runs(config, common.NOTES)
     m, hw, policies = runs.model, runs.hardware, runs.policies
     engine_name = runs.stack.engine_name
-    head = common.header(m.name, runs.stack) | {
-        "workload": {
-            "trace": str(trace) if trace else None,
-            "requests": requests,
-            "arrivals": arrivals,
-            "rate_per_s": rate,
-            "lengths": lengths,
-            "prompt_tokens": input_tokens,
-            "gen_tokens": output_tokens,
-            "prefix_tokens": prefix_tokens,
-            "seed": seed,
-        }
-    }
+    head = common.header(m.name, runs.stack) | {"workload": config.workload_dict(rate)}
     if trace is not None and sweep:
         raise InvalidInputError("--sweep-rate scales synthetic arrivals; it cannot use --trace")
     if sweep:
@@ -209,15 +197,7 @@ def serve(
         # one shape: `runs` holds every policy's run; a single run also sits at the top level
         print_json({**head, **(rows[0] if not compare else {}), "runs": rows})
         return
-    source = (
-        f"trace {trace}"
-        if trace
-        else (
-            f"{requests} requests, {arrivals} {rate:g}/s, {lengths} P≈{input_tokens} "
-            f"G≈{output_tokens}"
-            f"{f', shared prefix {prefix_tokens}' if prefix_tokens else ''}, seed {seed}"
-        )
-    )
+    source = config.workload_label(rate)
     group = "" if tp * pp * ep == 1 else f" × {tp * pp * ep} (TP {tp}, PP {pp}, EP {ep})"
     formats = (
         prec.weights

@@ -58,6 +58,30 @@ class ServeConfig:
     parallel: Parallel = Parallel()
     engine: str = "vllm"
 
+    def workload_dict(self, rate_per_s: float) -> dict:
+        """The workload this config simulates at `rate_per_s`, as the JSON reports it."""
+        return {
+            "trace": str(self.trace) if self.trace else None,
+            "requests": self.requests,
+            "arrivals": self.arrivals,
+            "rate_per_s": rate_per_s,
+            "lengths": self.lengths,
+            "prompt_tokens": self.input_tokens,
+            "gen_tokens": self.output_tokens,
+            "prefix_tokens": self.prefix_tokens,
+            "seed": self.seed,
+        }
+
+    def workload_label(self, rate_per_s: float) -> str:
+        """One line naming the workload (a table title's)."""
+        if self.trace:
+            return f"trace {self.trace}"
+        prefix = f", shared prefix {self.prefix_tokens}" if self.prefix_tokens else ""
+        return (
+            f"{self.requests} requests, {self.arrivals} {rate_per_s:g}/s, {self.lengths} "
+            f"P≈{self.input_tokens} G≈{self.output_tokens}{prefix}, seed {self.seed}"
+        )
+
 
 @dataclass
 class ServeRuns:
