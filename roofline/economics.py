@@ -367,12 +367,30 @@ class EstimateEconomics:
     utilisation: float
     cases: tuple[CaseEconomics, ...] = ()
 
-    def as_dict(self) -> dict:
+    def as_dict(self, est=None, coverage: float | None = None) -> dict:
+        """The JSON; with the `phases.Estimate` it came from, a case that does not fit has no
+        cost or energy (null), and with `coverage` each case carries its `intervals`."""
+        cases = []
+        for i, c in enumerate(self.cases):
+            d = c.as_dict()
+            case = est.cases[i] if est is not None else None
+            if case is not None and not case.fits:
+                d |= {"cost_per_million_output_tokens_usd": None, "joules_per_output_token": None}
+            elif case is not None and coverage:
+                d["intervals"] = est.figure_intervals(
+                    case,
+                    {
+                        "cost_per_million_output_tokens_usd": c.cost_per_million_tokens_usd,
+                        "joules_per_output_token": c.joules_per_token,
+                    },
+                    coverage,
+                )
+            cases.append(d)
         return {
             "price_usd_per_gpu_hour": self.price_usd_per_gpu_hour,
             "price_source": self.price_source,
             "utilisation": self.utilisation,
-            "cases": [c.as_dict() for c in self.cases],
+            "cases": cases,
         }
 
 

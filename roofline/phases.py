@@ -37,6 +37,16 @@ from .placement import Parallel
 from .precision import Precision
 from .stack import Stack
 
+#: The figures of a case that carry an interval (`Estimate.case_intervals`).
+INTERVAL_FIGURES = (
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "decode_tokens_per_s",
+    "throughput_tokens_per_s",
+    "memory_bytes_per_gpu",
+)
+
 
 @dataclass(frozen=True)
 class Case:
@@ -180,7 +190,34 @@ class Estimate:
     def fits(self) -> bool:
         return all(c.fits for c in self.cases)
 
-    def as_dict(self) -> dict:
+    def case_intervals(self, c: Case, coverage: float) -> dict[str, dict]:
+        """The interval of each of case `c`'s times, rates and memory (`roofline.intervals`);
+        none on the datasheet ceiling, which is a bound, not a prediction."""
+        return self.figure_intervals(
+            c, {k: float(getattr(c, k)) for k in INTERVAL_FIGURES}, coverage
+        )
+
+    def figure_intervals(
+        self, c: Case, values: dict[str, float], coverage: float
+    ) -> dict[str, dict]:
+        """The intervals of `values`, figures of case `c` (`intervals.FIGURES` names them)."""
+        if self.ceiling == "datasheet":
+            return {}
+        from .intervals import intervals_of
+
+        s = self.stack
+        return intervals_of(
+            values, s.engine_name, s.parallel.gpus_per_replica, c.batch, s.hardware.vendor, coverage
+        )
+
+    def as_dict(self, coverage: float | None = None) -> dict:
+        """The JSON of the estimate; with `coverage`, each case carries its `intervals`."""
+        cases = [c.as_dict() for c in self.cases]
+        if coverage:
+            cases = [
+                d | {"intervals": self.case_intervals(c, coverage)}
+                for d, c in zip(cases, self.cases, strict=True)
+            ]
         return {
             "model": self.model.name,
             "hardware": self.hardware.name,
@@ -196,7 +233,7 @@ class Estimate:
             "memory": self.fit.as_dict(),
             "does_not_fit": None if self.shortfall is None else self.shortfall.as_dict(),
             "warnings": list(self.warnings),
-            "cases": [c.as_dict() for c in self.cases],
+            "cases": cases,
         } | ({"batch_max": self.batch_max} if self.asked_max else {})
 
     def breakdown_dict(self) -> dict:

@@ -281,6 +281,32 @@ def predict(
     return Prediction(row, value, e.engine.name if e.engine else None)
 
 
+def residuals(preds: Sequence[Prediction], specs_dirs: Sequence[str | Path] = ()) -> list:
+    """The predicted rows as `intervals.Residual`s (class: engine profile, GPUs, batch and the
+    device's vendor)."""
+    from .intervals import Residual
+
+    out = []
+    for p in preds:
+        if p.predicted is None or p.predicted <= 0 or p.row.value <= 0:
+            continue
+        r = p.row
+        out.append(
+            Residual(
+                id=r.id,
+                source=r.source,
+                metric=r.metric,
+                engine=p.engine or "none",
+                gpus=r.tp,
+                batch=float(r.batch),
+                vendor=load_hardware(r.hardware, specs_dirs).vendor,
+                predicted=float(p.predicted),
+                published=float(r.value),
+            )
+        )
+    return out
+
+
 def predict_all(
     rows: Iterable[Row],
     ceiling: Ceiling = "achievable",

@@ -31,3 +31,39 @@ def si_pair(a: float, b: float, unit: str, digits: int = 3) -> tuple[str, str]:
         if x != y or a == b:
             return x, y
     return x, y
+
+
+def _time_factor(value: float) -> tuple[float, str]:
+    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+        if abs(value) >= factor:
+            return factor, unit
+    return 1e-12, "ps"
+
+
+def seconds_range(value: float, low: float, high: float, sep: str = " ") -> str:
+    """A time and its interval in the value's unit: '7.67 ms (6.9–9.4)' (`sep` "\n" puts
+    the interval on a line of its own, as a table cell)."""
+    if not all(x == x and abs(x) != float("inf") for x in (value, low, high)):
+        return seconds(value)
+    factor, _ = _time_factor(float(f"{value:.3g}"))
+    return _with_range(seconds(value), _short(low / factor), _short(high / factor), sep)
+
+
+def _with_range(value: str, low: str, high: str, sep: str) -> str:
+    """'7.67 ms (6.9–9.4)' on one line; on two (a table cell) the bare range '6.9–9.4'."""
+    return f"{value}{sep}{low}–{high}" if sep == "\n" else f"{value}{sep}({low}–{high})"
+
+
+def _short(x: float) -> str:
+    """Two significant figures, never in exponent form: 6.9, 12, 190, 3.6k, 12k, 1.2M."""
+    for factor, prefix in ((1e6, "M"), (1e3, "k")):
+        if abs(x) >= factor:
+            return f"{_short(x / factor)}{prefix}"
+    return f"{float(f'{x:.2g}'):g}" if abs(x) >= 1e-4 else f"{x:.2g}"
+
+
+def number_range(value: float, low: float, high: float, fmt: str = ",.0f", sep: str = " ") -> str:
+    """A figure as `fmt` and its interval to two figures: '3,441 (2.4k–3.8k)'."""
+    if not all(x == x and abs(x) != float("inf") for x in (value, low, high)):
+        return format(value, fmt)
+    return _with_range(format(value, fmt), _short(low), _short(high), sep)

@@ -328,6 +328,16 @@ SloAttainment = Annotated[
         help="share of requests that must meet the SLO", callback=in_range(0, 1, open_low=True)
     ),
 ]
+#: Coverage of the interval printed beside each predicted figure (`roofline.intervals`).
+Interval = Annotated[
+    float,
+    typer.Option(
+        help="coverage of the interval shown beside each time, rate and cost (0.8: 80%, from "
+        "the published-measurement residuals; 0 hides it)",
+        callback=in_range(0, 0.99),
+    ),
+]
+
 
 #: `serve` and `plot serve`: one declaration and one default each.
 ServeRate = Annotated[

@@ -77,6 +77,7 @@ def estimate(
             callback=common.in_range(0, 1, open_low=True),
         ),
     ] = 1.0,
+    interval: common.Interval = 0.8,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -110,14 +111,14 @@ def estimate(
     )
     econ = replace(econ, price_source=common.with_flags(econ.price_source))
     if json_out:
-        out = e.as_dict() | {"economics": econ.as_dict()}
+        out = e.as_dict(interval or None) | {"economics": econ.as_dict(e, interval or None)}
         if breakdown:
             out["breakdown"] = e.breakdown_dict()
         print_json(out)
     else:
         from .report import breakdown_table, estimate_table, fit_lines, memory_table
 
-        common.console.print(estimate_table(e, econ))
+        common.console.print(estimate_table(e, econ, interval or None))
         if e.batch_max is not None:
             bm = e.batch_max
             bound = (

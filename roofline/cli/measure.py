@@ -274,6 +274,13 @@ def validate_cmd(
             "--gate/--no-gate", help=("with --published: exit 1 if any row leaves its band")
         ),
     ] = True,
+    write_residuals: Annotated[
+        Path | None,
+        typer.Option(
+            help="with --published: write the rows' residuals (the evidence of the intervals; "
+            "roofline/data/residuals.csv for the bundled set) to this CSV"
+        ),
+    ] = None,
     hardware: Hardware = None,
     ceiling: Ceiling = None,
     tolerance: Tolerance = None,
@@ -286,7 +293,9 @@ def validate_cmd(
     if published:
         from .published import run_published
 
-        run_published(results, ceiling or "achievable", engine, json_out, gate, specs_dir)
+        run_published(
+            results, ceiling or "achievable", engine, json_out, gate, specs_dir, write_residuals
+        )
         return
     if results is None:
         raise InvalidInputError("give the results JSON of `roofline measure`, or --published")

@@ -5,7 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InvalidInputError
-from ..published import Prediction, Summary, bundled_csv, load_rows, predict_all, summaries
+from ..intervals import LOSO_GATE
+from ..published import (
+    Prediction,
+    Summary,
+    bundled_csv,
+    load_rows,
+    predict_all,
+    residuals,
+    summaries,
+)
 from ..units import si
 from . import common
 from .common import console, print_json
@@ -98,6 +107,31 @@ def _summary_table(title: str, rows: list[Summary]):
     return t
 
 
+def _coverage_table(covs: list) -> object:
+    from rich.table import Table
+
+    t = Table(
+        title="intervals: leave-one-source-out coverage (each source's rows against the "
+        "intervals built without them; split-conformal, roofline/intervals.py)"
+    )
+    t.add_column("group")
+    for c in covs:
+        t.add_column(f"{c.coverage:.0%} interval", justify="right")
+    first = covs[0]
+
+    def cell(c, covered: int, n: int) -> str:
+        return f"{covered}/{n} = {100 * covered / n:.0f}%" if n else "—"
+
+    t.add_row("all rows", *(cell(c, round(c.overall * c.rows), c.rows) for c in covs))
+    for q in first.by_quantity:
+        t.add_row(q, *(cell(c, *c.by_quantity[q]) for c in covs))
+    for src in first.by_source:
+        t.add_row(f"source: {src[:60]}", *(cell(c, *c.by_source[src]) for c in covs))
+    lo, hi = (f"{100 * x:.0f}%" for x in LOSO_GATE)
+    t.caption = f"gate: the {covs[0].coverage:.0%} interval's overall coverage in {lo}–{hi}"
+    return t
+
+
 def run_published(
     csv: Path | None,
     ceiling: str,
@@ -105,11 +139,22 @@ def run_published(
     json_out: bool,
     gate: bool,
     specs_dir: list[Path] | None,
+    write_residuals: Path | None = None,
 ) -> None:
-    """Predict every row, print the tables (or JSON), exit 1 if a row leaves its band."""
+    """Predict every row, print the tables (or JSON) and the leave-one-source-out coverage
+    of the intervals; exit 1 if a row leaves its band or the coverage leaves its gate."""
+    from ..intervals import DEFAULT_COVERAGE, loso_coverage
+    from ..intervals import write_residuals as write
+
     path = csv or bundled_csv()
     preds = predict_all(load_rows(path), common.ceiling(ceiling), engine, specs_dir or ())
     groups = summaries(preds)
+    res = residuals(preds, specs_dir or ())
+    cov = {c: loso_coverage(res, c) for c in (DEFAULT_COVERAGE, 0.9)} if res else {}
+    if write_residuals is not None:
+        from ..files import replace_from
+
+        replace_from(write_residuals, lambda tmp: write(res, tmp))
     if json_out:
         print_json(
             {
@@ -118,6 +163,7 @@ def run_published(
                 "engine": engine or "per row",
                 "rows": [p.as_dict() for p in preds],
                 "summary": {k: [s.as_dict() for s in v] for k, v in groups.items()},
+                "intervals": [c.as_dict() for c in cov.values()],
             }
         )
     else:
@@ -137,6 +183,17 @@ def run_published(
             console.print(
                 f"not predicted: row {p.row.id} ({p.row.model}, {p.row.hardware}): {p.why}"
             )
+        if cov:
+            console.print(_coverage_table(list(cov.values())))
+    c80 = cov.get(DEFAULT_COVERAGE)
+    if gate and c80 is not None and not c80.within_gate and csv is None and engine is None:
+        lo, hi = (f"{100 * x:.0f}%" for x in LOSO_GATE)
+        raise InvalidInputError(
+            f"leave-one-source-out coverage of the {DEFAULT_COVERAGE:.0%} interval is "
+            f"{100 * c80.overall:.1f}%, outside {lo}–{hi}: the intervals are "
+            f"{'too narrow' if c80.overall < LOSO_GATE[0] else 'too wide'}; see the coverage "
+            "table, or pass --no-gate"
+        )
     failed = [p for p in preds if p.passed is not True]  # outside the band, or not predicted
     if gate and failed:
         ids = ", ".join(p.row.id for p in failed[:12]) + (" ..." if len(failed) > 12 else "")

@@ -14,10 +14,14 @@ from ..hardware import HardwareSpec
 from ..memory import BatchFit, CacheSummary
 from ..model import ModelSpec
 from ..phases import Estimate
-from ..units import seconds, si, si_pair
+from ..units import number_range, seconds, seconds_range, si, si_pair
 
 
-def estimate_table(e: Estimate, econ: EstimateEconomics | None = None) -> Table:
+def estimate_table(
+    e: Estimate, econ: EstimateEconomics | None = None, coverage: float | None = None
+) -> Table:
+    """One row per batch; with `coverage`, each time, rate and cost shows its interval
+    (`roofline.intervals`; none on the datasheet ceiling, a bound)."""
     p, par = e.precision, e.parallel
     gpus = (
         ""
@@ -57,14 +61,47 @@ def estimate_table(e: Estimate, econ: EstimateEconomics | None = None) -> Table:
     ):
         t.add_column(col, justify="right")
     for i, c in enumerate(e.cases):
-        money = (
-            (
-                f"{econ.cases[i].cost_per_million_tokens_usd:.3g}",
-                f"{econ.cases[i].joules_per_token:.3g}",
+        iv = e.case_intervals(c, coverage) if coverage else {}
+
+        # in the table: TTFT, TPOT, throughput and cost (the width a terminal holds); every
+        # figure's interval is in --json
+        def time(name: str, c=c, iv=iv) -> str:
+            v = getattr(c, name)
+            return (
+                seconds_range(v, iv[name]["low"], iv[name]["high"], "\n")
+                if name in iv
+                else seconds(v)
             )
-            if econ is not None and priced
-            else ()
-        )
+
+        def rate(name: str, c=c, iv=iv) -> str:
+            v = getattr(c, name)
+            return (
+                number_range(v, iv[name]["low"], iv[name]["high"], sep="\n")
+                if name in iv
+                else f"{v:,.0f}"
+            )
+
+        money: tuple[str, ...] = ()
+        if econ is not None and priced:
+            ce = econ.cases[i]
+            cost, joules = ce.cost_per_million_tokens_usd, ce.joules_per_token
+            if not c.fits:
+                money = ("—", "—")  # a configuration that does not fit has no cost
+            elif coverage:
+                mi = e.figure_intervals(
+                    c,
+                    {"cost_per_million_output_tokens_usd": cost, "joules_per_output_token": joules},
+                    coverage,
+                )
+                k = "cost_per_million_output_tokens_usd"
+                money = (
+                    number_range(cost, mi[k]["low"], mi[k]["high"], ".3g", "\n")
+                    if k in mi
+                    else f"{cost:.3g}",
+                    f"{joules:.3g}",
+                )
+            else:
+                money = (f"{cost:.3g}", f"{joules:.3g}")
         t.add_row(
             str(c.batch),
             f"{c.prompt_tokens}+{c.gen_tokens}",
@@ -75,12 +112,19 @@ def estimate_table(e: Estimate, econ: EstimateEconomics | None = None) -> Table:
             "yes"
             if c.fits
             else f"[red]no[/red] (> {si_pair(c.memory_bytes_per_gpu, c.usable_bytes, 'B')[1]})",
-            seconds(c.ttft_s),
-            seconds(c.tpot_s),
+            time("ttft_s"),
+            time("tpot_s"),
             seconds(c.e2e_s),
             f"{c.decode_tokens_per_s:,.0f}",
-            f"{c.throughput_tokens_per_s:,.0f}",
+            rate("throughput_tokens_per_s"),
             *money,
+        )
+    if coverage and e.ceiling != "datasheet" and e.cases:
+        basis = e.case_intervals(e.cases[0], coverage).get("tpot_s", {}).get("basis", "")
+        t.caption = (
+            f"{t.caption}. Under TTFT, TPOT, throughput and cost: their {coverage:.0%} "
+            f"interval, low–high, from the published measurements' residuals (TPOT: {basis}); "
+            "--json has every figure's, with its basis"
         )
     if econ is not None:
         t.caption = f"{t.caption}. Cost: {econ.price_source}" + (

@@ -1,0 +1,362 @@
+"""Prediction intervals from the validation evidence: how far off a prediction has been, where
+the tool has been checked against published measurements of real engines.
+
+Residuals. Each predicted row of the published data set (`roofline.published`) gives a log
+residual in the direction of time, e = ln(measured time / predicted time): for a time metric
+(TTFT, TPOT, E2E) ln(measured / predicted), for a rate (tok/s) ln(predicted / measured), for
+memory ln(measured / predicted) bytes. A predicted time t then lies in
+[t·exp(q_lo), t·exp(q_hi)] and a rate r in [r·exp(−q_hi), r·exp(−q_lo)], q the quantiles below.
+The residuals of the bundled data set are stored in `roofline/data/residuals.csv` (written by
+`roofline validate --published --write-residuals`, checked current by the tests), so a
+prediction reads them without re-predicting the rows.
+
+Classes. A residual belongs to a class: quantity (decode: TPOT and decode tok/s; prefill: TTFT
+and prefill tok/s; e2e: E2E and throughput; memory) × engine profile × TP class (one GPU or
+several) × batch class (1, 2–32, > 32) × vendor. A prediction takes the interval of its own
+class when it holds enough rows, else pools up a fixed hierarchy: (quantity, engine, TP class)
+→ (quantity, engine) → (quantity) → every row. The interval's `basis` names the level used and
+its row count; a prediction with no rows of its engine says so.
+
+Method: split-conformal, equal-tailed. For coverage c over the n residuals of a class, sorted,
+the interval runs from order statistic ⌊(n+1)(1−c)/2⌋ to ⌈(n+1)(1+c)/2⌉ (1-based); a class
+whose n is too small for those ranks to exist (n < 9 at c = 0.8, n < 19 at c = 0.9) pools up.
+Exchangeability is the method's assumption: a new case must be like the rows of its class.
+
+Honest coverage (`loso_coverage`): for each source in turn, the intervals are built without its
+rows and its rows are checked against them. This is still optimistic for the model itself,
+which was built while reading these sources; independent checks on unseen sources are the
+final word (docs/accuracy.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InvalidInputError
+
+#: The quantity each published metric measures, and whether it is a rate (inverse time).
+QUANTITY = {
+    "decode_tokens_per_s": "decode",
+    "tpot_s": "decode",
+    "ttft_s": "prefill",
+    "prefill_tokens_per_s": "prefill",
+    "e2e_s": "e2e",
+    "throughput_tokens_per_s": "e2e",
+    "memory_bytes": "memory",
+}
+RATES = ("decode_tokens_per_s", "prefill_tokens_per_s", "throughput_tokens_per_s")
+DEFAULT_COVERAGE = 0.8
+#: The CI gate: leave-one-source-out coverage of the default interval must stay in this range.
+LOSO_GATE = (0.70, 0.90)
+COLUMNS = ("id", "source", "metric", "engine", "gpus", "batch", "vendor", "predicted", "published")
+
+
+def batch_class(batch: float) -> str:
+    return "1" if batch <= 1 else "2-32" if batch <= 32 else ">32"
+
+
+def gpu_class(gpus: int) -> str:
+    return "1 GPU" if gpus <= 1 else "multi-GPU"
+
+
+@dataclass(frozen=True)
+class Residual:
+    """One published row against its prediction (module docstring)."""
+
+    id: str
+    source: str
+    metric: str
+    engine: str  # the profile the row was predicted with ("none": the hardware layer)
+    gpus: int
+    batch: float
+    vendor: str
+    predicted: float
+    published: float
+
+    @property
+    def quantity(self) -> str:
+        return QUANTITY[self.metric]
+
+    @property
+    def log_error(self) -> float:
+        """ln(measured time / predicted time): > 0 when the prediction was optimistic."""
+        r = math.log(self.published / self.predicted)
+        return -r if self.metric in RATES else r
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return (
+            self.quantity,
+            self.engine,
+            gpu_class(self.gpus),
+            batch_class(self.batch),
+            self.vendor,
+        )
+
+    @property
+    def source_name(self) -> str:
+        """The source without its revision: 'pytorch-labs/gpt-fast README.md'."""
+        return self.source.split(" (")[0]
+
+
+#: Names of the hierarchy's levels, most specific first (prefixes of `Residual.key`).
+LEVELS = (
+    ("quantity", "engine", "GPUs", "batch", "vendor"),
+    ("quantity", "engine", "GPUs"),
+    ("quantity", "engine"),
+    ("quantity",),
+    (),
+)
+
+
+@dataclass(frozen=True)
+class Band:
+    """A multiplicative interval in the direction of time: a time t lies in
+    [t·low, t·high], a rate r in [r/high, r/low]."""
+
+    low: float
+    high: float
+    coverage: float
+    basis: str
+    rows: int
+
+    def of_time(self, t: float) -> tuple[float, float]:
+        return t * self.low, t * self.high
+
+    def of_rate(self, r: float) -> tuple[float, float]:
+        return r / self.high, r / self.low
+
+    def as_dict(self, value: float, rate: bool = False) -> dict:
+        lo, hi = self.of_rate(value) if rate else self.of_time(value)
+        return {"low": lo, "high": hi, "coverage": self.coverage, "basis": self.basis}
+
+
+def _ranks(n: int, coverage: float) -> tuple[int, int] | None:
+    """1-based order statistics of the split-conformal interval, None if n is too small."""
+    # rounded first: (9 + 1)·(1 − 0.8)/2 is 0.99999… in floating point, not 1
+    lo = math.floor(round((n + 1) * (1 - coverage) / 2, 9))
+    hi = math.ceil(round((n + 1) * (1 + coverage) / 2, 9))
+    return (lo, hi) if lo >= 1 and hi <= n else None
+
+
+def check_coverage(coverage: float) -> float:
+    if not 0 < coverage < 1:
+        raise InvalidInputError(
+            f"`interval` coverage must be between 0 and 1 (0.8 for 80%), got {coverage}"
+        )
+    return coverage
+
+
+class Evidence:
+    """Residuals grouped by class, turning into bands on demand."""
+
+    def __init__(self, residuals: Sequence[Residual]) -> None:
+        self.residuals = tuple(residuals)
+        self._by: dict[tuple[str, ...], np.ndarray] = {}
+        groups: dict[tuple[str, ...], list[float]] = {}
+        for r in self.residuals:
+            for depth in {len(level) for level in LEVELS}:
+                groups.setdefault(r.key[:depth], []).append(r.log_error)
+        self._by = {k: np.sort(np.array(v)) for k, v in groups.items()}
+
+    def band(self, key: tuple[str, ...], coverage: float = DEFAULT_COVERAGE) -> Band:
+        """The band of the most specific level of `key` with enough rows (module docstring);
+        with no level able to carry `coverage`, the widest band of the evidence."""
+        check_coverage(coverage)
+        for level in LEVELS:
+            e = self._by.get(key[: len(level)])
+            ranks = _ranks(0 if e is None else e.size, coverage)
+            if e is None or ranks is None:
+                continue
+            lo, hi = ranks
+            engine_rows = self._by.get(key[:2], np.zeros(0)).size
+            return Band(
+                math.exp(e[lo - 1]),
+                math.exp(e[hi - 1]),
+                coverage,
+                _basis(key, level, int(e.size), int(engine_rows)),
+                int(e.size),
+            )
+        return self.widest(coverage, f"no class of {key[0]} rows holds enough rows")
+
+    def widest(self, coverage: float, why: str) -> Band:
+        """The extremes of every residual: the band of a case with no evidence near it."""
+        e = self._by.get((), np.zeros(0))
+        if not e.size:
+            return Band(0.0, math.inf, coverage, f"{why}; no evidence at all", 0)
+        return Band(
+            math.exp(min(float(e[0]), 0.0)),
+            math.exp(max(float(e[-1]), 0.0)),
+            coverage,
+            f"{why}: the widest error of all {e.size} published rows",
+            int(e.size),
+        )
+
+
+def _basis(key: tuple[str, ...], level: tuple[str, ...], n: int, engine_rows: int) -> str:
+    """What the band was built from: 'split-conformal over 12 decode rows of gpt-fast, 1 GPU,
+    batch 1, nvidia'; when the engine's own rows are too few, how many it has."""
+    named = dict(zip(LEVELS[0], key, strict=True))
+    where = (
+        ", ".join(f"batch {named[f]}" if f == "batch" else named[f] for f in level[1:])
+        or "every engine"
+    )
+    text = f"split-conformal over {n} {named['quantity'] if level else 'published'} rows of {where}"
+    if len(level) < 2:
+        text += f" ({named['engine']}: {engine_rows} rows, too few for this coverage)"
+    return text
+
+
+# ---- the bundled residuals ------------------------------------------------------------------
+def bundled_path() -> Path:
+    return Path(str(resources.files("roofline") / "data" / "residuals.csv"))
+
+
+def write_residuals(residuals: Iterable[Residual], path: str | Path) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(COLUMNS)
+        for r in residuals:
+            w.writerow(
+                [
+                    r.id,
+                    r.source,
+                    r.metric,
+                    r.engine,
+                    r.gpus,
+                    f"{r.batch:g}",
+                    r.vendor,
+                    repr(r.predicted),
+                    repr(r.published),
+                ]
+            )
+
+
+def read_residuals(path: str | Path) -> list[Residual]:
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return [
+        Residual(
+            r["id"],
+            r["source"],
+            r["metric"],
+            r["engine"],
+            int(r["gpus"]),
+            float(r["batch"]),
+            r["vendor"],
+            float(r["predicted"]),
+            float(r["published"]),
+        )
+        for r in rows
+    ]
+
+
+@lru_cache(maxsize=1)
+def bundled() -> Evidence:
+    """The evidence of the bundled data set's residuals."""
+    return Evidence(read_residuals(bundled_path()))
+
+
+# ---- honest coverage ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Coverage:
+    """Leave-one-source-out coverage: share of rows inside the band built without their
+    source, overall, per quantity and per source."""
+
+    coverage: float
+    overall: float
+    rows: int
+    by_quantity: dict[str, tuple[int, int]]  # covered, rows
+    by_source: dict[str, tuple[int, int]]
+
+    @property
+    def within_gate(self) -> bool:
+        return LOSO_GATE[0] <= self.overall <= LOSO_GATE[1]
+
+    def as_dict(self) -> dict:
+        return {
+            "coverage": self.coverage,
+            "loso_coverage": self.overall,
+            "rows": self.rows,
+            "gate": list(LOSO_GATE),
+            "within_gate": self.within_gate,
+            "by_quantity": {k: {"covered": c, "rows": n} for k, (c, n) in self.by_quantity.items()},
+            "by_source": {k: {"covered": c, "rows": n} for k, (c, n) in self.by_source.items()},
+        }
+
+
+def loso_coverage(residuals: Sequence[Residual], coverage: float = DEFAULT_COVERAGE) -> Coverage:
+    """Coverage of the `coverage` band, each source's rows against the others' evidence."""
+    check_coverage(coverage)
+    by_q: dict[str, list[int]] = {}
+    by_s: dict[str, list[int]] = {}
+    for source in sorted({r.source_name for r in residuals}):
+        held = [r for r in residuals if r.source_name == source]
+        evidence = Evidence([r for r in residuals if r.source_name != source])
+        for r in held:
+            b = evidence.band(r.key, coverage)
+            inside = int(math.log(b.low) <= r.log_error <= math.log(b.high)) if b.low > 0 else 1
+            by_q.setdefault(r.quantity, []).append(inside)
+            by_s.setdefault(source, []).append(inside)
+    flat = [x for v in by_s.values() for x in v]
+    return Coverage(
+        coverage,
+        float(np.mean(flat)) if flat else math.nan,
+        len(flat),
+        {k: (sum(v), len(v)) for k, v in sorted(by_q.items())},
+        {k: (sum(v), len(v)) for k, v in sorted(by_s.items())},
+    )
+
+
+# ---- a prediction's intervals ---------------------------------------------------------------
+#: The figures of an estimate case: the quantity whose residuals bound each, and whether it is
+#: a rate. Cost per token scales with the time a token takes (e2e); energy per token too, times
+#: a power the published rows do not check (its basis says so).
+FIGURES: dict[str, tuple[str, bool]] = {
+    "ttft_s": ("prefill", False),
+    "tpot_s": ("decode", False),
+    "e2e_s": ("e2e", False),
+    "decode_tokens_per_s": ("decode", True),
+    "throughput_tokens_per_s": ("e2e", True),
+    "memory_bytes_per_gpu": ("memory", False),
+    "cost_per_million_output_tokens_usd": ("e2e", False),
+    "joules_per_output_token": ("e2e", False),
+}
+POWER_NOTE = "; the power behind it is not checked against measured power"
+
+
+def key_of(quantity: str, engine: str, gpus: int, batch: float, vendor: str) -> tuple[str, ...]:
+    return (quantity, engine, gpu_class(gpus), batch_class(batch), vendor)
+
+
+def intervals_of(
+    values: dict[str, float],
+    engine: str,
+    gpus: int,
+    batch: float,
+    vendor: str,
+    coverage: float = DEFAULT_COVERAGE,
+    evidence: Evidence | None = None,
+) -> dict[str, dict]:
+    """The interval of every figure of `values` that `FIGURES` names, for a case run by
+    `engine` on `gpus` GPUs per replica at batch `batch` on a `vendor` device."""
+    ev = evidence or bundled()
+    out = {}
+    for name, value in values.items():
+        if name not in FIGURES or not math.isfinite(value):
+            continue
+        quantity, rate = FIGURES[name]
+        band = ev.band(key_of(quantity, engine, gpus, batch, vendor), coverage)
+        d = band.as_dict(value, rate)
+        if name == "joules_per_output_token":
+            d["basis"] += POWER_NOTE
+        out[name] = d
+    return out

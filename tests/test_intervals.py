@@ -1,0 +1,140 @@
+"""Prediction intervals (`roofline.intervals`): split-conformal bands from the published rows'
+residuals, pooled up a fixed hierarchy, checked leave-one-source-out; values by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from conftest import run_cli
+
+from roofline import intervals as iv
+from roofline.published import bundled_csv, load_rows, predict_all, residuals
+
+
+def res(e: float, source: str = "A", metric: str = "tpot_s", engine: str = "vllm", **kw):
+    """A residual whose log error is `e`: a TPOT predicted 1 s and measured exp(e) s."""
+    fields = dict(gpus=1, batch=1.0, vendor="nvidia") | kw
+    return iv.Residual("x", source, metric, engine, predicted=1.0, published=math.exp(e), **fields)
+
+
+def test_ranks_of_the_split_conformal_interval() -> None:
+    # c = 0.8: ⌊(n+1)·0.1⌋ and ⌈(n+1)·0.9⌉; n = 9 is the least that has both
+    assert iv._ranks(9, 0.8) == (1, 9)
+    assert iv._ranks(8, 0.8) is None  # ⌈9·0.9⌉ = 9 > 8
+    assert iv._ranks(20, 0.8) == (2, 19)  # ⌊2.1⌋, ⌈18.9⌉
+    assert iv._ranks(19, 0.9) == (1, 19)  # ⌊20·0.05⌋, ⌈20·0.95⌉
+    assert iv._ranks(18, 0.9) is None
+
+
+def test_the_log_error_points_in_the_direction_of_time() -> None:
+    # a TPOT predicted 10 ms and measured 12.5 ms: ln(1.25), the prediction optimistic
+    t = iv.Residual("1", "s", "tpot_s", "vllm", 1, 1.0, "nvidia", 0.010, 0.0125)
+    assert t.log_error == pytest.approx(math.log(1.25))
+    # a rate predicted 125 tok/s and measured 100: the same optimism, the same sign
+    r = iv.Residual("2", "s", "decode_tokens_per_s", "vllm", 1, 1.0, "nvidia", 125.0, 100.0)
+    assert r.log_error == pytest.approx(math.log(1.25))
+    # the band of a time is [t·low, t·high]; of a rate [r/high, r/low]
+    b = iv.Band(0.9, 1.25, 0.8, "", 10)
+    assert b.of_time(10.0) == pytest.approx((9.0, 12.5))
+    assert b.of_rate(100.0) == pytest.approx((80.0, 100 / 0.9))
+
+
+def test_a_class_with_enough_rows_gives_its_own_order_statistics() -> None:
+    # 20 rows of one class, errors 0.00 ... 0.19: ranks 2 and 19 → 0.01 and 0.18
+    ev = iv.Evidence([res(k / 100) for k in range(20)])
+    b = ev.band(("decode", "vllm", "1 GPU", "1", "nvidia"), 0.8)
+    assert (math.log(b.low), math.log(b.high)) == pytest.approx((0.01, 0.18))
+    assert b.rows == 20
+    assert "20 decode rows of vllm, 1 GPU, batch 1, nvidia" in b.basis
+
+
+def test_a_thin_class_pools_up_and_says_so() -> None:
+    # 3 rows at batch 64 and 9 at batch 1, all vllm on 1 GPU: the batch-64 class is too thin
+    # (n = 3 < 9), so (decode, vllm, 1 GPU) with all 12 rows is used: ranks ⌊1.3⌋ = 1 and
+    # ⌈11.7⌉ = 12 of the 12 sorted errors, the smallest and the largest
+    rows = [res(0.5, batch=64.0) for _ in range(3)] + [res(k / 100) for k in range(9)]
+    b = iv.Evidence(rows).band(("decode", "vllm", "1 GPU", ">32", "nvidia"), 0.8)
+    assert (math.log(b.low), math.log(b.high)) == pytest.approx((0.0, 0.5))
+    assert b.rows == 12 and "of vllm, 1 GPU" in b.basis and "batch" not in b.basis
+    # an engine with no rows pools over engines, and the basis names it
+    other = iv.Evidence(rows).band(("decode", "sglang", "1 GPU", "1", "nvidia"), 0.8)
+    assert other.rows == 12 and "sglang: 0 rows" in other.basis
+
+
+def test_no_class_with_enough_rows_gives_the_widest_band() -> None:
+    b = iv.Evidence([res(0.1), res(-0.2), res(0.3)]).band(("e2e", "x", "1 GPU", "1", "amd"))
+    assert (math.log(b.low), math.log(b.high)) == pytest.approx((-0.2, 0.3))
+    assert "widest" in b.basis
+
+
+def test_leave_one_source_out_coverage_by_hand() -> None:
+    # source A: errors 0.00 ... 0.09 (10 rows); source B: the same ten; source C: one row at
+    # 0.5. Without A, the class holds B and C (11 rows: ranks ⌊1.2⌋ = 1, ⌈10.8⌉ = 11, i.e.
+    # [0.00, 0.50]): A's 10 rows are inside. Without B, likewise. Without C, the 20 rows of A
+    # and B give ranks 2 and 19: [0.00, 0.09], and C's 0.5 is outside. 20 of 21 covered.
+    rows = [res(k / 100, "A") for k in range(10)] + [res(k / 100, "B") for k in range(10)]
+    rows.append(res(0.5, "C"))
+    c = iv.loso_coverage(rows, 0.8)
+    assert c.overall == pytest.approx(20 / 21)
+    assert c.by_source == {"A": (10, 10), "B": (10, 10), "C": (0, 1)}
+    assert not c.within_gate  # 95% > 90%: too wide for an 80% interval
+
+
+def test_the_bundled_residuals_are_the_current_predictions() -> None:
+    """roofline/data/residuals.csv is what the model predicts today for every bundled row;
+    after a change to the model, `roofline validate --published --write-residuals
+    roofline/data/residuals.csv` refreshes it."""
+    now = residuals(predict_all(load_rows(bundled_csv())))
+    stored = iv.read_residuals(iv.bundled_path())
+    assert [r.id for r in stored] == [r.id for r in now]
+    for a, b in zip(stored, now, strict=True):
+        assert (a.metric, a.engine, a.gpus, a.batch, a.vendor) == (
+            b.metric,
+            b.engine,
+            b.gpus,
+            b.batch,
+            b.vendor,
+        )
+        assert a.predicted == pytest.approx(b.predicted, rel=1e-9), a.id
+
+
+def test_the_bundled_coverage_is_within_the_gate() -> None:
+    c = iv.loso_coverage(iv.bundled().residuals, 0.8)
+    assert c.rows == 141
+    assert iv.LOSO_GATE[0] <= c.overall <= iv.LOSO_GATE[1]
+
+
+def test_estimate_json_carries_an_interval_per_figure(capsys) -> None:
+    code, out, _ = run_cli(capsys, "estimate", "llama-3.1-8b", "--batch", "1,64", "--json")
+    assert code == 0
+    d = json.loads(out)
+    for case in d["cases"]:
+        i = case["intervals"]
+        assert set(i) == {
+            "ttft_s",
+            "tpot_s",
+            "e2e_s",
+            "decode_tokens_per_s",
+            "throughput_tokens_per_s",
+            "memory_bytes_per_gpu",
+        }
+        for name, band in i.items():
+            assert band["low"] < band["high"] and band["coverage"] == 0.8, name
+        # a time and its rate come from one band: low TPOT is high tok/s
+        tpot, rate = i["tpot_s"], i["decode_tokens_per_s"]
+        assert rate["high"] == pytest.approx(case["batch"] / tpot["low"])
+        assert "vllm: 0 rows" in tpot["basis"]  # no published vLLM row yet
+    money = d["economics"]["cases"][0]["intervals"]
+    assert "not checked against measured power" in money["joules_per_output_token"]["basis"]
+    # --interval 0 drops them, the datasheet ceiling (a bound) has none
+    code, out, _ = run_cli(capsys, "estimate", "llama-3.1-8b", "--interval", "0", "--json")
+    assert "intervals" not in json.loads(out)["cases"][0]
+    code, out, _ = run_cli(capsys, "estimate", "llama-3.1-8b", "--ceiling", "datasheet", "--json")
+    assert json.loads(out)["cases"][0]["intervals"] == {}
+
+
+def test_a_coverage_outside_0_1_is_one_clear_line(capsys) -> None:
+    code, _, err = run_cli(capsys, "estimate", "llama-3.1-8b", "--interval", "1.5")
+    assert code != 0 and "--interval must be" in err and "Traceback" not in err
