@@ -208,6 +208,12 @@ class HardwareSpec(Frozen):
     source: str = Field(min_length=1, description="where the datasheet values come from")
     source_url: HttpUrl | None = None
     notes: str = ""
+    check_residuals: tuple[float, ...] = Field(
+        default=(),
+        description="ln(measured / predicted time) of the held-out points of the `roofline "
+        "check` run this spec was calibrated from (`calibrate` writes them): predictions on it "
+        "take their interval from these instead of the published rows",
+    )
 
     @field_validator("dense_peak_tflops")
     @classmethod

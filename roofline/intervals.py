@@ -37,10 +37,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from .hardware import HardwareSpec
 
 #: The quantity each published metric measures, and whether it is a rate (inverse time).
 QUANTITY = {
@@ -337,24 +341,60 @@ def key_of(quantity: str, engine: str, gpus: int, batch: float, vendor: str) -> 
     return (quantity, engine, gpu_class(gpus), batch_class(batch), vendor)
 
 
+def machine_band(residuals: Sequence[float], coverage: float) -> Band | None:
+    """The band of a calibrated spec's own held-out `roofline check` points
+    (`HardwareSpec.check_residuals`), None when they are too few for `coverage`."""
+    e = np.sort(np.asarray(residuals, dtype=float))
+    ranks = _ranks(e.size, coverage)
+    if ranks is None:
+        return None
+    lo, hi = ranks
+    return Band(
+        math.exp(e[lo - 1]),
+        math.exp(e[hi - 1]),
+        coverage,
+        f"split-conformal over the {e.size} held-out points of this machine's `roofline "
+        "check` (the calibrated spec's own evidence, in place of the published rows)",
+        int(e.size),
+    )
+
+
+def band_for(
+    quantity: str,
+    engine: str,
+    gpus: int,
+    batch: float,
+    hw: HardwareSpec,
+    coverage: float = DEFAULT_COVERAGE,
+    evidence: Evidence | None = None,
+) -> Band:
+    """The band of a `quantity` predicted for `engine` on `gpus` GPUs per replica at batch
+    `batch` on device `hw`: the device's own check residuals when its spec carries enough of
+    them, else the published rows' of the case's class."""
+    own = machine_band(hw.check_residuals, coverage) if hw.check_residuals else None
+    if own is not None:
+        return own
+    ev = evidence or bundled()
+    return ev.band(key_of(quantity, engine, gpus, batch, hw.vendor), coverage)
+
+
 def intervals_of(
     values: dict[str, float],
     engine: str,
     gpus: int,
     batch: float,
-    vendor: str,
+    hw: HardwareSpec,
     coverage: float = DEFAULT_COVERAGE,
     evidence: Evidence | None = None,
 ) -> dict[str, dict]:
     """The interval of every figure of `values` that `FIGURES` names, for a case run by
-    `engine` on `gpus` GPUs per replica at batch `batch` on a `vendor` device."""
-    ev = evidence or bundled()
+    `engine` on `gpus` GPUs per replica at batch `batch` on device `hw` (`band_for`)."""
     out = {}
     for name, value in values.items():
         if name not in FIGURES or not math.isfinite(value):
             continue
         quantity, rate = FIGURES[name]
-        band = ev.band(key_of(quantity, engine, gpus, batch, vendor), coverage)
+        band = band_for(quantity, engine, gpus, batch, hw, coverage, evidence)
         d = band.as_dict(value, rate)
         if name == "joules_per_output_token":
             d["basis"] += POWER_NOTE

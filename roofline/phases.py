@@ -207,7 +207,7 @@ class Estimate:
 
         s = self.stack
         return intervals_of(
-            values, s.engine_name, s.parallel.gpus_per_replica, c.batch, s.hardware.vendor, coverage
+            values, s.engine_name, s.parallel.gpus_per_replica, c.batch, s.hardware, coverage
         )
 
     def as_dict(self, coverage: float | None = None) -> dict:

@@ -138,3 +138,47 @@ def test_estimate_json_carries_an_interval_per_figure(capsys) -> None:
 def test_a_coverage_outside_0_1_is_one_clear_line(capsys) -> None:
     code, _, err = run_cli(capsys, "estimate", "llama-3.1-8b", "--interval", "1.5")
     assert code != 0 and "--interval must be" in err and "Traceback" not in err
+
+
+def test_serve_percentiles_carry_the_step_time_band(capsys) -> None:
+    code, out, _ = run_cli(capsys, "serve", "--requests", "100", "--json")
+    assert code == 0
+    d = json.loads(out)
+    iv_ = d["intervals"]
+    # the band of each percentile is one multiplicative band of its quantity's class: the
+    # same factor over p50 and p95
+    for name in ("ttft_s", "tpot_s", "e2e_s"):
+        lo50, lo95 = (
+            iv_[name]["p50"]["low"] / d[name]["p50"],
+            iv_[name]["p95"]["low"] / d[name]["p95"],
+        )
+        assert lo50 == pytest.approx(lo95)
+        assert iv_[name]["p95"]["low"] < iv_[name]["p95"]["high"]
+        assert "too narrow near saturation" in iv_[name]["basis"]
+    assert "throughput_tokens_per_s" not in iv_  # the offered load's, below saturation
+    code, out, _ = run_cli(capsys, "serve", "--requests", "50", "--interval", "0", "--json")
+    assert "intervals" not in json.loads(out)
+
+
+def test_a_calibrated_spec_uses_its_own_check_residuals() -> None:
+    """A spec `calibrate` wrote carries the held-out errors of its own check run; predictions
+    on it take their band from those: 20 errors 0.00 … 0.19 give ranks 2 and 19 at 80%,
+    a time × exp(0.01) … exp(0.18)."""
+    from roofline.catalog import load_hardware, load_model
+    from roofline.phases import estimate
+    from roofline.stack import Stack
+
+    hw = load_hardware("h100-sxm").model_copy(
+        update={"check_residuals": tuple(k / 100 for k in range(20))}
+    )
+    m = load_model("llama-3.1-8b")
+    e = estimate(m, Stack.resolve(m, hw), [4], 512, 64)
+    c = e.cases[0]
+    band = e.case_intervals(c, 0.8)["tpot_s"]
+    assert band["low"] == pytest.approx(c.tpot_s * math.exp(0.01))
+    assert band["high"] == pytest.approx(c.tpot_s * math.exp(0.18))
+    assert "this machine's `roofline check`" in band["basis"]
+    # too few for the coverage: the published rows again
+    few = hw.model_copy(update={"check_residuals": (0.1, 0.2)})
+    e2 = estimate(m, Stack.resolve(m, few), [4], 512, 64)
+    assert "decode rows of every engine" in e2.case_intervals(e2.cases[0], 0.8)["tpot_s"]["basis"]

@@ -348,3 +348,34 @@ def test_a_candidate_the_simulator_refuses_makes_room_for_the_next(monkeypatch):
     )
     assert r.unconfirmed == ((calls[0], "cannot cost this one"),)
     assert len(r.confirmed) == 2 and calls[0] not in {c.label for c in r.confirmed}
+
+
+def test_confidence_checks_the_slo_against_the_upper_end():
+    """With `--confidence`, a point meets the SLO only when its p95 times the upper end of the
+    interval does. The toy of `test_aggregated_latency_by_hand`: TPOT₉₅ = 0.02 + 2.645 · 0.01
+    = 46.45 ms against a 50 ms SLO: met centrally; with the TPOT band's upper end 1.1,
+    51.1 ms is over."""
+    import dataclasses
+
+    from roofline.plan import robust_factors
+
+    base = group("cheap", 0.9, 0.1, 0.02)
+    space = Space(("cheap",), max_gpus=1, max_batches=(64,), serving="aggregated")
+    req = Requirement(10 / 3, 512, 11, 1.0, 0.05)
+    assert screen([base], req, space).status[0] == OK
+    robust = dataclasses.replace(base, tpot_factor=1.1)
+    assert screen([robust], req, space).status[0] == TPOT
+    # the factors: 1 for the central value and on the datasheet ceiling (a bound); else the
+    # widest upper end over the batch classes, never below 1
+    from roofline.catalog import load_hardware, load_model
+    from roofline.intervals import bundled, key_of
+    from roofline.stack import Stack
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    stack = Stack.resolve(m, hw)
+    assert robust_factors(stack, None) == (1.0, 1.0)
+    assert robust_factors(Stack.resolve(m, hw, ceiling="datasheet"), 0.9) == (1.0, 1.0)
+    highs = [
+        bundled().band(key_of("decode", "vllm", 1, b, hw.vendor), 0.9).high for b in (1, 16, 64)
+    ]
+    assert robust_factors(stack, 0.9)[1] == pytest.approx(max(*highs, 1.0))

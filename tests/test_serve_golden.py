@@ -20,7 +20,10 @@ import pytest
 from conftest import run_cli, same_json
 
 FIXTURE = Path(__file__).parent / "fixtures" / "serve_golden.json"
-BASE = ("serve", "--requests", "200", "--rate", "40", "--ceiling", "datasheet", "--json")
+BASE = (
+    "serve", "--requests", "200", "--rate", "40", "--ceiling", "datasheet", "--interval", "0",
+    "--json",
+)  # fmt: skip
 RUNS = {
     "continuous": ("--policy", "continuous"),
     "continuous-contiguous": ("--policy", "continuous", "--kv", "contiguous"),

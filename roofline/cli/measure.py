@@ -19,7 +19,7 @@ from ..errors import InvalidInputError, RooflineError
 from ..files import signals_deferred, write_text
 from ..measure.calibrate import calibrated_spec
 from ..measure.results import Results, load_results, median_of_runs, write_results
-from ..measure.validate import PROTOCOL, Validation, validation_of
+from ..measure.validate import PROTOCOL, Validation, validate, validation_of
 from ..units import seconds, si
 from . import app, common, interrupt_status
 from .common import JsonFlag, SpecsDir, console, print_json
@@ -165,7 +165,10 @@ def calibrate(
 ) -> None:
     """Write a hardware spec of what this machine achieved (use it with --hardware)."""
     common.check_output(output, "hardware spec")
-    spec = calibrated_spec(load_results(results), results)
+    r = load_results(results)
+    spec = calibrated_spec(r, results)
+    # the held-out points' errors on this spec: its own evidence for intervals
+    spec = spec.model_copy(update={"check_residuals": validate(r, spec).held_out_residuals})
     text = yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
     if output is None:
         print(text, end="")
@@ -227,6 +230,14 @@ def _validate(
     else:
         for t in _validation_tables(v):
             console.print(t)
+        if (iv := v.interval_check()) is not None:
+            console.print(
+                f"calibrated {iv['coverage']:.0%} interval of this machine (held-out points, "
+                f"split-conformal; `calibrate` writes it into the spec): time × "
+                f"{iv['low']:.2f}–{iv['high']:.2f}; leave-one-out it covers "
+                f"{iv['covered_leave_one_out']} of {iv['points']} held-out points",
+                highlight=False,
+            )
     if not v.passed:
         failed = sum(not row.passed for row in v.rows)
         raise InvalidInputError(f"{failed} point(s) outside their band; see the table")

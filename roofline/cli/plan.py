@@ -45,6 +45,7 @@ def run_plan(
     ceiling: str,
     engine: str,
     specs_dir: list[Path] | None,
+    confidence: float = 0.0,
 ) -> PlanResult:
     """Parse and load everything `plan` needs, then call the core (shared with `plot plan`)."""
     roof, price_tier = common.ceiling(ceiling), common.price_tier(tier)
@@ -67,7 +68,7 @@ def run_plan(
         gen = max(2, int(round(float(workload.output_tokens.mean()))))
     if rate is None:
         raise InvalidInputError("give --rate (requests per second) or --trace")
-    req = Requirement(rate, prompt, gen, slo_ttft, slo_tpot)
+    req = Requirement(rate, prompt, gen, slo_ttft, slo_tpot, confidence or None)
     space = Space(
         tuple(d.name for d in devices),
         _names(formats),
@@ -130,6 +131,18 @@ def _s(x: float) -> str:
     return "—" if not np.isfinite(x) else f"{x:.3f} s"
 
 
+def _interval_line(iv: dict) -> str:
+    """The chosen deployment's intervals: simulated p95 TTFT and TPOT, cost."""
+    ttft, tpot = iv["ttft_p95_s"]["simulated"], iv["tpot_p95_s"]["simulated"]
+    cost = iv["cost_per_million_tokens_usd"]["analytic"]
+    return (
+        f"its {iv['tpot_p95_s']['coverage']:.0%} intervals: p95 TTFT {_s(ttft['low'])}–"
+        f"{_s(ttft['high'])}, p95 TPOT {_ms(tpot['low'])}–{_ms(tpot['high'])} (simulated), "
+        f"${cost['low']:.3f}–{cost['high']:.3f} per million output tokens (TPOT: "
+        f"{iv['tpot_p95_s']['basis']})"
+    )
+
+
 def render(r: PlanResult, frontier_rows: int) -> None:
     from rich.table import Table
 
@@ -143,6 +156,12 @@ def render(r: PlanResult, frontier_rows: int) -> None:
         f"{r.configurations:,} configurations analytically in {r.analytic_s:.2f} s; "
         f"simulated {len(r.confirmed)} in {r.simulated_s:.2f} s."
     )
+    if q.confidence:
+        console.print(
+            f"SLO checked against the upper end of the {q.confidence:.0%} interval of TTFT and "
+            "TPOT (the published residuals of each candidate's engine, GPUs and vendor; "
+            "docs/accuracy.md), analytic and simulated alike; the tables show central values."
+        )
     c = r.chosen
     if c is None:
         console.print(
@@ -158,6 +177,8 @@ def render(r: PlanResult, frontier_rows: int) -> None:
             f"{_s(c.sim.ttft_p95_s)} simulated, p95 TPOT {_ms(c.tpot_p95_s)} / "
             f"{_ms(c.sim.tpot_p95_s)}"
         )
+    if c is not None and c.intervals:
+        console.print(_interval_line(c.intervals), highlight=False)
     t = Table(title="simulator confirmation of the cheapest analytic candidates")
     for col in (
         "deployment",
@@ -258,6 +279,14 @@ def plan_cmd(
     frontier_rows: Annotated[
         int, Opt(help="frontier rows printed (JSON: all)", callback=common.in_range(0, 10**6))
     ] = 15,
+    confidence: Annotated[
+        float,
+        Opt(
+            help="check the SLO against the upper end of the TTFT/TPOT interval of this "
+            "coverage (0.9: the robust choice); 0: the central p95",
+            callback=common.in_range(0, 0.99),
+        ),
+    ] = 0.0,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -284,6 +313,7 @@ def plan_cmd(
         ceiling,
         engine,
         specs_dir,
+        confidence,
     )
     if json_out:
         print_json({**r.as_dict(), "commands": list(commands(r))})

@@ -16,7 +16,7 @@ from ..serve.policy import POLICIES
 from ..serve.sweep import sweep_rate
 from . import app, common
 from .common import JsonFlag, SpecsDir, console, print_json
-from .serve_report import summary_table, sweep_table, timeline_lines
+from .serve_report import interval_line, summary_table, sweep_table, timeline_lines
 
 Opt = typer.Option
 
@@ -115,6 +115,7 @@ def serve(
     sweep: Annotated[bool, Opt("--sweep-rate", help="highest rate meeting the SLO")] = False,
     slo_attainment: common.SloAttainment = 0.9,
     price: common.Price = None,
+    interval: common.Interval = 0.8,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -193,7 +194,10 @@ def serve(
         def econ(s: Summary) -> dict:
             return {"economics": common.serve_economics_dict(s, runs.devices, tp * pp * ep, prices)}
 
-        rows = [{**s.as_dict(), **econ(s)} for s in summaries]
+        def bands(s: Summary) -> dict:
+            return {"intervals": s.intervals(runs.stack, interval)} if interval else {}
+
+        rows = [{**s.as_dict(), **econ(s), **bands(s)} for s in summaries]
         # one shape: `runs` holds every policy's run; a single run also sits at the top level
         print_json({**head, **(rows[0] if not compare else {}), "runs": rows})
         return
@@ -212,6 +216,10 @@ def serve(
             summaries,
         )
     )
+    if interval:
+        for s in summaries:
+            if line := interval_line(s, runs.stack, interval, len(summaries) > 1):
+                console.print(line, highlight=False)
     if len(summaries) == 1:
         for line in timeline_lines(summaries[0]):
             console.print(line)

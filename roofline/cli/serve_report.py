@@ -67,6 +67,20 @@ def summary_table(title: str, summaries: list[Summary]) -> Table:
     return t
 
 
+def interval_line(s: Summary, stack, coverage: float, named: bool = False) -> str:
+    """'80% intervals: p95 TTFT 0.21–0.35 s, p95 TPOT 11–17 ms, p95 E2E ...' with its basis."""
+    iv = s.intervals(stack, coverage)
+    if not iv:
+        return ""
+    parts = [
+        f"p95 {label} {seconds(iv[k]['p95']['low'])}–{seconds(iv[k]['p95']['high'])}"
+        for k, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E"))
+        if "p95" in iv[k]
+    ]
+    who = f"{s.result.policy.name}: " if named else ""
+    return f"{who}{coverage:.0%} intervals: {', '.join(parts)} (TPOT: {iv['tpot_s']['basis']})"
+
+
 def timeline_lines(s: Summary) -> list[str]:
     tl = s.timeline()
     return [

@@ -111,12 +111,54 @@ class Validation:
                 )
         return out
 
+    @property
+    def held_out_residuals(self) -> tuple[float, ...]:
+        """ln(measured / predicted time) of the gated points the ceilings were not calibrated
+        on: the machine's own evidence for intervals (`HardwareSpec.check_residuals`)."""
+        return tuple(
+            float(np.log(r.measured_s / r.predicted_s))
+            for r in self.rows
+            if r.gated
+            and r.point.family not in CALIBRATION_FAMILIES
+            and r.predicted_s > 0
+            and r.measured_s > 0
+        )
+
+    def interval_check(self, coverage: float = 0.8) -> dict | None:
+        """The calibrated interval of this machine and how many held-out points it covers,
+        each point against the band built from the others (leave-one-out); None with too few
+        points for the coverage."""
+        from ..intervals import Evidence, Residual
+
+        e = self.held_out_residuals
+        if len(e) < 2:
+            return None
+
+        def evidence(xs) -> Evidence:
+            return Evidence(
+                [Residual("", "", "tpot_s", "", 1, 1.0, "", 1.0, float(np.exp(x))) for x in xs]
+            )
+
+        whole = evidence(e).band(("decode", "", "1 GPU", "1", ""), coverage)
+        covered = 0
+        for i, x in enumerate(e):
+            b = evidence(e[:i] + e[i + 1 :]).band(("decode", "", "1 GPU", "1", ""), coverage)
+            covered += int(b.low <= float(np.exp(x)) <= b.high)
+        return {
+            "coverage": coverage,
+            "low": whole.low,
+            "high": whole.high,
+            "points": len(e),
+            "covered_leave_one_out": covered,
+        }
+
     def as_dict(self) -> dict:
         return {
             "hardware": self.hardware.name,
             "ceiling": self.ceiling,
             "protocol": PROTOCOL,
             "passed": self.passed,
+            "intervals": self.interval_check(),
             "families": [vars(s) for s in self.summaries()],
             "points": [
                 {

@@ -52,7 +52,7 @@ from ..errors import DoesNotFitError, InvalidInputError
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
 from ..serve.workload import Lengths, Workload, synthetic
-from .confirm import confirm
+from .confirm import candidate_intervals, confirm
 from .diagnose import RejectedRegion, check_feasible, no_point_meets, rejected_regions
 from .groups import BATCH_GRID_POINTS, GroupTable, Rejected, batch_grid, build_groups
 from .queueing import (
@@ -93,6 +93,7 @@ from .space import (
     default_hardware,
     layouts,
     precision_of,
+    robust_factors,
     scheduler_policy,
 )
 
@@ -139,6 +140,7 @@ __all__ = [
     "precision_of",
     "prefill_pool_ttft_p95_s",
     "rejected_regions",
+    "robust_factors",
     "scheduler_policy",
     "screen",
     "shortlist",
@@ -178,6 +180,7 @@ class PlanResult:
                 "gen_tokens": r.gen_tokens,
                 "slo_ttft_p95_s": r.slo_ttft_s,
                 "slo_tpot_p95_s": r.slo_tpot_s,
+                "confidence": r.confidence,
             },
             "configurations": self.configurations,
             "analytic_s": self.analytic_s,
@@ -240,7 +243,10 @@ def plan(
         except (DoesNotFitError, InvalidInputError) as err:
             refused.append((c.label, str(err)))
             continue
-        checked.append(replace(c, sim=sim))
+        c = replace(c, sim=sim)
+        checked.append(
+            replace(c, intervals=candidate_intervals(model, c, loaded, space.ceiling, engine))
+        )
     simulated_s = time.perf_counter() - t1
     passed = [c for c in checked if c.sim is not None and c.sim.meets_slo]
     used = {g.hardware for g in groups}

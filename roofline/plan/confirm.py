@@ -10,13 +10,14 @@ import numpy as np
 from ..cost import Ceiling
 from ..engine import EngineSpec
 from ..hardware import HardwareSpec
+from ..intervals import DEFAULT_COVERAGE, band_for
 from ..model import ModelSpec
 from ..serve.metrics import Summary
 from ..serve.simulate import build_deployment, simulate
 from ..serve.workload import Workload
 from ..stack import Stack
 from .screen import Candidate, SimCheck
-from .space import Requirement, precision_of, scheduler_policy
+from .space import Requirement, precision_of, robust_factors, scheduler_policy
 
 
 def confirm(
@@ -49,11 +50,49 @@ def confirm(
     ttft = float(np.percentile(s.latency_samples_s("ttft"), 95))
     tpot = float(np.percentile(s.latency_samples_s("tpot"), 95))
     done = s.requests_completed == workload.requests
+    f_ttft, f_tpot = robust_factors(stack, req.confidence)
     return SimCheck(
         ttft_p95_s=ttft,
         tpot_p95_s=tpot,
         slo_attainment=s.slo_attainment,
         requests=workload.requests,
-        meets_slo=bool(done and ttft <= req.slo_ttft_s and tpot <= req.slo_tpot_s),
+        meets_slo=bool(
+            done and ttft * f_ttft <= req.slo_ttft_s and tpot * f_tpot <= req.slo_tpot_s
+        ),
         elapsed_s=time.perf_counter() - t0,
     )
+
+
+def candidate_intervals(
+    model: ModelSpec,
+    c: Candidate,
+    hardware: Mapping[str, HardwareSpec],
+    ceiling: Ceiling,
+    engine: EngineSpec | None,
+    coverage: float = DEFAULT_COVERAGE,
+) -> dict:
+    """The interval of a candidate's p95 TTFT (prefill band, on its prefill device) and TPOT
+    (decode band), analytic and simulated, and of its cost per token (e2e band): the
+    step-time bands of `roofline.intervals` applied to the queueing figures, too narrow near
+    saturation. Empty on the datasheet ceiling (a bound)."""
+    if ceiling == "datasheet":
+        return {}
+    stack = Stack.resolve(
+        model, hardware[c.hardware], precision_of(c.fmt), ceiling, engine, c.parallel
+    )
+    pre = hardware[c.prefill_hardware or c.hardware]
+    args = (stack.engine_name, c.parallel.gpus_per_replica, max(c.concurrency, 1.0))
+    bands = {
+        "ttft_p95_s": band_for("prefill", *args, pre, coverage),
+        "tpot_p95_s": band_for("decode", *args, stack.hardware, coverage),
+        "cost_per_million_tokens_usd": band_for("e2e", *args, stack.hardware, coverage),
+    }
+    out: dict = {}
+    for name, band in bands.items():
+        values = {"analytic": float(getattr(c, name))}
+        if c.sim is not None and name != "cost_per_million_tokens_usd":
+            values["simulated"] = getattr(c.sim, name)
+        out[name] = {
+            k: dict(zip(("low", "high"), band.of_time(v), strict=True)) for k, v in values.items()
+        } | {"coverage": coverage, "basis": band.basis}
+    return out

@@ -21,7 +21,7 @@ from ..phases import estimate
 from ..placement import Parallel, pp_stage, tp_shard
 from ..serve.simulate import kv_capacity_tokens
 from ..stack import Stack
-from .space import Requirement, Space, layouts, precision_of, scheduler_policy
+from .space import Requirement, Space, layouts, precision_of, robust_factors, scheduler_policy
 
 #: Batch sizes the decode step time is evaluated at; other b are interpolated linearly.
 BATCH_GRID_POINTS = 40
@@ -48,6 +48,8 @@ class GroupTable:
     link_latency_s: float = 0.0
     idle_w: float = 0.0
     tdp_w: float = 0.0
+    ttft_factor: float = 1.0  # the SLO is checked on TTFT × this (`robust_factors`)
+    tpot_factor: float = 1.0
 
     @property
     def gpus(self) -> int:
@@ -142,6 +144,7 @@ def build_groups(
                     roof_utilisation(est.prefill.flops, est.prefill.bytes, t_pf, hw, prec.compute)
                 )
                 ic = hw.interconnect
+                f_ttft, f_tpot = robust_factors(stack, req.confidence)
                 groups.append(
                     GroupTable(
                         hardware=hw.name,
@@ -161,6 +164,8 @@ def build_groups(
                         link_latency_s=ic.latency_us * 1e-6,
                         idle_w=pm.idle_w,
                         tdp_w=pm.tdp_w,
+                        ttft_factor=f_ttft,
+                        tpot_factor=f_tpot,
                     )
                 )
     return groups, rejected

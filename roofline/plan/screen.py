@@ -89,7 +89,7 @@ def aggregated_points(groups: Sequence[GroupTable], req: Requirement, space: Spa
         shape = (m.size, B.size)
         ttft = np.broadcast_to(lat.ttft_p95_s[:, None], shape)
         tpot = np.broadcast_to(lat.tpot_p95_s[:, None], shape)
-        status = _status(stable, kv_ok, ttft, tpot, req)
+        status = _status(stable, kv_ok, ttft * g.ttft_factor, tpot * g.tpot_factor, req)
         u = lat.prefill_share * g.u_prefill + lat.decode_share * g.u_decode_at(
             np.where(np.isfinite(lat.concurrency), lat.concurrency, 1.0)
         )
@@ -153,7 +153,7 @@ def disaggregated_points(groups: Sequence[GroupTable], req: Requirement, space: 
             kv_ok = np.broadcast_to(kv_ok, shape)
             ttft = np.broadcast_to(ttft_p[:, None, None], shape)
             tpot = np.broadcast_to(dec.tpot_p95_s[None, :, None], shape)
-            status = _status(stable, kv_ok, ttft, tpot, req)
+            status = _status(stable, kv_ok, ttft * gp.ttft_factor, tpot * gd.tpot_factor, req)
             rho_p = req.rate_per_s / mp * gp.t_prefill_s
             p_pre = gp.power_w(np.minimum(rho_p, 1) * gp.u_prefill)  # (Mp,)
             p_dec = gd.power_w(
@@ -276,6 +276,9 @@ class Candidate:
     concurrency: float
     status: str
     sim: SimCheck | None = None
+    #: once confirmed: the 80% interval of its p95 TTFT and TPOT (analytic and simulated) and
+    #: its cost (`roofline.intervals`), each {low, high, coverage, basis}
+    intervals: dict | None = None
 
     @property
     def label(self) -> str:
@@ -313,6 +316,8 @@ class Candidate:
             )
         }
         out["parallel"] = {"tp": par.tp, "pp": par.pp, "ep": par.ep}
+        if self.intervals is not None:
+            out["intervals"] = self.intervals
         out["label"] = self.label
         out["simulated"] = (
             None

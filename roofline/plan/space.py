@@ -11,11 +11,13 @@ from ..cost import Ceiling
 from ..economics import PriceTable, Tier
 from ..errors import InvalidInputError, RooflineError
 from ..hardware import HardwareSpec
+from ..intervals import band_for, check_coverage
 from ..model import ModelSpec
 from ..parallel import check
 from ..placement import Parallel
 from ..precision import Precision
 from ..serve.policy import POLICIES, Policy
+from ..stack import Stack
 
 Serving = Literal["both", "aggregated", "disaggregated"]
 SERVING: tuple[str, ...] = ("both", "aggregated", "disaggregated")
@@ -35,8 +37,13 @@ class Requirement:
     gen_tokens: int
     slo_ttft_s: float
     slo_tpot_s: float
+    #: None: the SLO is checked against the central p95; c: against the upper end of its c
+    #: interval (`robust_factors`), the robust choice
+    confidence: float | None = None
 
     def __post_init__(self) -> None:
+        if self.confidence is not None:
+            check_coverage(self.confidence)
         if not self.rate_per_s > 0:
             raise InvalidInputError(f"`rate_per_s` must be positive, got {self.rate_per_s}")
         if self.prompt_tokens < 1 or self.gen_tokens < 2:
@@ -116,3 +123,22 @@ def scheduler_policy(max_batch: int, disaggregated: bool) -> Policy:
     on the candidate's stack, `Policy.on`)."""
     base = POLICIES["disaggregated" if disaggregated else "continuous"]
     return base.with_overrides(max_seqs=max_batch)
+
+
+#: Batch classes a replica's decode runs through as its concurrency grows.
+_BATCHES = (1.0, 16.0, 64.0)
+
+
+def robust_factors(stack: Stack, confidence: float | None) -> tuple[float, float]:
+    """(TTFT, TPOT) multipliers the SLO is checked with: 1 for the central value; with a
+    confidence c, the upper end of the c interval of prefill and of decode for the stack's
+    engine, GPUs and vendor (`roofline.intervals`), the widest over the batch classes a
+    replica runs through; 1 on the datasheet ceiling (a bound)."""
+    if confidence is None or stack.ceiling == "datasheet":
+        return 1.0, 1.0
+    args = (stack.engine_name, stack.parallel.gpus_per_replica)
+
+    def high(quantity: str) -> float:
+        return max(band_for(quantity, *args, b, stack.hardware, confidence).high for b in _BATCHES)
+
+    return max(high("prefill"), 1.0), max(high("decode"), 1.0)

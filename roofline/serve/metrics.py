@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import InvalidInputError
 from .simulate import ServeResult
 
+if TYPE_CHECKING:
+    from ..stack import Stack
+
 PERCENTILES = (50, 90, 95, 99)
 TIMELINE_POINTS = 100
+
+
+STEP_BAND_NOTE = "; the step-time band applied to the percentile (too narrow near saturation)"
 
 
 def percentiles(x: np.ndarray) -> dict[str, float]:
@@ -151,6 +158,40 @@ class Summary:
             "batch_size": seqs.tolist(),
             "kv_allocated_bytes": (kv * self.result.deployment.kv_bytes_per_token).tolist(),
         }
+
+    def intervals(self, stack: Stack, coverage: float) -> dict:
+        """The interval of each TTFT, TPOT and E2E percentile: the step-time band of its
+        quantity (`roofline.intervals`: prefill for TTFT, decode for TPOT, e2e for E2E) for
+        the stack's engine, GPUs and vendor at the run's mean batch, applied to the
+        percentile. Queueing near saturation amplifies a step-time error, so close to the
+        highest sustainable rate the band is too narrow; throughput below saturation is the
+        offered load's and carries none. None on the datasheet ceiling (a bound)."""
+        if stack.ceiling == "datasheet":
+            return {}
+        from ..intervals import band_for
+
+        mean_batch, _ = self._weighted(None, "seqs")
+        out: dict = {}
+        for name, quantity, values in (
+            ("ttft_s", "prefill", self.ttft_s),
+            ("tpot_s", "decode", self.tpot_s[~np.isnan(self.tpot_s)]),
+            ("e2e_s", "e2e", self.e2e_s),
+        ):
+            band = band_for(
+                quantity,
+                stack.engine_name,
+                stack.parallel.gpus_per_replica,
+                max(mean_batch, 1.0),
+                stack.hardware,
+                coverage,
+            )
+            pct = percentiles(values)
+            out[name] = {
+                p: dict(zip(("low", "high"), band.of_time(v), strict=True))
+                for p, v in pct.items()
+                if math.isfinite(v)
+            } | {"coverage": coverage, "basis": band.basis + STEP_BAND_NOTE}
+        return out
 
     def as_dict(self, timeline: bool = True) -> dict:
         r, c = self.result, self.result.counters
