@@ -20,7 +20,10 @@ its row count; a prediction with no rows of its engine says so.
 Method: split-conformal, equal-tailed. For coverage c over the n residuals of a class, sorted,
 the interval runs from order statistic ⌊(n+1)(1−c)/2⌋ to ⌈(n+1)(1+c)/2⌉ (1-based); a class
 whose n is too small for those ranks to exist (n < 9 at c = 0.8, n < 19 at c = 0.9) pools up.
-Exchangeability is the method's assumption: a new case must be like the rows of its class.
+The band is widened to hold the prediction itself (low ≤ 1 ≤ high), and a predicted time's
+low end never goes below the datasheet roofline's time for the same case, nor a rate's high
+end above its rate (the speed of light; `phases.Estimate.case_intervals`). Exchangeability is
+the method's assumption: a new case must be like the rows of its class.
 
 Honest coverage (`loso_coverage`): for each source in turn, the intervals are built without its
 rows and its rows are checked against them. This is still optimistic for the model itself,
@@ -33,7 +36,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -183,8 +186,8 @@ class Evidence:
             lo, hi = ranks
             engine_rows = self._by.get(key[:2], np.zeros(0)).size
             return Band(
-                math.exp(e[lo - 1]),
-                math.exp(e[hi - 1]),
+                min(math.exp(e[lo - 1]), 1.0),  # the band holds the prediction itself
+                max(math.exp(e[hi - 1]), 1.0),
                 coverage,
                 _basis(key, level, int(e.size), int(engine_rows)),
                 int(e.size),
@@ -280,6 +283,7 @@ class Coverage:
     rows: int
     by_quantity: dict[str, tuple[int, int]]  # covered, rows
     by_source: dict[str, tuple[int, int]]
+    by_gpus: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def within_gate(self) -> bool:
@@ -294,6 +298,7 @@ class Coverage:
             "within_gate": self.within_gate,
             "by_quantity": {k: {"covered": c, "rows": n} for k, (c, n) in self.by_quantity.items()},
             "by_source": {k: {"covered": c, "rows": n} for k, (c, n) in self.by_source.items()},
+            "by_gpus": {k: {"covered": c, "rows": n} for k, (c, n) in self.by_gpus.items()},
         }
 
 
@@ -302,6 +307,7 @@ def loso_coverage(residuals: Sequence[Residual], coverage: float = DEFAULT_COVER
     check_coverage(coverage)
     by_q: dict[str, list[int]] = {}
     by_s: dict[str, list[int]] = {}
+    by_g: dict[str, list[int]] = {}
     for source in sorted({r.source_name for r in residuals}):
         held = [r for r in residuals if r.source_name == source]
         evidence = Evidence([r for r in residuals if r.source_name != source])
@@ -310,6 +316,7 @@ def loso_coverage(residuals: Sequence[Residual], coverage: float = DEFAULT_COVER
             inside = int(math.log(b.low) <= r.log_error <= math.log(b.high)) if b.low > 0 else 1
             by_q.setdefault(r.quantity, []).append(inside)
             by_s.setdefault(source, []).append(inside)
+            by_g.setdefault(gpu_class(r.gpus), []).append(inside)
     flat = [x for v in by_s.values() for x in v]
     return Coverage(
         coverage,
@@ -317,6 +324,7 @@ def loso_coverage(residuals: Sequence[Residual], coverage: float = DEFAULT_COVER
         len(flat),
         {k: (sum(v), len(v)) for k, v in sorted(by_q.items())},
         {k: (sum(v), len(v)) for k, v in sorted(by_s.items())},
+        {k: (sum(v), len(v)) for k, v in sorted(by_g.items())},
     )
 
 
@@ -350,8 +358,8 @@ def machine_band(residuals: Sequence[float], coverage: float) -> Band | None:
         return None
     lo, hi = ranks
     return Band(
-        math.exp(e[lo - 1]),
-        math.exp(e[hi - 1]),
+        min(math.exp(e[lo - 1]), 1.0),
+        max(math.exp(e[hi - 1]), 1.0),
         coverage,
         f"split-conformal over the {e.size} held-out points of this machine's `roofline "
         "check` (the calibrated spec's own evidence, in place of the published rows)",
@@ -400,3 +408,13 @@ def intervals_of(
             d["basis"] += POWER_NOTE
         out[name] = d
     return out
+
+
+def median_half_width(evidence: Evidence, coverage: float = DEFAULT_COVERAGE) -> dict[str, float]:
+    """Median half-width (high − low)/2 of the band of each published row's own class, as a
+    share of the central value, per GPU class: how wide the intervals a user sees are."""
+    widths: dict[str, list[float]] = {}
+    for r in evidence.residuals:
+        b = evidence.band(r.key, coverage)
+        widths.setdefault(gpu_class(r.gpus), []).append((b.high - b.low) / 2)
+    return {k: float(np.median(v)) for k, v in sorted(widths.items())}

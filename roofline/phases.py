@@ -20,7 +20,8 @@ Definitions (used everywhere, written once):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -206,9 +207,27 @@ class Estimate:
         from .intervals import intervals_of
 
         s = self.stack
-        return intervals_of(
+        out = intervals_of(
             values, s.engine_name, s.parallel.gpus_per_replica, c.batch, s.hardware, coverage
         )
+        bound = self._speed_of_light.get(c.batch, {})
+        for name, band in out.items():  # never faster than the datasheet roofline
+            if name in bound and name in ("ttft_s", "tpot_s", "e2e_s"):
+                band["low"] = max(band["low"], min(bound[name], values[name]))
+            elif name in bound:
+                band["high"] = min(band["high"], max(bound[name], values[name]))
+        return out
+
+    @cached_property
+    def _speed_of_light(self) -> dict[int, dict[str, float]]:
+        """The datasheet roofline's times and rates of every case: the bound an interval
+        never crosses."""
+        s = self.stack
+        ds = replace(s, ceiling="datasheet", engine=None)
+        c0 = self.cases[0]
+        e = estimate(self.model, ds, [c.batch for c in self.cases], c0.prompt_tokens, c0.gen_tokens)
+        keys = ("ttft_s", "tpot_s", "e2e_s", "decode_tokens_per_s", "throughput_tokens_per_s")
+        return {c.batch: {k: float(getattr(c, k)) for k in keys} for c in e.cases}
 
     def as_dict(self, coverage: float | None = None) -> dict:
         """The JSON of the estimate; with `coverage`, each case carries its `intervals`."""

@@ -275,11 +275,12 @@ def roofline_chart(
 
 
 # ---- latency-throughput frontier ---------------------------------------------------------
-def frontier_chart(estimates: Sequence[Estimate]) -> Figure:
+def frontier_chart(estimates: Sequence[Estimate], coverage: float | None = None) -> Figure:
     """Decode latency (TPOT) against decode throughput (B / TPOT) over the batch sizes of each
     estimate, one curve per model x device. Batches that fit in device memory are solid dots;
     those that do not are crosses on a dotted continuation, and the last batch that fits is
-    labelled as the memory limit."""
+    labelled as the memory limit. With `coverage`, the TPOT interval of each batch is a shaded
+    band around the curve (a slower TPOT is a lower throughput: the band runs along B / TPOT)."""
     if not estimates:
         raise InvalidInputError("give at least one estimate to draw a frontier")
     fig, (ax,) = _figure()
@@ -296,6 +297,22 @@ def frontier_chart(estimates: Sequence[Estimate]) -> Figure:
         x = np.array([c.tpot_s for c in e.cases])
         y = np.array([c.decode_tokens_per_s for c in e.cases])
         fits = np.array([c.fits for c in e.cases])
+        bands = (
+            [e.case_intervals(c, coverage).get("tpot_s", {}) for c in e.cases] if coverage else []
+        )
+        if bands and all(bands):
+            lo = np.array([b["low"] for b in bands])
+            hi = np.array([b["high"] for b in bands])
+            batch = np.array([c.batch * c.replicas for c in e.cases], dtype=float)
+            ax.fill(
+                np.concatenate([lo, hi[::-1]]),
+                np.concatenate([batch / lo, (batch / hi)[::-1]]),
+                color=colour,
+                alpha=0.15,
+                lw=0,
+                label=f"{coverage:.0%} interval",
+                gid=f"band:{e.model.name}:{e.hardware.name}",
+            )
         ax.plot(
             x[fits],
             y[fits],
@@ -542,9 +559,11 @@ def serve_chart(
     sweeps: Sequence[RateSweep] = (),
     latency_name: str = "request latency",
     title: str | None = None,
+    bands: Mapping[str, tuple[float, float]] | None = None,
 ) -> Figure:
     """Empirical CDF of latency samples per serving policy (left), and throughput against
-    request arrival rate per policy (right, when `sweeps` are given)."""
+    request arrival rate per policy (right, when `sweeps` are given). `bands`: per policy the
+    (low, high) factors of its latency's interval, shaded around its CDF."""
     if not latency_samples_s or not all(len(v) for v in latency_samples_s.values()):
         raise InvalidInputError("every serving policy needs at least one latency sample")
     fig, axes = _figure(WIDE_FIGSIZE_IN, 2) if sweeps else _figure()
@@ -555,6 +574,18 @@ def serve_chart(
     ax.set_ylim(0, 1.02)
     for i, (policy, samples) in enumerate(latency_samples_s.items()):
         x = np.sort(np.asarray(samples, dtype=float))
+        if bands and policy in bands:
+            lo, hi = bands[policy]
+            ax.fill_betweenx(
+                np.arange(1, len(x) + 1) / len(x),
+                x * lo,
+                x * hi,
+                step="post",
+                color=f"C{i}",
+                alpha=0.15,
+                lw=0,
+                gid=f"band:{policy}",
+            )
         ax.step(
             x,
             np.arange(1, len(x) + 1) / len(x),

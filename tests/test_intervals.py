@@ -42,11 +42,17 @@ def test_the_log_error_points_in_the_direction_of_time() -> None:
 
 
 def test_a_class_with_enough_rows_gives_its_own_order_statistics() -> None:
-    # 20 rows of one class, errors 0.00 ... 0.19: ranks 2 and 19 → 0.01 and 0.18
-    ev = iv.Evidence([res(k / 100) for k in range(20)])
+    # 20 rows of one class, errors -0.10 ... 0.09: ranks 2 and 19 → -0.09 and 0.08
+    ev = iv.Evidence([res((k - 10) / 100) for k in range(20)])
     b = ev.band(("decode", "vllm", "1 GPU", "1", "nvidia"), 0.8)
-    assert (math.log(b.low), math.log(b.high)) == pytest.approx((0.01, 0.18))
+    assert (math.log(b.low), math.log(b.high)) == pytest.approx((-0.09, 0.08))
     assert b.rows == 20
+    # errors all above 0 (the model always optimistic): the band still holds the prediction,
+    # low = 1, high = exp(0.18) (ranks 2 and 19 of 0.00 ... 0.19)
+    up = iv.Evidence([res(k / 100) for k in range(20)]).band(
+        ("decode", "vllm", "1 GPU", "1", "nvidia"), 0.8
+    )
+    assert (up.low, math.log(up.high)) == (1.0, pytest.approx(0.18))
     assert "20 decode rows of vllm, 1 GPU, batch 1, nvidia" in b.basis
 
 
@@ -162,23 +168,60 @@ def test_serve_percentiles_carry_the_step_time_band(capsys) -> None:
 
 def test_a_calibrated_spec_uses_its_own_check_residuals() -> None:
     """A spec `calibrate` wrote carries the held-out errors of its own check run; predictions
-    on it take their band from those: 20 errors 0.00 … 0.19 give ranks 2 and 19 at 80%,
-    a time × exp(0.01) … exp(0.18)."""
+    on it take their band from those: 20 errors -0.10 … 0.09 give ranks 2 and 19 at 80%,
+    a time × exp(-0.09) … exp(0.08) (above the datasheet time, which is far lower)."""
     from roofline.catalog import load_hardware, load_model
     from roofline.phases import estimate
     from roofline.stack import Stack
 
     hw = load_hardware("h100-sxm").model_copy(
-        update={"check_residuals": tuple(k / 100 for k in range(20))}
+        update={"check_residuals": tuple((k - 10) / 100 for k in range(20))}
     )
     m = load_model("llama-3.1-8b")
     e = estimate(m, Stack.resolve(m, hw), [4], 512, 64)
     c = e.cases[0]
     band = e.case_intervals(c, 0.8)["tpot_s"]
-    assert band["low"] == pytest.approx(c.tpot_s * math.exp(0.01))
-    assert band["high"] == pytest.approx(c.tpot_s * math.exp(0.18))
+    assert band["low"] == pytest.approx(c.tpot_s * math.exp(-0.09))
+    assert band["high"] == pytest.approx(c.tpot_s * math.exp(0.08))
     assert "this machine's `roofline check`" in band["basis"]
     # too few for the coverage: the published rows again
     few = hw.model_copy(update={"check_residuals": (0.1, 0.2)})
     e2 = estimate(m, Stack.resolve(m, few), [4], 512, 64)
     assert "decode rows of every engine" in e2.case_intervals(e2.cases[0], 0.8)["tpot_s"]["basis"]
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+MODELS = ("llama-3.1-8b", "mixtral-8x7b", "gemma-2-9b", "mamba-2.8b", "deepseek-v2-lite")
+DEVICES = ("h100-sxm", "a100-sxm-80gb", "mi300x", "l40s")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    model=st.sampled_from(MODELS),
+    device=st.sampled_from(DEVICES),
+    batch=st.integers(1, 256),
+    engine=st.sampled_from(("vllm", "tensorrt-llm", "llama.cpp", None)),
+)
+def test_the_interval_holds_the_prediction_and_respects_the_speed_of_light(
+    model, device, batch, engine
+) -> None:
+    """low ≤ central ≤ high for every figure, and a time's low end is never below the
+    datasheet roofline's time of the same case (a rate's high end never above its rate)."""
+    from roofline.catalog import load_engine, load_hardware, load_model
+    from roofline.phases import estimate
+    from roofline.stack import Stack
+
+    m, hw = load_model(model), load_hardware(device)
+    eng = load_engine(engine) if engine else None
+    e = estimate(m, Stack.resolve(m, hw, engine=eng), [batch], 512, 64)
+    ds = estimate(m, Stack.resolve(m, hw, ceiling="datasheet"), [batch], 512, 64).cases[0]
+    c = e.cases[0]
+    for name, band in e.case_intervals(c, 0.8).items():
+        v = float(getattr(c, name))
+        assert band["low"] <= v * (1 + 1e-12) and v <= band["high"] * (1 + 1e-12), name
+        if name in ("ttft_s", "tpot_s", "e2e_s"):
+            assert band["low"] >= min(getattr(ds, name), v) * (1 - 1e-12), name
+        if name in ("decode_tokens_per_s", "throughput_tokens_per_s"):
+            assert band["high"] <= max(getattr(ds, name), v) * (1 + 1e-12), name

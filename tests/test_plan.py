@@ -379,3 +379,19 @@ def test_confidence_checks_the_slo_against_the_upper_end():
         bundled().band(key_of("decode", "vllm", 1, b, hw.vendor), 0.9).high for b in (1, 16, 64)
     ]
     assert robust_factors(stack, 0.9)[1] == pytest.approx(max(*highs, 1.0))
+
+
+def test_the_central_plan_says_how_the_choice_changes_at_0_9(planned):
+    """The default plan checks the SLO on the central p95 and says what `--confidence 0.9`
+    would choose among the candidates it simulated; the chosen one carries its intervals."""
+    note = planned["robust_choice"]
+    assert note.startswith("at confidence 0.9 ")
+    chosen = planned["chosen"]
+    if "the same" in note:
+        assert chosen["label"] in note
+    iv = chosen["intervals"]
+    sim = chosen["simulated"]
+    for name in ("ttft_p95_s", "tpot_p95_s"):
+        b = iv[name]["simulated"]
+        assert b["low"] <= sim[name] <= b["high"], name
+    assert iv["tpot_p95_s"]["coverage"] == 0.8

@@ -15,12 +15,14 @@ from hypothesis import strategies as st
 
 pytest.importorskip("matplotlib")
 
+from conftest import run_cli  # noqa: E402
+
 from roofline import memory, plots  # noqa: E402
 from roofline.catalog import load_hardware, load_model  # noqa: E402
 from roofline.cli import main  # noqa: E402
 from roofline.phases import estimate  # noqa: E402
 from roofline.precision import Precision  # noqa: E402
-from roofline.stack import Stack
+from roofline.stack import Stack  # noqa: E402
 from roofline.sweeps import context_grid, kv_curve  # noqa: E402
 
 H100 = load_hardware("h100-sxm", ())
@@ -435,3 +437,32 @@ def test_plot_commands_share_the_options_of_the_commands_they_draw() -> None:
         # `--kv` means one thing wherever it is accepted
         if "kv" in b:
             assert a["kv"].annotation == b["kv"].annotation
+
+
+def test_plot_batch_and_serve_draw_the_interval_band(tmp_path, capsys) -> None:
+    """The TPOT interval is a shaded band around the batch frontier, the latency interval
+    around each policy's CDF; --interval 0 draws none."""
+    out = tmp_path / "b.svg"
+    code, _, err = run_cli(capsys, "plot", "batch", "llama-3.1-8b", "-o", str(out))
+    assert code == 0, err
+    assert out.read_text().count('id="band:llama-3.1-8b:h100-sxm"') == 1
+    code, _, err = run_cli(
+        capsys, "plot", "batch", "llama-3.1-8b", "-o", str(out), "--interval", "0"
+    )
+    assert code == 0 and 'id="band:' not in out.read_text()
+    serve = tmp_path / "s.svg"
+    code, _, err = run_cli(
+        capsys,
+        "plot",
+        "serve",
+        "llama-3.1-8b",
+        "--requests",
+        "100",
+        "--compare",
+        "continuous,chunked",
+        "-o",
+        str(serve),
+    )
+    assert code == 0, err
+    text = serve.read_text()
+    assert 'id="band:continuous"' in text and 'id="band:chunked"' in text

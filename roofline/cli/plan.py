@@ -179,6 +179,8 @@ def render(r: PlanResult, frontier_rows: int) -> None:
         )
     if c is not None and c.intervals:
         console.print(_interval_line(c.intervals), highlight=False)
+    if r.robust_choice:
+        console.print(common.with_flags(r.robust_choice), highlight=False)
     t = Table(title="simulator confirmation of the cheapest analytic candidates")
     for col in (
         "deployment",

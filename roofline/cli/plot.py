@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 
 from .. import plots
@@ -148,9 +149,11 @@ def batch_cmd(
     engine: EngineOpt = DEFAULT_ENGINE,
     output: TextOutput = None,
     text: TextFlag = False,
+    interval: common.Interval = 0.8,
     specs_dir: SpecsDir = None,
 ) -> None:
-    """Latency-throughput frontier over batch sizes (one curve per model x device)."""
+    """Latency-throughput frontier over batch sizes (one curve per model x device), with the
+    TPOT interval shaded."""
     _chart_path(output)
     roof = common.ceiling(ceiling)
     batches = int_list(batch, "batch size")
@@ -165,7 +168,7 @@ def batch_cmd(
         for hw in devices
     ]
     if output is not None:
-        _saved(plots.frontier_chart(estimates), output)
+        _saved(plots.frontier_chart(estimates, interval or None), output)
     if output is None or text:
         console.print(frontier_table(estimates))
 
@@ -230,6 +233,7 @@ def serve_cmd(
     ep: common.Ep = 1,
     ceiling: Ceiling = "achievable",
     engine: EngineOpt = DEFAULT_ENGINE,
+    interval: common.Interval = 0.8,
     specs_dir: SpecsDir = None,
 ) -> None:
     """Serving simulation: latency CDF per policy at --rate, and with --sweep-rate the
@@ -254,6 +258,13 @@ def serve_cmd(
     runs = serve_runs(config, common.NOTES)
     summaries = {p.name: runs.run(i, rate) for i, p in enumerate(runs.policies)}
     samples = {name: s.latency_samples_s(latency) for name, s in summaries.items()}
+    bands = {}
+    for name, s in summaries.items():
+        iv = s.intervals(runs.stack, interval) if interval else {}
+        p50 = iv.get(f"{latency}_s", {}).get("p50")
+        if p50:
+            mid = float(np.percentile(samples[name], 50))
+            bands[name] = (p50["low"] / mid, p50["high"] / mid)
     sweeps = []
     if sweep:
         for i, p in enumerate(runs.policies):
@@ -271,7 +282,7 @@ def serve_cmd(
         f"{model} on {hardware} ({engine} engine): {requests} requests, Poisson "
         f"{rate:g}/s, P≈{input_tokens} G≈{output_tokens}, seed {seed}"
     )
-    _saved(plots.serve_chart(samples, sweeps, name, title), output)
+    _saved(plots.serve_chart(samples, sweeps, name, title, bands), output)
 
 
 @plot_app.command("plan")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InvalidInputError
-from ..intervals import LOSO_GATE
+from ..intervals import LOSO_GATE, Evidence, median_half_width
 from ..published import (
     Prediction,
     Summary,
@@ -107,7 +107,7 @@ def _summary_table(title: str, rows: list[Summary]):
     return t
 
 
-def _coverage_table(covs: list) -> object:
+def _coverage_table(covs: list, evidence: Evidence) -> object:
     from rich.table import Table
 
     t = Table(
@@ -123,12 +123,21 @@ def _coverage_table(covs: list) -> object:
         return f"{covered}/{n} = {100 * covered / n:.0f}%" if n else "—"
 
     t.add_row("all rows", *(cell(c, round(c.overall * c.rows), c.rows) for c in covs))
+    for g in first.by_gpus:
+        t.add_row(g, *(cell(c, *c.by_gpus[g]) for c in covs))
     for q in first.by_quantity:
         t.add_row(q, *(cell(c, *c.by_quantity[q]) for c in covs))
     for src in first.by_source:
         t.add_row(f"source: {src[:60]}", *(cell(c, *c.by_source[src]) for c in covs))
     lo, hi = (f"{100 * x:.0f}%" for x in LOSO_GATE)
-    t.caption = f"gate: the {covs[0].coverage:.0%} interval's overall coverage in {lo}–{hi}"
+    widths = ", ".join(
+        f"{k} {100 * v:.1f}%" for k, v in median_half_width(evidence, first.coverage).items()
+    )
+    t.caption = (
+        f"gate: the {first.coverage:.0%} interval's overall coverage in {lo}–{hi}. Median "
+        f"half-width of the {first.coverage:.0%} interval of the rows' own classes: {widths} "
+        "of the central value"
+    )
     return t
 
 
@@ -184,7 +193,7 @@ def run_published(
                 f"not predicted: row {p.row.id} ({p.row.model}, {p.row.hardware}): {p.why}"
             )
         if cov:
-            console.print(_coverage_table(list(cov.values())))
+            console.print(_coverage_table(list(cov.values()), Evidence(res)))
     c80 = cov.get(DEFAULT_COVERAGE)
     if gate and c80 is not None and not c80.within_gate and csv is None and engine is None:
         lo, hi = (f"{100 * x:.0f}%" for x in LOSO_GATE)

@@ -169,6 +169,8 @@ class PlanResult:
     seed: int
     engine: str = "none"
     unconfirmed: tuple[tuple[str, str], ...] = ()  # (candidate, why the simulator refused it)
+    #: with the central check: what the choice would be at confidence 0.9 (`at_confidence`)
+    robust_choice: str = ""
 
     def as_dict(self) -> dict:
         r = self.requirement
@@ -191,6 +193,7 @@ class PlanResult:
             "rejected": [vars(x) for x in self.rejected],
             "engine": self.engine,
             "unconfirmed": [{"label": k, "reason": v} for k, v in self.unconfirmed],
+            "robust_choice": self.robust_choice or None,
             "prices": self.prices,
         }
 
@@ -250,6 +253,7 @@ def plan(
     simulated_s = time.perf_counter() - t1
     passed = [c for c in checked if c.sim is not None and c.sim.meets_slo]
     used = {g.hardware for g in groups}
+    robust = "" if req.confidence else at_confidence(model, checked, req, loaded, space, engine)
     return PlanResult(
         model=model.name,
         requirement=req,
@@ -266,4 +270,52 @@ def plan(
         seed=seed,
         engine=engine_name,
         unconfirmed=tuple(refused),
+        robust_choice=robust,
+    )
+
+
+#: The confidence the default (central) plan reports its choice at, beside its own.
+ROBUST_CONFIDENCE = 0.9
+
+
+def at_confidence(
+    model: ModelSpec,
+    checked: Sequence[Candidate],
+    req: Requirement,
+    hardware: dict[str, HardwareSpec],
+    space: Space,
+    engine: EngineSpec | None,
+    confidence: float = ROBUST_CONFIDENCE,
+) -> str:
+    """How the choice among the simulated candidates (cheapest first) would change if the SLO
+    were checked against the upper end of the `confidence` interval (`robust_factors`)."""
+    from ..stack import Stack
+
+    def meets(c: Candidate) -> bool:
+        if c.sim is None or not c.sim.meets_slo:
+            return False
+        stack = Stack.resolve(
+            model, hardware[c.hardware], precision_of(c.fmt), space.ceiling, engine, c.parallel
+        )
+        f_ttft, f_tpot = robust_factors(stack, confidence)
+        return (
+            c.sim.ttft_p95_s * f_ttft <= req.slo_ttft_s
+            and c.sim.tpot_p95_s * f_tpot <= req.slo_tpot_s
+        )
+
+    central = next((c for c in checked if c.sim is not None and c.sim.meets_slo), None)
+    robust = next((c for c in checked if meets(c)), None)
+    if central is None:
+        return ""
+    if robust is central:
+        return f"at confidence {confidence:g} the choice is the same: {central.label}"
+    if robust is None:
+        return (
+            f"at confidence {confidence:g} none of the {len(checked)} simulated candidates "
+            f"meets the SLO; run with `confidence={confidence:g}` to search for one"
+        )
+    return (
+        f"at confidence {confidence:g} the choice would be {robust.label} "
+        f"(${robust.cost_per_million_tokens_usd:.3f}/M tokens against "
+        f"${central.cost_per_million_tokens_usd:.3f})"
     )
