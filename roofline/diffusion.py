@@ -61,6 +61,39 @@ class DiffusionComparison:
         """Autoregressive time over diffusion time (> 1: diffusion is faster)."""
         return self.autoregressive_s / self.diffusion_s
 
+    def intervals(self, stack: Stack, coverage: float) -> dict[str, dict]:
+        """Bands of `roofline.intervals`: the diffusion times take the prefill band (a
+        full-sequence forward, compute-bound like a prefill; no published diffusion row is in
+        the evidence, the basis says so), the autoregressive ones prefill, decode and e2e.
+        Empty on the datasheet ceiling (a bound)."""
+        if stack.ceiling == "datasheet":
+            return {}
+        from .intervals import band_for
+
+        def band(quantity: str):
+            return band_for(
+                quantity,
+                stack.engine_name,
+                stack.parallel.gpus_per_replica,
+                self.batch,
+                stack.hardware,
+                coverage,
+            )
+
+        out = {}
+        for name, quantity in (
+            ("diffusion_step_s", "prefill"),
+            ("diffusion_s", "prefill"),
+            ("autoregressive_ttft_s", "prefill"),
+            ("autoregressive_tpot_s", "decode"),
+            ("autoregressive_s", "e2e"),
+        ):
+            d = band(quantity).as_dict(getattr(self, name))
+            if name.startswith("diffusion"):
+                d["basis"] += "; no published diffusion-LM row: a prefill's band"
+            out[name] = d
+        return out
+
     def as_dict(self) -> dict:
         d = dict(vars(self))
         for k in (

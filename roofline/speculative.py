@@ -266,13 +266,35 @@ class SpeculationStudy:
         """The cycle of the K with the largest speed-up at (B, α)."""
         return max(self.cycles[(batch, alpha)], key=lambda c: c.speedup)
 
-    def as_dict(self) -> dict:
+    def intervals(self, batch: int, c: SpeculativeCost, coverage: float) -> dict[str, dict]:
+        """The decode band (`roofline.intervals`) of the cycle, the plain step and the time per
+        token; none for the speed-up, a ratio of two predictions whose errors largely cancel
+        (no published speculative row says by how much). Empty on the datasheet ceiling."""
+        s = self.stack
+        if s.ceiling == "datasheet":
+            return {}
+        from .intervals import band_for
+
+        band = band_for(
+            "decode", s.engine_name, s.parallel.gpus_per_replica, batch, s.hardware, coverage
+        )
+        return {
+            k: band.as_dict(getattr(c, k)) for k in ("cycle_s", "target_step_s", "time_per_token_s")
+        }
+
+    def as_dict(self, coverage: float | None = None) -> dict:
+        """The JSON; with `coverage`, each case carries its `intervals`."""
+
+        def case(b: int, c: SpeculativeCost) -> dict:
+            d = {"batch": b} | c.as_dict()
+            return d | {"intervals": self.intervals(b, c, coverage)} if coverage else d
+
         return {
             "target": self.target.name,
             "draft": self.drafted_by,
             "context": self.context,
             "memory": [{"batch": b} | f.as_dict() for b, f in self.fits.items()],
-            "cases": [{"batch": b} | c.as_dict() for (b, _), cs in self.cycles.items() for c in cs],
+            "cases": [case(b, c) for (b, _), cs in self.cycles.items() for c in cs],
             "best_k": [
                 {
                     "batch": b,

@@ -225,3 +225,19 @@ def test_the_interval_holds_the_prediction_and_respects_the_speed_of_light(
             assert band["low"] >= min(getattr(ds, name), v) * (1 - 1e-12), name
         if name in ("decode_tokens_per_s", "throughput_tokens_per_s"):
             assert band["high"] <= max(getattr(ds, name), v) * (1 + 1e-12), name
+
+
+def test_speculate_and_diffusion_carry_intervals(capsys) -> None:
+    code, out, _ = run_cli(
+        capsys, "speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b", "--k", "2", "--json"
+    )
+    assert code == 0
+    case = json.loads(out)["cases"][0]
+    for name in ("cycle_s", "target_step_s", "time_per_token_s"):
+        b = case["intervals"][name]
+        assert b["low"] <= case[name] <= b["high"], name
+    assert "speedup" not in case["intervals"]  # a ratio whose errors cancel: not evidenced
+    code, out, _ = run_cli(capsys, "diffusion", "--json")
+    d = json.loads(out)
+    assert d["intervals"]["diffusion_s"]["low"] <= d["diffusion_s"]
+    assert "no published diffusion-LM row" in d["intervals"]["diffusion_s"]["basis"]

@@ -70,7 +70,7 @@ RUNS["speculate-mla"] = ("speculate", "deepseek-v3", "--heads", "0.3", "--engine
 def _json(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> object:
     """The JSON of a run; estimates without their intervals (`--interval 0`), the keys the
     fixture recorded (test_intervals.py checks what the intervals add)."""
-    hide = ("--interval", "0") if args[0] == "estimate" else ()
+    hide = ("--interval", "0") if args[0] in ("estimate", "speculate") else ()
     code, out, err = run_cli(capsys, *args, *hide, "--json")
     assert code == 0, err
     return json.loads(out)
@@ -96,7 +96,13 @@ if __name__ == "__main__":  # rewrite the fixture from the code as it is now
         buf = StringIO()
         with redirect_stdout(buf):
             try:
-                main([*args, *(("--interval", "0") if args[0] == "estimate" else ()), "--json"])
+                main(
+                    [
+                        *args,
+                        *(("--interval", "0") if args[0] in ("estimate", "speculate") else ()),
+                        "--json",
+                    ]
+                )
             except SystemExit as e:
                 assert not e.code, name
         recorded[name] = json.loads(buf.getvalue())

@@ -9,6 +9,7 @@ import typer
 from ..catalog import load_hardware, load_model
 from ..diffusion import compare_diffusion
 from ..precision import Precision
+from ..units import seconds
 from . import app, common
 from .common import JsonFlag, SpecsDir, console, print_json
 from .report import diffusion_table
@@ -37,6 +38,7 @@ def diffusion(
     ] = 1,
     dtype: Annotated[str, typer.Option(help="weights, activations and KV format")] = "bf16",
     engine: common.EngineOpt = common.DEFAULT_ENGINE,
+    interval: common.Interval = 0.8,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -46,6 +48,14 @@ def diffusion(
     stack = common.stack(m, hw, Precision.uniform(dtype), "achievable", engine, specs_dir)
     c = compare_diffusion(m, stack, prompt, gen, steps, batch)
     if json_out:
-        print_json(common.header(c.model, stack) | c.as_dict())
+        bands = {"intervals": c.intervals(stack, interval)} if interval else {}
+        print_json(common.header(c.model, stack) | c.as_dict() | bands)
     else:
         console.print(diffusion_table(c))
+        if interval and (iv := c.intervals(stack, interval)):
+            d, a = iv["diffusion_s"], iv["autoregressive_s"]
+            console.print(
+                f"{interval:.0%} intervals: diffusion {seconds(d['low'])}–{seconds(d['high'])}, "
+                f"autoregressive {seconds(a['low'])}–{seconds(a['high'])} ({d['basis']})",
+                highlight=False,
+            )

@@ -109,6 +109,7 @@ def speculate(
     memory_fraction: MemoryFraction = None,
     prefill_token_budget: PrefillTokenBudget = None,
     require_fit: RequireFit = False,
+    interval: common.Interval = 0.8,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
 ) -> None:
@@ -135,7 +136,7 @@ def speculate(
     )
     st = study(t, drafter, stack, ks, alphas, batches, context)
     if json_out:
-        print_json({**common.header(t.name, stack), **st.as_dict()})
+        print_json({**common.header(t.name, stack), **st.as_dict(interval or None)})
     else:
         render(st, dtype)
     if require_fit:
