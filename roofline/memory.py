@@ -256,6 +256,17 @@ class Shortfall:
     budget: MemoryBudget
     max_batch: int
     smallest: Parallel | None
+    stage: int = 0  # the fullest pipeline stage, 0-based
+    stages: int = 1
+
+    @property
+    def where(self) -> str:
+        """' on PP stage 2 of 2 (the fullest)' with pipeline stages, else ''."""
+        return (
+            f" on PP stage {self.stage + 1} of {self.stages} (the fullest)"
+            if self.stages > 1
+            else ""
+        )
 
     @property
     def weights_do_not_fit(self) -> bool:
@@ -277,13 +288,13 @@ class Shortfall:
         )
         if self.weights_do_not_fit:
             return (
-                f"{model} needs {need_s} of weights per GPU but {device} {has}, so no batch "
-                f"fits; smallest that fits batch {self.batch}: {self.hint}"
+                f"{model} needs {need_s} of weights per GPU{self.where} but {device} {has}, "
+                f"so no batch fits; smallest that fits batch {self.batch}: {self.hint}"
             )
         return (
-            f"batch {self.batch} needs {need_s} per GPU but {device} {has}; the largest batch "
-            f"that fits at {self.context} tokens is {self.max_batch}; smallest that fits batch "
-            f"{self.batch}: {self.hint}"
+            f"batch {self.batch} needs {need_s} per GPU{self.where} but {device} {has}; the "
+            f"largest batch that fits at {self.context} tokens is {self.max_batch}; smallest "
+            f"that fits batch {self.batch}: {self.hint}"
         )
 
     def require(self, model: str, device: str) -> None:
@@ -301,6 +312,7 @@ class Shortfall:
             "weights_do_not_fit": self.weights_do_not_fit,
             "max_batch": self.max_batch,
             "smallest_fit": None if s is None else {"tp": s.tp, "pp": s.pp, "ep": s.ep},
+            "fullest_stage": self.stage,
         }
 
 
@@ -330,6 +342,8 @@ def shortfall(
         fit.budget,
         fit.max_batch,
         smallest,
+        int(np.max(need.stage)),
+        need.stages,
     )
 
 

@@ -6,7 +6,8 @@ A transformation of the one calculator, not a second one:
   norms are replicated. One rank is itself a ModelSpec (`tp_shard`), so its ops, bytes and
   memory come from `operators`/`step_cost`/`memory` unchanged. Each layer adds two all-reduces
   (after attention out and after MLP down) of the B·T·D activations.
-- Pipeline parallel (PP, p stages): each GPU holds ⌈L/p⌉ layers. One batch passes the stages
+- Pipeline parallel (PP, p stages): each GPU holds one stage's layers (`placement.pp_partition`,
+  vLLM's split; memory is the fullest stage's). One batch passes the stages
   one after another, so a step still costs all L layers plus p−1 hand-offs of B·T·D
   activations: PP buys memory, never TPOT for one request. (Interleaving micro-batches of
   many requests to keep stages busy is not modelled.)

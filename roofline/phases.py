@@ -332,12 +332,14 @@ def estimate(
     mem = memory.held(model, stack, B, prompt, context)
     kv_at_prompt = np.asarray(memory.held(model, stack, B, prompt, prompt).kv_cache_bytes)
     kv_bytes, act_bytes = np.asarray(mem.kv_cache_bytes), np.asarray(mem.activation_bytes)
+    # the fullest pipeline stage may differ with the batch: its weights with it
+    w_bytes = np.broadcast_to(np.asarray(mem.weights_bytes, dtype=float), B.shape)
     cases = tuple(
         Case(
             int(b),
             prompt,
             gen,
-            float(mem.weights_bytes),
+            float(w_bytes[i]),
             float(kv_bytes[i]),
             float(act_bytes[i]),
             fit.budget.usable_bytes,

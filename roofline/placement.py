@@ -4,8 +4,12 @@
   kv heads (kv heads are replicated when K < n), F/n of the MLP and ⌈V/n⌉ of the vocabulary;
   norms are replicated. One rank is itself a ModelSpec (`tp_shard`), so its ops, bytes and
   memory come from the one calculator unchanged.
-- Pipeline parallel (PP, p stages): each GPU holds ⌈L/p⌉ layers (`pp_stage`, the largest
-  stage).
+- Pipeline parallel (PP, p stages): the layers are split as vLLM splits them (`pp_partition`:
+  ⌊L/p⌋ each, the remainder one more each on the stages before the last); stage 0 holds the
+  embedding, the last the LM head (tied: its own copy of the table). Memory is the fullest
+  stage's, which need not be the one with the most layers (DeepSeek-V3 at PP 2: layers 0–30
+  hold the 3 dense ones, layers 31–60 are all MoE and the LM head); `pp_stages` are the
+  stages as models, `pp_stage` the one with the most layers (per-token KV).
 - Expert parallel (EP, n GPUs): each GPU holds E/n of every MoE layer's routed experts and a
   full copy of everything else; the fullest GPU holds ⌈B/n⌉ of the replica's sequences.
 - Replicas: m independent copies.
@@ -111,8 +115,54 @@ def tp_shard(m: ModelSpec, tp: int) -> ModelSpec:
     return ModelSpec.model_validate(m.model_dump() | update)
 
 
+def pp_partition(layers: int, pp: int) -> list[int]:
+    """Layers per pipeline stage as vLLM assigns them (`get_pp_indices`,
+    vllm/distributed/utils.py): ⌊L/p⌋ each, and the L mod p left over one more each on the
+    stages before the last, from the second-to-last backwards (the last stage also runs the
+    LM head). 61 layers on 2 stages: [31, 30]; 80 on 3: [27, 27, 26]."""
+    parts = [layers // pp] * pp
+    for i in range(2, layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
+def _layer_range(m: ModelSpec, start: int, n: int) -> ModelSpec:
+    """Layers start … start + n − 1 of `m` as a model of n layers (its pattern and MoE layout
+    shifted to start there); cross-layer KV sharing, whose groups a cut would split, and any
+    shift the spec cannot express keep the first n layers instead."""
+    first = ModelSpec.model_validate(m.model_dump() | {"layers": n})
+    a = m.attention
+    if start == 0 or a.kv_share > 1 or a.kv_share_map is not None:
+        return first
+    k = start % len(m.layer_pattern)
+    update: dict = {"layers": n, "layer_pattern": m.layer_pattern[k:] + m.layer_pattern[:k]}
+    if m.moe is not None:
+        e = m.moe
+        update["moe"] = e.model_dump() | {
+            "dense_first_layers": max(0, e.dense_first_layers - start),
+            "offset": (e.offset - start) % e.period,
+        }
+    try:
+        return ModelSpec.model_validate(m.model_dump() | update)
+    except ValueError:  # e.g. a window set with no local layer left in this stage
+        return first
+
+
+def pp_stages(m: ModelSpec, pp: int) -> list[ModelSpec]:
+    """Every pipeline stage's layers as a model (`pp_partition`), in order."""
+    if pp > m.layers:
+        raise InvalidInputError(f"`pp={pp}` exceeds {m.name}'s {m.layers} layers")
+    if pp == 1:
+        return [m]
+    out, start = [], 0
+    for n in pp_partition(m.layers, pp):
+        out.append(_layer_range(m, start, n))
+        start += n
+    return out
+
+
 def pp_stage(m: ModelSpec, pp: int) -> ModelSpec:
-    """The largest pipeline stage's layers, ⌈L/p⌉ (it sets per-GPU KV and weight memory)."""
+    """The stage with the most layers, ⌈L/p⌉ (the first: its per-token KV is the largest)."""
     if pp > m.layers:
         raise InvalidInputError(f"`pp={pp}` exceeds {m.name}'s {m.layers} layers")
     if pp == 1:
@@ -145,11 +195,14 @@ def check_ep(m: ModelSpec, par: Parallel) -> None:
 # ---- memory per GPU -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class GpuMemory:
-    """Bytes on the fullest GPU: TP or EP rank of the largest PP stage. Total is derived."""
+    """Bytes on the fullest GPU: TP or EP rank of the fullest PP stage (`stage`, 0-based, of
+    `stages`). Total is derived."""
 
-    weights_bytes: float
+    weights_bytes: ArrayLike
     kv_cache_bytes: ArrayLike
     activation_bytes: ArrayLike
+    stage: ArrayLike = 0
+    stages: int = 1
 
     @property
     def total_bytes(self) -> ArrayLike:
@@ -173,23 +226,63 @@ def memory_per_gpu(
     copy). With EP n a GPU holds E/n routed experts and the KV and activations of ⌈B/n⌉
     sequences."""
     check_ep(m, par)
-    stage = pp_stage(tp_shard(m, par.tp), par.pp)
-    q = p if p.model_bits is not None else p.for_model(m)  # the checkpoint's group formats
-    ends = stage.params
-    embed = ends.embedding + ends.positional
-    shared_end = (
-        0
-        if par.pp == 1 or m.tied_embeddings
-        else min(embed * q.group_bytes("embedding"), ends.lm_head * q.group_bytes("lm_head"))
-    )
-    elsewhere = stage.routed_expert_params * (par.ep - 1) // par.ep  # on the other EP ranks
-    weights = footprint.weights_bytes(stage, q) - shared_end - elsewhere * q.group_bytes("experts")
-    b = par.sequences_per_gpu(batch)
+    per = stage_memory(m, p, par, batch, prompt, context, prefill_token_budget)
+    if len(per) == 1:
+        return per[0]
+    totals = np.stack([np.broadcast_to(g.total_bytes, np.shape(per[0].total_bytes)) for g in per])
+    i = np.argmax(totals, axis=0)  # the fullest stage, per batch and context
+
+    def pick(field: str) -> ArrayLike:
+        values = np.stack([np.broadcast_to(getattr(g, field), i.shape) for g in per])
+        chosen = np.take_along_axis(values, i[None], 0)[0]
+        return chosen if chosen.ndim else float(chosen)
+
     return GpuMemory(
-        weights,
-        footprint.kv_cache_bytes(stage, p, b, context),
-        footprint.peak_activation_bytes(stage, p, b, prompt, prefill_token_budget),
+        pick("weights_bytes"),
+        pick("kv_cache_bytes"),
+        pick("activation_bytes"),
+        i if i.ndim else int(i),
+        len(per),
     )
+
+
+def stage_memory(
+    m: ModelSpec,
+    p: Precision,
+    par: Parallel,
+    batch: ArrayLike,
+    prompt: ArrayLike,
+    context: ArrayLike,
+    prefill_token_budget: int | None = footprint.DEFAULT_PREFILL_TOKEN_BUDGET,
+) -> list[GpuMemory]:
+    """What one GPU of each pipeline stage holds (`memory_per_gpu`, stage by stage)."""
+    shard = tp_shard(m, par.tp)
+    stages = pp_stages(shard, par.pp)
+    q = p if p.model_bits is not None else p.for_model(m)  # the checkpoint's group formats
+    last = len(stages) - 1
+    b = par.sequences_per_gpu(batch)
+    out = []
+    for k, stage in enumerate(stages):
+        ends = stage.params
+        embed = (ends.embedding + ends.positional) * q.group_bytes("embedding")
+        head = ends.lm_head * q.group_bytes("lm_head")
+        # stage 0 holds the embedding, the last the LM head (tied: its own copy of the table)
+        keeps_embed = k == 0 or (k == last and m.tied_embeddings)
+        not_here = (0 if keeps_embed else embed) + (0 if k == last else head)
+        elsewhere = stage.routed_expert_params * (par.ep - 1) // par.ep  # other EP ranks
+        weights = (
+            footprint.weights_bytes(stage, q) - not_here - elsewhere * q.group_bytes("experts")
+        )
+        out.append(
+            GpuMemory(
+                weights,
+                footprint.kv_cache_bytes(stage, p, b, context),
+                footprint.peak_activation_bytes(stage, p, b, prompt, prefill_token_budget),
+                k,
+                len(stages),
+            )
+        )
+    return out
 
 
 #: TP degrees tried before adding pipeline stages: one node of up to 8 GPUs.

@@ -19,7 +19,7 @@ from ..errors import DoesNotFitError, InvalidInputError
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
 from ..parallel import check
-from ..placement import memory_per_gpu, pp_stage, tp_shard
+from ..placement import pp_stage, pp_stages, stage_memory, tp_shard
 from ..stack import MemoryPolicy, Stack
 from .loop import Counters, Requests, ServingLoop, StepTimer, Timeline
 from .policy import Policy
@@ -79,29 +79,37 @@ def kv_capacity_tokens(model: ModelSpec, stack: Stack, policy: Policy) -> int:
     for contexts beyond W."""
     hw, precision, par = stack.hardware, stack.precision, stack.parallel
     policy = policy.on(stack.memory)
-    gpu = memory_per_gpu(
-        model, precision, par, policy.max_seqs, policy.step_tokens / policy.max_seqs, 0
-    )
-    stage = pp_stage(tp_shard(model, par.tp), par.pp)
-    weights, act = gpu.weights_bytes, float(gpu.activation_bytes)
-    state = (
-        par.sequences_per_gpu(policy.max_seqs) * stage.state_elems_per_sequence * precision.kv_bytes
-    )
     budget = stack.budget
-    free = budget.usable_bytes - weights - act - state
-    per_token = memory.kv_bytes_per_token(stage, precision)
+    per_stage = []  # (tokens, weights, act, state) of each PP stage: the tightest binds
+    for gpu, stage in zip(
+        stage_memory(
+            model, precision, par, policy.max_seqs, policy.step_tokens / policy.max_seqs, 0
+        ),
+        pp_stages(tp_shard(model, par.tp), par.pp),
+        strict=True,
+    ):
+        weights, act = float(gpu.weights_bytes), float(gpu.activation_bytes)
+        state = (
+            par.sequences_per_gpu(policy.max_seqs)
+            * stage.state_elems_per_sequence
+            * precision.kv_bytes
+        )
+        free = budget.usable_bytes - weights - act - state
+        per_token = memory.kv_bytes_per_token(stage, precision)
+        tokens = (
+            UNBOUNDED_KV_TOKENS
+            if per_token == 0 and free >= 0
+            else math.floor(free / per_token) * par.ep
+            if per_token
+            else 0
+        )
+        per_stage.append((tokens, weights, act, state))
+    tokens, weights, act, state = min(per_stage)
     where = "" if par.gpus_per_replica == 1 else " per GPU"
     room = f"{model.name} weights{where} ({weights / 1e9:.1f} GB)" + (
         f", step activations and the state of {policy.max_seqs} sequences ({state / 1e9:.1f} GB)"
         if state
         else " and step activations"
-    )
-    tokens = (
-        UNBOUNDED_KV_TOKENS
-        if per_token == 0 and free >= 0
-        else math.floor(free / per_token) * par.ep
-        if per_token
-        else 0
     )
     if tokens < 1:
         raise DoesNotFitError(
