@@ -10,9 +10,10 @@ by the hardware spec (`HardwareSpec.peak_flops_per_s`), never given some other p
 Weights are stored per tensor group (WEIGHT_GROUPS). `weights` is a base format, optionally
 followed by per-group overrides: `bf16,experts=mxfp4` (gpt-oss), `int4-g128,lm_head=int4-g128`.
 Defaults, from how real checkpoints are written:
-- a weight-only format (narrower than the activations: GPTQ/AWQ int4-gN, nf4, int8 or fp8
-  weight-only) keeps the embedding, LM head, norms and MoE router at 16 bits (AutoGPTQ/AutoAWQ
-  and bitsandbytes quantise only the Linear layers inside the blocks);
+- a quantised format (weight-only GPTQ/AWQ int4-gN, nf4, int8 or fp8, and W8A8/W4A4 fp8,
+  int8, nvfp4) keeps the embedding, LM head, norms and MoE router at 16 bits (AutoGPTQ/AutoAWQ
+  and bitsandbytes quantise only the Linear layers inside the blocks; NVIDIA ModelOpt and
+  llm-compressor fp8/int8/fp4 checkpoints leave the same ends in 16 bits);
 - a llama.cpp block type (q4_0, q4_k, ...) is applied to every matrix, norms and router stay
   F32; a llama.cpp file type (q4_k_m, ...) is its per-tensor mix (`llamacpp`);
 - MLC formats (q4f16_1, ...) quantise the embedding and the final FC too, norms stay 16-bit.
@@ -161,7 +162,11 @@ class Precision:
             groups.update(norms=parse_format("fp32"), router=parse_format("fp32"))
         elif w.ecosystem == "mlc":
             groups.update(norms=self._sixteen, router=self._sixteen)
-        elif self.weight_only:
+        elif w.element_bits < 16:
+            # a quantised checkpoint keeps the ends 16-bit: weight-only ones (AutoGPTQ, AutoAWQ,
+            # bitsandbytes quantise the Linear layers of the blocks) and W8A8/W4A4 ones alike
+            # (NVIDIA ModelOpt and llm-compressor leave the embedding, the LM head, the norms
+            # and an MoE router in 16 bits)
             groups.update(dict.fromkeys(_ENDS, self._sixteen))
         groups.update(overrides)
         return groups

@@ -295,3 +295,14 @@ def test_mixes_lie_between_their_block_types(name: str) -> None:
     assert w("q3_k") <= w("q3_k_s") <= w("q3_k_m") <= w("q3_k_l") <= w("q6_k")
     assert w("q4_k") <= w("q4_k_s") <= w("q4_k_m") <= w("q6_k")
     assert w("q5_k") <= w("q5_k_s") <= w("q5_k_m") <= w("q6_k")
+
+
+def test_an_fp8_checkpoint_keeps_its_ends_16_bit() -> None:
+    """Defect: with fp8 weights and activations the embedding, LM head and norms were charged
+    one byte; ModelOpt and llm-compressor fp8 checkpoints keep them in 16 bits. Llama-3.1-70B:
+    70,553,706,496 params, of which embedding and LM head 2 · 128,256 · 8,192 = 2,101,346,304
+    and norms 80 · 2 · 8,192 + 8,192 = 1,318,912 at 2 B, the rest at 1 B:
+    70,553,706,496 + 2,101,346,304 + 1,318,912 = 72,656,371,712 B (72.66 GB, not 70.55)."""
+    m = load_model("llama-3.1-70b")
+    assert memory.weights_bytes(m, Precision.uniform("fp8")) == 72_656_371_712
+    assert memory.weights_bytes(m, Precision.everywhere("fp8", "fp8", "fp8")) == 70_553_706_496
