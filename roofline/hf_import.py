@@ -421,6 +421,21 @@ def checkpoint_weights(c: Config, spec: dict) -> str | None:
     )
 
 
+def checkpoint_activations(c: Config) -> str | None:
+    """The activation format of a quantised checkpoint's kernels: fp8 for an fp8 checkpoint
+    that quantises activations (`activation_scheme` dynamic or static; ModelOpt FP8), else
+    None (16-bit: weight-only)."""
+    q = c.get("quantization_config") or c.get("text_config", {}).get("quantization_config")
+    if not isinstance(q, dict):
+        return None
+    method = str(q.get("quant_method", "")).lower()
+    if method == "fp8" and str(q.get("activation_scheme", "")).lower() in ("dynamic", "static"):
+        return "fp8"
+    if method == "modelopt" and str(q.get("quant_algo", "")).upper() == "FP8":
+        return "fp8"
+    return None
+
+
 def modelopt_weights(q: Config, dense: str = "bf16") -> str:
     """NVIDIA ModelOpt checkpoints (hf_quant_config.json's `quantization`, or a config.json
     quantization_config with quant_method modelopt): FP8 and NVFP4 (E4M3 scale per 16) on the
@@ -489,6 +504,9 @@ def spec_from_hf_config(config: Config, name: str, source: str) -> ModelSpec:
     weights = checkpoint_weights(config, fields)
     if weights is not None:
         fields["checkpoint_weights"] = weights
+        if (acts := checkpoint_activations(config)) is not None:
+            fields["checkpoint_activations"] = acts
+        fields["checkpoint_source"] = f"{source}: quantization_config"
     data = {
         "name": spec_name(name),
         "display_name": name,

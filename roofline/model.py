@@ -149,7 +149,16 @@ class ModelSpec(Frozen):
     checkpoint_weights: str | None = Field(
         default=None,
         description="weight formats of the released checkpoint, as `weights` "
-        "takes them (gpt-oss: 'bf16,experts=mxfp4'); None: one 16-bit format",
+        "takes them (gpt-oss: 'bf16,experts=mxfp4'); None: one 16-bit format. Every command "
+        "costs the model in them unless told otherwise",
+    )
+    checkpoint_activations: str | None = Field(
+        default=None,
+        description="the format the released checkpoint's kernels quantise activations to "
+        "(DeepSeek-V3: fp8, `activation_scheme: dynamic`); None: 16-bit",
+    )
+    checkpoint_source: str = Field(
+        default="", description="where the released formats are read (the checkpoint's config)"
     )
     parallel_block: bool = Field(
         default=False, description="attention and MLP read the same input (GPT-J, Falcon)"

@@ -184,6 +184,19 @@ class Estimate:
         return self.stack.engine
 
     @property
+    def weights_as_released(self) -> bool:
+        """Whether the weights are costed in the formats the model is released in
+        (`precision.released`; an engine's storage of them counts as the same)."""
+        from .precision import released
+        from .stack import resolve_precision
+
+        mine = released(self.model)
+        return self.precision.weights in (
+            mine.weights,
+            resolve_precision(self.model, mine, self.engine).weights,
+        )
+
+    @property
     def max_batch(self) -> int:
         return self.fit.max_batch
 
@@ -244,6 +257,7 @@ class Estimate:
             "ceiling_source": self.ceiling_source,
             "engine": self.engine.name if self.engine else None,
             "precision": self.precision.as_dict(),
+            "weights_as_released": self.weights_as_released,
             "parallel": self.parallel.as_dict() | {"interconnect": self.hardware.interconnect.kind},
             "ridge_point_flops_per_byte": self.hardware.ridge_point_flops_per_byte(
                 self.precision.compute

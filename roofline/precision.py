@@ -248,3 +248,13 @@ class Precision:
                 f"{self.weights} weights but set `activations` to one it has (weight-only "
                 "kernels dequantise to bf16/fp16)"
             )
+
+
+def released(m: ModelSpec) -> Precision:
+    """The formats `m` is released in: its checkpoint's weights and activations
+    (`ModelSpec.checkpoint_weights`, `checkpoint_activations`), 16-bit where the spec names
+    none, and a 16-bit KV cache (what engines allocate unless told otherwise)."""
+    weights = m.checkpoint_weights or "bf16"
+    activations = m.checkpoint_activations or Precision.uniform(weights).activations
+    kv = activations if parse_format(activations).element_bits == 16 else "bf16"
+    return Precision(weights, activations, kv)

@@ -268,3 +268,24 @@ def test_models_import_refuses_a_gguf_folder(tmp_path: Path, capsys) -> None:
     folder.mkdir()
     code, _, err = run_cli(capsys, "models", "import", str(folder))
     assert code == 1 and "not a regular file" in err and err.count("\n") == 1
+
+
+def test_an_imported_gguf_is_estimated_at_the_files_bytes(tmp_path: Path, capsys) -> None:
+    """Defect: a GGUF imported with `models import` was then estimated at bf16. Without
+    --weights, `estimate` now costs it as released: the file's per-tensor formats, whose bytes
+    are the file's tensor table (`test_llama_q4_k_m_round_trip` derives them by hand)."""
+    import json
+
+    from conftest import run_cli
+
+    path = tmp_path / "tiny-llama.Q4_K_M.gguf"
+    _write(path, "llama", 15, _llama_q4_k_m())
+    out = tmp_path / "tiny.yaml"
+    assert run_cli(capsys, "models", "import", str(path), "-o", str(out))[0] == 0
+    code, stdout, err = run_cli(
+        capsys, "estimate", str(out), "--batch", "1", "--prompt", "64", "--gen", "8", "--json"
+    )
+    assert code == 0, err
+    d = json.loads(stdout)
+    assert d["weights_as_released"] and d["precision"]["weights"] == "q4_k_m"
+    assert d["cases"][0]["weights_bytes"] == read_gguf(path).tensor_bytes

@@ -62,6 +62,7 @@ def test_import_matches_catalog(tmp_path: Path, capsys, folder: str, catalog_nam
         (g.kind, g.count) for g in catalog.layer_groups
     ]
     assert imported.checkpoint_weights == catalog.checkpoint_weights
+    assert imported.checkpoint_activations == catalog.checkpoint_activations
     assert imported.active_params == catalog.active_params
 
 

@@ -77,8 +77,13 @@ def test_tp4_shard_of_llama_70b() -> None:
     # (2·32064·D) and the norms (161·D) stay bf16, the rest is 1 byte per weight
     ends = 2 * 32064 * D + (80 * 2 + 1) * D
     assert mem.weights_bytes == (per_rank - ends) * 1 + ends * 2
+    # a W8A8 fp8 checkpoint keeps the same ends 16-bit (ModelOpt, llm-compressor)
     w8a8 = memory_per_gpu(m, Precision("fp8", "fp8"), Parallel(tp=4), 1, 1024, 1280)
-    assert w8a8.weights_bytes == per_rank * 1  # fp8 everywhere: 1 byte per weight
+    assert w8a8.weights_bytes == (per_rank - ends) * 1 + ends * 2
+    every = memory_per_gpu(
+        m, Precision.everywhere("fp8", "fp8", "fp8"), Parallel(tp=4), 1, 1024, 1280
+    )
+    assert every.weights_bytes == per_rank * 1  # fp8 everywhere: 1 byte per weight
     # KV per GPU: 2·L·(K/4)·H per token at 2 bytes
     assert mem.kv_cache_bytes == 1280 * 2 * 80 * 2 * 128 * 2
 

@@ -395,3 +395,21 @@ def test_the_central_plan_says_how_the_choice_changes_at_0_9(planned):
         b = iv[name]["simulated"]
         assert b["low"] <= sim[name] <= b["high"], name
     assert iv["tpot_p95_s"]["coverage"] == 0.8
+
+
+def test_plan_formats_keep_tensor_groups_with_their_format():
+    """Defect: `plan --formats bf16,experts=mxfp4` was refused ("unknown dtype
+    'experts=mxfp4'"): the comma separated both formats and tensor groups. A group=format item
+    now joins the format before it; the model as released is searched whatever is asked."""
+    from roofline.catalog import load_model
+    from roofline.cli.plan import plan_formats, released_format
+
+    assert plan_formats("bf16,experts=mxfp4,fp8") == ("bf16,experts=mxfp4", "fp8")
+    assert plan_formats("fp8/bf16,int4-g128") == ("fp8/bf16", "int4-g128")
+    with pytest.raises(Exception, match="names a tensor group before any format"):
+        plan_formats("experts=mxfp4")
+    assert released_format(load_model("gpt-oss-20b")) == "bf16,experts=mxfp4"
+    # DeepSeek-V3: fp8 weights and activations, a bf16 KV (the shorthand would say fp8)
+    assert released_format(load_model("deepseek-v3")) == (
+        "fp8,embedding=bf16,lm_head=bf16,norms=bf16/bf16"
+    )

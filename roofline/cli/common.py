@@ -251,10 +251,21 @@ def check_output(path: Path | None, what: str = "output") -> Path | None:
 
 
 def precision(
-    dtype: str, weights: str | None, activations: str | None, kv: str | None
+    dtype: str | None,
+    weights: str | None,
+    activations: str | None,
+    kv: str | None,
+    model: Any = None,
 ) -> Precision:
-    """`--dtype` as the shorthand, each of `--weights/--activations/--kv` overriding its part."""
-    base = Precision.uniform(dtype)
+    """`--dtype` as the shorthand, each of `--weights/--activations/--kv` overriding its part;
+    with neither `--dtype` nor `--weights`, the formats `model` is released in
+    (`precision.released`: gpt-oss's MXFP4 experts, DeepSeek-V3's FP8), else bf16."""
+    from ..precision import released
+
+    if dtype is None and weights is None and model is not None:
+        base = released(model)
+    else:
+        base = Precision.uniform(dtype or "bf16")
     return Precision(weights or base.weights, activations or base.activations, kv or base.kv)
 
 
@@ -270,7 +281,13 @@ Gen = Annotated[
 Context = Annotated[
     int, typer.Option(help="cached tokens S per sequence", callback=in_range(1, MAX_TOKENS))
 ]
-Dtype = Annotated[str, typer.Option(help="shorthand for weights, activations and KV format")]
+Dtype = Annotated[
+    str | None,
+    typer.Option(
+        help="shorthand for weights, activations and KV format (default: as the model is "
+        "released, its checkpoint_weights; bf16 when the spec names none)"
+    ),
+]
 Weights = Annotated[
     str | None,
     typer.Option(
@@ -382,7 +399,13 @@ MaxGpus = Annotated[
     typer.Option(help="most GPUs of a deployment, all replicas", callback=in_range(1, MAX_GPUS)),
 ]
 MAX_GPUS_SEARCHED = 64
-Formats = Annotated[str, typer.Option(help="formats, comma-separated: W (as --dtype) or W/KV")]
+Formats = Annotated[
+    str,
+    typer.Option(
+        help="formats, comma-separated: W (as --dtype) or W/KV, a group=format item joining the "
+        "format before it (bf16,experts=mxfp4); the model as released is always searched too"
+    ),
+]
 FORMATS = "bf16,fp8,int4-g128"
 Serving = Annotated[
     str,

@@ -8,7 +8,6 @@ import typer
 
 from ..catalog import load_hardware, load_model
 from ..diffusion import compare_diffusion
-from ..precision import Precision
 from ..units import seconds
 from . import app, common
 from .common import JsonFlag, SpecsDir, console, print_json
@@ -36,7 +35,10 @@ def diffusion(
     batch: Annotated[
         int, typer.Option(help="sequences B", callback=common.in_range(1, common.MAX_BATCH))
     ] = 1,
-    dtype: Annotated[str, typer.Option(help="weights, activations and KV format")] = "bf16",
+    dtype: Annotated[
+        str | None,
+        typer.Option(help="weights, activations and KV format (default: as released)"),
+    ] = None,
     engine: common.EngineOpt = common.DEFAULT_ENGINE,
     interval: common.Interval = 0.8,
     json_out: JsonFlag = False,
@@ -45,7 +47,9 @@ def diffusion(
     """N full forwards over prompt + answer vs TTFT + (L-1)·TPOT of the same model."""
     m = load_model(model, specs_dir or ())
     hw = load_hardware(hardware, specs_dir or ())
-    stack = common.stack(m, hw, Precision.uniform(dtype), "achievable", engine, specs_dir)
+    stack = common.stack(
+        m, hw, common.precision(dtype, None, None, None, m), "achievable", engine, specs_dir
+    )
     c = compare_diffusion(m, stack, prompt, gen, steps, batch)
     if json_out:
         bands = {"intervals": c.intervals(stack, interval)} if interval else {}

@@ -42,12 +42,12 @@ def estimate(
     prompt: common.Prompt = 1024,
     gen: common.Gen = 256,
     dtype: Annotated[
-        str,
+        str | None,
         Opt(
-            help="shorthand for weights, activations and KV format (a "
-            "weight-only format keeps bf16 activations and KV)"
+            help="shorthand for weights, activations and KV format (a weight-only format keeps "
+            "bf16 activations and KV; default: as the model is released)"
         ),
-    ] = "bf16",
+    ] = None,
     weights: common.Weights = None,
     activations: common.Activations = None,
     kv_format: common.KvFormat = None,
@@ -84,7 +84,7 @@ def estimate(
     """Estimate prefill and decode latency, throughput and memory per batch size."""
     m = load_model(model, specs_dir or ())
     hw = load_hardware(hardware, specs_dir or ())
-    precision = common.precision(dtype, weights, activations, common.kv_format(kv_format, kv))
+    precision = common.precision(dtype, weights, activations, common.kv_format(kv_format, kv), m)
     stack = common.stack(
         m,
         hw,

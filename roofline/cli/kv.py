@@ -9,7 +9,6 @@ import typer
 from ..catalog import load_hardware, load_model
 from ..memory import cache_summary
 from ..placement import Parallel
-from ..precision import Precision
 from . import app, common
 from .common import (
     JsonFlag,
@@ -33,8 +32,13 @@ def kv(
         str, typer.Option("--kv-format", "--kv-dtype", help="KV cache / state number format")
     ] = "bf16",
     weights_dtype: Annotated[
-        str, typer.Option("--weights", "--weights-dtype", help="weights format (for what fits)")
-    ] = "bf16",
+        str | None,
+        typer.Option(
+            "--weights",
+            "--weights-dtype",
+            help="weights format, for what fits (default: each model as released)",
+        ),
+    ] = None,
     kv: common.KvAlias = None,
     tp: common.Tp = 1,
     pp: common.Pp = 1,
@@ -48,16 +52,15 @@ def kv(
     """Compare what each model keeps per token and per sequence, and what fits beside it."""
     positive(context, "--context")
     hw = load_hardware(hardware, specs_dir or ())
-    p = Precision(
-        weights=weights_dtype, activations="bf16", kv=common.kv_format(None, kv) or kv_dtype
-    )
+    kv_format = common.kv_format(None, kv) or kv_dtype
     par = Parallel(tp, pp, ep)
     specs = [load_model(m, specs_dir or ()) for m in models]
+
     stacks = [
         common.stack(
             m,
             hw,
-            p,
+            common.precision(None, weights_dtype, None, kv_format, m),
             "achievable",
             engine,
             specs_dir,

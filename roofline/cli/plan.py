@@ -24,6 +24,32 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in text.split(",") if v.strip())
 
 
+def plan_formats(text: str) -> tuple[str, ...]:
+    """`--formats`: formats separated by commas, a `group=format` item belonging to the format
+    before it: 'bf16,experts=mxfp4,fp8' is (bf16 with MXFP4 experts) and fp8."""
+    out: list[str] = []
+    for item in _names(text):
+        if "=" in item.split("/")[0]:
+            if not out:
+                raise InvalidInputError(
+                    f"--formats: '{item}' names a tensor group before any format; "
+                    "write the base format first, e.g. bf16,experts=mxfp4"
+                )
+            out[-1] = f"{out[-1]},{item}"
+        else:
+            out.append(item)
+    return tuple(out)
+
+
+def released_format(m) -> str:
+    """The plan format of the model as released: its weights, and its KV when the format's
+    shorthand would give another (DeepSeek-V3: fp8 weights and activations, a bf16 KV)."""
+    from ..precision import Precision, released
+
+    p = released(m)
+    return p.weights if Precision.uniform(p.weights).kv == p.kv else f"{p.weights}/{p.kv}"
+
+
 def run_plan(
     model: str,
     rate: float | None,
@@ -69,9 +95,11 @@ def run_plan(
     if rate is None:
         raise InvalidInputError("give --rate (requests per second) or --trace")
     req = Requirement(rate, prompt, gen, slo_ttft, slo_tpot, confidence or None)
+    asked = plan_formats(formats)
+    mine = released_format(m)
     space = Space(
         tuple(d.name for d in devices),
-        _names(formats),
+        asked if mine in asked else (mine, *asked),
         max_gpus,
         tuple(int_list(max_batches, "max batch")),
         serving=serving,  # type: ignore[arg-type]  # Space refuses an unknown one

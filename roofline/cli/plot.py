@@ -40,7 +40,7 @@ plot_app = typer.Typer(
 app.add_typer(plot_app, name="plot")
 
 Output = Annotated[Path, typer.Option("--output", "-o", help="chart file, .png or .svg")]
-Dtype = Annotated[str, typer.Option(help="weights, activations and KV format")]
+Dtype = common.Dtype
 Ceiling = Annotated[str, typer.Option(help="datasheet (speed of light) or achievable")]
 Models = Annotated[list[str], typer.Argument(help="model names, aliases or YAML paths")]
 Devices = Annotated[
@@ -90,7 +90,7 @@ def roofline_cmd(
             callback=common.in_range(1, common.MAX_TOKENS),
         ),
     ] = 1024,
-    dtype: Dtype = "bf16",
+    dtype: Dtype = None,
     ceiling: Ceiling = "achievable",
     engine: EngineOpt = DEFAULT_ENGINE,
     measured: Annotated[
@@ -105,12 +105,13 @@ def roofline_cmd(
     """Roofline of a device, with each operator of a model's prefill and decode steps."""
     _chart_path(output)
     roof = common.ceiling(ceiling)
-    batches, precision = int_list(batch, "batch size"), Precision.uniform(dtype)
+    batches = int_list(batch, "batch size")
     hw = load_hardware(hardware, specs_dir or ())
     estimates = []
     if model is not None:
         m = load_model(model, specs_dir or ())
         # gen = 1: the chart needs only the prefill step and the first decode step (S = P)
+        precision = common.precision(dtype, None, None, None, m)
         stack = common.stack(m, hw, precision, roof, engine, specs_dir)
         estimates = [estimate(m, stack, [b], positive(prompt, "--prompt"), 1) for b in batches]
     points = load_results(measured).points if measured is not None else ()
@@ -144,7 +145,7 @@ def batch_cmd(
     batch: Batches = "1,2,4,8,16,32,64,128,256",
     prompt: common.Prompt = 1024,
     gen: common.Gen = 256,
-    dtype: Dtype = "bf16",
+    dtype: Dtype = None,
     ceiling: Ceiling = "achievable",
     engine: EngineOpt = DEFAULT_ENGINE,
     output: TextOutput = None,
@@ -162,7 +163,13 @@ def batch_cmd(
     P, G = positive(prompt, "--prompt"), positive(gen, "--gen")
     estimates = [
         estimate(
-            m, common.stack(m, hw, Precision.uniform(dtype), roof, engine, specs_dir), batches, P, G
+            m,
+            common.stack(
+                m, hw, common.precision(dtype, None, None, None, m), roof, engine, specs_dir
+            ),
+            batches,
+            P,
+            G,
         )
         for m in specs
         for hw in devices
@@ -224,7 +231,7 @@ def serve_cmd(
     slo_ttft: common.SloTtft = 1.0,
     slo_tpot: common.SloTpot = 0.1,
     slo_attainment: common.SloAttainment = 0.9,
-    dtype: Dtype = "bf16",
+    dtype: Dtype = None,
     weights: common.Weights = None,
     activations: common.Activations = None,
     kv_format: common.KvFormat = None,
@@ -249,7 +256,9 @@ def serve_cmd(
         seed=seed,
         slo_ttft=slo_ttft,
         slo_tpot=slo_tpot,
-        precision=common.precision(dtype, weights, activations, kv_format),
+        precision=common.precision(
+            dtype, weights, activations, kv_format, load_model(model, tuple(specs_dir or ()))
+        ),
         ceiling=common.ceiling(ceiling),
         specs_dir=tuple(specs_dir or ()),
         parallel=Parallel(tp, pp, ep),

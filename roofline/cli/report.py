@@ -33,7 +33,8 @@ def estimate_table(
     )
     t = Table(
         title=f"{e.model.display_name} on {e.hardware.display_name} — "
-        f"weights {p.weights}, activations {p.activations}, KV {p.kv} "
+        f"weights {p.weights}{' (as released)' if e.weights_as_released else ''}, "
+        f"activations {p.activations}, KV {p.kv} "
         f"(compute {p.compute}){gpus}; ceiling: {e.ceiling}; engine: "
         f"{e.engine.name if e.engine else 'none'}",
         caption=f"memory columns are per GPU, at prompt+gen tokens; a row that does not "

@@ -95,7 +95,10 @@ def serve(
             callback=common.in_range(1, common.MAX_TOKENS),
         ),
     ] = None,
-    dtype: Annotated[str, Opt(help="weights, activations and KV format")] = "bf16",
+    dtype: Annotated[
+        str | None,
+        Opt(help="weights, activations and KV format (default: as the model is released)"),
+    ] = None,
     weights: common.Weights = None,
     activations: common.Activations = None,
     kv_format: Annotated[
@@ -123,7 +126,11 @@ def serve(
     from ..economics import parse_price_options
 
     prices = parse_price_options(price or [])  # read before the simulation: a bad file fails fast
-    prec = common.precision(dtype, weights, activations, kv_format)
+    from ..catalog import load_model
+
+    prec = common.precision(
+        dtype, weights, activations, kv_format, load_model(model, tuple(specs_dir or ()))
+    )
     overrides = dict(
         max_seqs=max_seqs,
         token_budget=token_budget,

@@ -91,12 +91,12 @@ def speculate(
         ),
     ] = 1024,
     dtype: Annotated[
-        str,
+        str | None,
         Opt(
-            help="shorthand for weights, activations and KV format of both "
-            "models (a weight-only format keeps bf16 activations and KV)"
+            help="shorthand for weights, activations and KV format of both models (a "
+            "weight-only format keeps bf16 activations and KV; default: the target as released)"
         ),
-    ] = "bf16",
+    ] = None,
     weights: Annotated[str | None, Opt(help="weight format of both models")] = None,
     activations: Annotated[str | None, Opt(help="activation format; sets the compute peak")] = None,
     kv_format: common.KvFormat = None,
@@ -122,7 +122,7 @@ def speculate(
     )
     hw = load_hardware(hardware, specs_dir or ())
     ks, alphas, batches = k_values(k), probabilities(acceptance), int_list(batch, "batch size")
-    precision = common.precision(dtype, weights, activations, common.kv_format(kv_format, kv))
+    precision = common.precision(dtype, weights, activations, common.kv_format(kv_format, kv), t)
     stack = common.stack(
         t,
         hw,
@@ -138,7 +138,7 @@ def speculate(
     if json_out:
         print_json({**common.header(t.name, stack), **st.as_dict(interval or None)})
     else:
-        render(st, dtype)
+        render(st, precision.weights)
     if require_fit:
         for b, f in st.fits.items():
             f.require(t.name, hw.name, b)
