@@ -413,3 +413,19 @@ def test_plan_formats_keep_tensor_groups_with_their_format():
     assert released_format(load_model("deepseek-v3")) == (
         "fp8,embedding=bf16,lm_head=bf16,norms=bf16/bf16"
     )
+
+
+def test_a_cost_that_differs_in_the_last_bits_is_not_a_trade_off():
+    """Defect: B (cost c, TPOT 30 ms) stayed on the frontier beside A (cost c·(1 + 1e-15),
+    TPOT 20 ms), though A is as cheap and faster. Costs within 1e-9 of each other are one
+    value on the frontier, so A dominates B."""
+    from roofline.plan.screen import _settled
+
+    c = 1.2345
+    cost = np.array([c * (1 + 1e-15), c])
+    tpot, ttft = np.array([0.020, 0.030]), np.array([0.5, 0.5])
+    assert pareto_mask(cost, tpot, ttft).tolist() == [True, True]  # unsettled: both
+    assert pareto_mask(_settled(cost), tpot, ttft).tolist() == [True, False]
+    # a real difference stays a trade-off
+    cost2 = np.array([c * 1.001, c])
+    assert pareto_mask(_settled(cost2), tpot, ttft).tolist() == [True, True]

@@ -44,13 +44,13 @@ def check_feasible(
                 f"{', '.join(space.formats)} (formats unsupported or layouts that do not "
                 "split the model); add devices or formats"
             )
-        best = min(weights, key=lambda r: r.weights_bytes_per_gpu / r.capacity_bytes)
+        best = min(weights, key=lambda r: r.weights_bytes_per_gpu / r.usable_bytes)
         raise InfeasibleError(
             f"memory: {model.name} fits on none of {', '.join(space.hardware)} within "
             f"`max_gpus={space.max_gpus}` in {', '.join(space.formats)}; closest: "
             f"{best.weights_bytes_per_gpu / 1e9:.1f} GB of weights per GPU on {best.hardware} "
             f"{best.fmt} TP{best.parallel.tp} PP{best.parallel.pp} EP{best.parallel.ep} "
-            f"against {best.capacity_bytes / 1e9:.0f} GB (90% usable); raise `max_gpus` or use "
+            f"against {best.usable_bytes / 1e9:.1f} GB usable; raise `max_gpus` or use "
             "a narrower format"
         )
     floor_tpot = min(groups, key=lambda g: g.tpot_grid_s[0])
@@ -127,7 +127,7 @@ def rejected_regions(
             if best.reason == "unsupported"
             else (
                 f"{best.weights_bytes_per_gpu / 1e9:.1f} GB weights/GPU vs "
-                f"{best.capacity_bytes / 1e9:.0f} GB ({best.fmt} TP{best.parallel.tp} "
+                f"{best.usable_bytes / 1e9:.1f} GB usable ({best.fmt} TP{best.parallel.tp} "
                 f"PP{best.parallel.pp})"
             )
         )

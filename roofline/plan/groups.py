@@ -78,7 +78,7 @@ class Rejected:
     reason: str  # "memory: weights" or "unsupported"
     detail: str
     weights_bytes_per_gpu: float = math.nan
-    capacity_bytes: float = math.nan
+    usable_bytes: float = math.nan  # what one GPU offers the engine (its memory fraction)
 
 
 def batch_grid(max_batch: int, points: int = BATCH_GRID_POINTS) -> np.ndarray:
@@ -130,7 +130,7 @@ def build_groups(
                             reason="memory: weights",
                             detail=str(e),
                             weights_bytes_per_gpu=w,
-                            capacity_bytes=hw.memory_bytes,
+                            usable_bytes=stack.budget.usable_bytes,
                         )
                     )
                     continue

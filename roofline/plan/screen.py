@@ -384,13 +384,29 @@ def shortlist(points: Points, groups: Sequence[GroupTable], k: int) -> list[Cand
     return out
 
 
+#: Objectives closer than this (relative) are one value on the frontier: a cost that differs
+#: in the last bits of a float (the same deployment priced two ways) is not a trade-off.
+FRONTIER_RTOL = 1e-9
+
+
+def _settled(x: np.ndarray) -> np.ndarray:
+    """`x` rounded to `FRONTIER_RTOL` of its magnitude (inf and 0 unchanged)."""
+    x = np.asarray(x, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(np.isfinite(x) & (x != 0), 10.0 ** np.floor(np.log10(np.abs(x))), 1.0)
+    digits = -int(round(math.log10(FRONTIER_RTOL)))
+    return np.where(np.isfinite(x), np.round(x / scale, digits) * scale, x)
+
+
 def frontier(points: Points, groups: Sequence[GroupTable]) -> list[Candidate]:
     """The Pareto frontier of (cost per million tokens, TPOT₉₅, TTFT₉₅) over the points that
     sustain the rate and fit in memory, cheapest first (one row per distinct triple)."""
     live = np.flatnonzero((points.status != SATURATED) & (points.status != KV))
     if not live.size:
         return []
-    mask = pareto_mask(points.cost_per_mtok[live], points.tpot_p95_s[live], points.ttft_p95_s[live])
+    mask = pareto_mask(
+        *(_settled(x[live]) for x in (points.cost_per_mtok, points.tpot_p95_s, points.ttft_p95_s))
+    )
     idx = live[mask]
     idx = idx[np.lexsort((points.tpot_p95_s[idx], points.cost_per_mtok[idx]))]
     out, seen = [], set()
