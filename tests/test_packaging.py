@@ -54,6 +54,13 @@ def test_wheel_keeps_everything_under_roofline(wheel: Path) -> None:
         assert shipped == {f"roofline/{folder}/{p.name}" for p in (ROOT / folder).glob("*.yaml")}
     assert {f"roofline/kernels/{p.name}" for p in (ROOT / "kernels").glob("*.py")} <= set(names)
     assert {f"roofline/data/{p.name}" for p in (ROOT / "roofline" / "data").glob("*")} <= set(names)
+    # every module of every subpackage (a package missing from pyproject's list would not ship:
+    # `roofline plan` failed on an installed wheel when plan.py became a package)
+    modules = {
+        f"roofline/{p.relative_to(ROOT / 'roofline').as_posix()}"
+        for p in (ROOT / "roofline").rglob("*.py")
+    }
+    assert modules <= set(names), sorted(modules - set(names))
 
 
 def test_installed_wheel_runs_from_another_folder(wheel: Path, tmp_path: Path) -> None:
