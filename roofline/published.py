@@ -29,6 +29,7 @@ fit) are kept with the reason, so coverage is part of the report.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from .catalog import load_engine, load_hardware, load_model
 from .cost import Ceiling
 from .engine import EngineSpec
 from .errors import InvalidInputError, RooflineError
+from .files import read_text
 from .phases import Case, estimate
 from .placement import Parallel
 from .precision import Precision
@@ -177,32 +179,71 @@ def _band(text: str, row_id: str) -> float | None:
     return v
 
 
-def load_rows(path: str | Path) -> list[Row]:
-    """Rows of a published-measurements CSV; refuses missing columns and bad numbers."""
-    path = Path(path)
+#: The largest published-measurements CSV read (the bundled one is ~60 kB).
+MAX_CSV_BYTES = 64 * 2**20
+
+
+def _table(path: Path) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of a CSV file read through the one checked reader (a regular UTF-8
+    file of bounded size; a UTF-8 byte-order mark, as spreadsheets write one, is dropped); an
+    unterminated quote is refused with its line."""
+    text = read_text(path, "published-measurements CSV", MAX_CSV_BYTES, InvalidInputError)
+    text = text.removeprefix("\ufeff")
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
-        with path.open(newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
-            if missing:
-                raise InvalidInputError(
-                    f"{path}: missing column(s) {', '.join(missing)}; a published-measurements "
-                    f"CSV needs {', '.join(REQUIRED)}"
-                )
-            raw = list(reader)
-    except OSError as e:
-        raise InvalidInputError(f"{path}: cannot read ({e.strerror})") from None
-    except UnicodeDecodeError:
-        raise InvalidInputError(f"{path}: not a UTF-8 text CSV") from None
-    rows = []
+        table = [r for r in reader if r]
+    except csv.Error as e:
+        raise InvalidInputError(
+            f"{path}: not a well-formed CSV at line {reader.line_num} ({e}); check its quotes"
+        ) from None
+    if not table:
+        raise InvalidInputError(f"{path}: empty; a published-measurements CSV needs a header row")
+    return [c.strip() for c in table[0]], table[1:]
+
+
+def load_rows(path: str | Path) -> list[Row]:
+    """Rows of a published-measurements CSV; refuses missing columns, bad numbers, batch or
+    TP below 1, an unknown confidence, duplicate ids and a file with no rows."""
+    path = Path(path)
+    header, table = _table(path)
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise InvalidInputError(
+            f"{path}: missing column(s) {', '.join(missing)}; a published-measurements "
+            f"CSV needs {', '.join(REQUIRED)}"
+        )
+    if not table:
+        raise InvalidInputError(f"{path}: a header and no rows; add at least one measurement")
+    for i, r in enumerate(table, start=2):
+        if len(r) != len(header):
+            raise InvalidInputError(
+                f"{path}: line {i} has {len(r)} fields, the header {len(header)}; "
+                "quote a field that holds a comma"
+            )
+    raw = [dict(zip(header, r, strict=True)) for r in table]
+    rows, seen = [], set()
     for d in raw:
-        rid = d["id"]
+        rid = d["id"].strip()
+        if not rid:
+            raise InvalidInputError(f"{path}: a row without an id; give every row one")
+        if rid in seen:
+            raise InvalidInputError(f"row {rid}: the id appears twice; ids must be unique")
+        seen.add(rid)
         try:
             value = float(d["value"])
         except ValueError:
             raise InvalidInputError(f"row {rid}: value '{d['value']}' is not a number") from None
         if not math.isfinite(value) or value <= 0:
             raise InvalidInputError(f"row {rid}: value must be a positive number, got {value}")
+        batch, tp = _int(d["batch"], "batch", rid), _int(d["tp"], "tp", rid)
+        for what, n in (("batch", batch), ("tp", tp)):
+            if n < 1:
+                raise InvalidInputError(f"row {rid}: {what} must be at least 1, got {n}")
+        confidence = (d.get("confidence", "") or "medium").strip()
+        if confidence not in BANDS:
+            raise InvalidInputError(
+                f"row {rid}: unknown confidence '{confidence[:40]}'; use one of: {', '.join(BANDS)}"
+            )
         rows.append(
             Row(
                 id=rid,
@@ -210,15 +251,15 @@ def load_rows(path: str | Path) -> list[Row]:
                 hardware=d["hardware"],
                 weights=d["weights"],
                 kv=d["kv"],
-                batch=max(_int(d["batch"], "batch", rid), 1),
+                batch=batch,
                 prompt=_int(d["prompt"], "prompt", rid),
                 gen=_int(d["gen"], "gen", rid),
-                tp=max(_int(d["tp"], "tp", rid), 1),
+                tp=tp,
                 metric=d["metric"],
                 value=value,
                 engine=d["engine"],
                 source=d.get("source", ""),
-                confidence=d.get("confidence", "") or "medium",
+                confidence=confidence,
                 rate_includes_prefill=d.get("rate_includes_prefill", "").strip() == "1",
                 per_gpu=d.get("per_gpu", "").strip() == "1",
                 band=_band(d.get("band", ""), rid),

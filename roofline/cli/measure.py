@@ -195,7 +195,7 @@ def _validation_tables(v: Validation) -> list[Table]:
             r.point.name,
             seconds(r.predicted_s) if r.predicted_s == r.predicted_s else "—",
             seconds(r.measured_s),
-            f"{100 * r.error:+.0f}%",
+            f"{100 * r.error:+.0f}%" if r.error == r.error else "—",
             f"±{100 * r.band:.0f}%",
             result,
         )

@@ -164,9 +164,10 @@ class Validation:
                 {
                     "name": r.point.name,
                     "family": r.point.family,
-                    "predicted_s": r.predicted_s,
+                    # a point the model cannot predict (an emulated dtype) has no number: null
+                    "predicted_s": r.predicted_s if np.isfinite(r.predicted_s) else None,
                     "measured_s": r.measured_s,
-                    "error": r.error,
+                    "error": r.error if np.isfinite(r.error) else None,
                     "band": r.band,
                     "gated": r.gated,
                     "passed": r.passed,
