@@ -456,6 +456,13 @@ def load_hardware(name_or_path: str, specs_dirs: Sequence[str | Path] = ()) -> H
     return hardware_catalog(specs_dirs).load(name_or_path)
 
 
+def hardware_name(name: str, specs_dirs: Sequence[str | Path] = ()) -> str | None:
+    """The catalog name of a device given by name or alias (`H100` -> `h100-sxm`), or None
+    when the catalog has no such device; reads no spec file."""
+    entry = hardware_catalog(specs_dirs)._index().get(normalise(name))
+    return None if entry is None else entry.name
+
+
 def load_model(name_or_path: str, specs_dirs: Sequence[str | Path] = ()) -> ModelSpec:
     """A model spec by catalog name, alias, or path to a YAML file."""
     if isinstance(name_or_path, ModelSpec):

@@ -22,7 +22,8 @@ device-specific figure would replace them. Host CPUs, networking and cooling are
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
@@ -31,10 +32,11 @@ from typing import Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .cost import Ceilings
 from .errors import InvalidInputError, SpecError, field_error
+from .files import read_text
 from .hardware import HardwareSpec
 from .operators import ArrayLike, Step
 from .parallel import parallel_step_cost
@@ -53,6 +55,8 @@ IDLE_SOURCE = (
 #: = 0.301 with the idle above.
 MEMORY_ROOF_POWER_SHARE = (267 - 80.3) / (700 - 80.3)
 SECONDS_PER_HOUR = 3600.0
+#: The largest price table read (the bundled one is ~10 kB).
+MAX_PRICE_FILE_BYTES = 4 * 2**20
 Tier = Literal["on-demand", "discounted"]
 TIERS: tuple[str, ...] = ("on-demand", "discounted")
 
@@ -63,13 +67,20 @@ class GpuPrice(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    on_demand_usd_per_gpu_hour: float | None = Field(gt=0)
-    discounted_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
+    on_demand_usd_per_gpu_hour: float | None = Field(gt=0, allow_inf_nan=False)
+    discounted_usd_per_gpu_hour: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     discounted_kind: Literal["community", "spot", "reserved"] | None = None
     offer: str = ""
     source: str = ""
     date: str = ""
     note: str = ""
+
+    @field_validator("on_demand_usd_per_gpu_hour", "discounted_usd_per_gpu_hour", mode="before")
+    @classmethod
+    def _a_number(cls, v: object) -> object:
+        if isinstance(v, bool):  # YAML `true` would read as $1
+            raise ValueError("a price is a number of dollars per GPU-hour, not true/false")
+        return v
 
     def usd_per_gpu_hour(self, tier: Tier) -> float | None:
         return (
@@ -126,12 +137,21 @@ class PriceTable:
     def with_overrides(self, overrides: dict[str, float]) -> PriceTable:
         return replace(self, overrides={**(self.overrides or {}), **overrides})
 
+    def unknown_overrides(self, known: Iterable[str]) -> list[str]:
+        """Override names that are neither a catalog device nor one of `known` (the devices
+        this run loaded, user YAML files included): a typo the run would silently ignore."""
+        from .catalog import hardware_name
+
+        mine = set(known)
+        return [n for n in (self.overrides or {}) if n not in mine and hardware_name(n) is None]
+
 
 def _parse_price_file(text: str, where: str) -> dict[str, GpuPrice]:
     try:
         data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as e:
-        raise SpecError(f"{where}: not valid YAML ({e})") from None
+        problem = " ".join(str(e).split())  # one line: YAML's own message spans several
+        raise SpecError(f"{where}: not valid YAML ({problem[:200]})") from None
     try:
         return PriceFile.model_validate(data).devices
     except ValidationError as e:
@@ -151,16 +171,15 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
     if path is None:
         return _bundled()
     p = Path(path)
-    try:
-        text = p.read_text("utf-8")
-    except OSError as e:
-        raise SpecError(f"{p}: cannot read price table ({e.strerror})") from None
+    text = read_text(p, "price table", MAX_PRICE_FILE_BYTES)  # a pipe or a device is refused
     return PriceTable(_parse_price_file(text, str(p)), str(p))
 
 
 def parse_price_options(values: Sequence[str], table: PriceTable | None = None) -> PriceTable:
-    """`--price` values: `NAME=USD` (dollars per GPU-hour) or a YAML price-table path (which
-    replaces the bundled table); later values win."""
+    """`--price` values: `NAME=USD` (dollars per GPU-hour; a catalog alias names its device)
+    or a YAML price-table path (which replaces the bundled table); later values win."""
+    from .catalog import hardware_name
+
     table = table or load_prices()
     overrides: dict[str, float] = {}
     for v in values:
@@ -175,9 +194,10 @@ def parse_price_options(values: Sequence[str], table: PriceTable | None = None) 
                 f"`price={v}`: '{usd}' is not a number of dollars per "
                 "GPU-hour (e.g. `price=h100-sxm=2.1`)"
             ) from None
-        if not price > 0:
-            raise InvalidInputError(f"`price={v}`: the price must be positive")
-        overrides[name.strip()] = price
+        if not (price > 0 and math.isfinite(price)):
+            raise InvalidInputError(f"`price={v}`: the price must be a positive, finite number")
+        given = name.strip()
+        overrides[hardware_name(given) or given] = price  # an alias (`H100`) is its device
     return table.with_overrides(overrides) if overrides else table
 
 
@@ -244,7 +264,7 @@ class CaseEconomics:
     batch: int
     usd_per_hour: float  # all GPUs of all replicas
     tokens_per_s: float  # output tokens delivered, all replicas, at the utilisation
-    power_w: float  # average per GPU
+    power_w: float | None  # average per GPU (None: the spec has no tdp_w)
     gpus: int
 
     @property
@@ -252,7 +272,9 @@ class CaseEconomics:
         return float(self.usd_per_hour / SECONDS_PER_HOUR / self.tokens_per_s * 1e6)
 
     @property
-    def joules_per_token(self) -> float:
+    def joules_per_token(self) -> float | None:
+        if self.power_w is None:
+            return None
         return float(joules_per_token(self.power_w, self.gpus, self.tokens_per_s))
 
     def as_dict(self) -> dict:
@@ -275,6 +297,17 @@ def estimate_economics(
     if not 0 < utilisation <= 1:
         raise InvalidInputError(f"`utilisation` must be in (0, 1], got {utilisation}")
     m, hw, prec = est.model, est.hardware, est.precision
+    if hw.tdp_w is None:  # priced but no power: the cost stands, the energy is unknown
+        return tuple(
+            CaseEconomics(
+                c.batch,
+                usd_per_gpu_hour * c.gpus,
+                c.throughput_tokens_per_s * utilisation,
+                None,
+                c.gpus,
+            )
+            for c in est.cases
+        )
     pm = power_model(hw)
     B = np.array([c.batch for c in est.cases], dtype=float)
     P, G = est.cases[0].prompt_tokens, est.cases[0].gen_tokens
@@ -377,14 +410,10 @@ class EstimateEconomics:
             if case is not None and not case.fits:
                 d |= {"cost_per_million_output_tokens_usd": None, "joules_per_output_token": None}
             elif case is not None and coverage:
-                d["intervals"] = est.figure_intervals(
-                    case,
-                    {
-                        "cost_per_million_output_tokens_usd": c.cost_per_million_tokens_usd,
-                        "joules_per_output_token": c.joules_per_token,
-                    },
-                    coverage,
-                )
+                figures = {"cost_per_million_output_tokens_usd": c.cost_per_million_tokens_usd}
+                if c.joules_per_token is not None:
+                    figures["joules_per_output_token"] = c.joules_per_token
+                d["intervals"] = est.figure_intervals(case, figures, coverage)
             cases.append(d)
         return {
             "price_usd_per_gpu_hour": self.price_usd_per_gpu_hour,

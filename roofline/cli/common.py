@@ -7,7 +7,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 
@@ -478,6 +478,17 @@ def price_tier(tier: str) -> Tier:
     if tier not in TIERS:
         raise InvalidInputError(f"unknown --price-tier '{tier}'; use one of: {', '.join(TIERS)}")
     return cast("Tier", tier)
+
+
+def check_price_names(prices: Any, devices: Iterable[str]) -> None:
+    """Refuse a `--price NAME=USD` whose NAME is neither a catalog device (or alias) nor one
+    of the run's `devices`: it would be ignored, the bundled price used."""
+    bad = prices.unknown_overrides(devices)
+    if bad:
+        raise InvalidInputError(
+            f"--price {bad[0]}=…: no device named '{bad[0][:60]}' in the catalog or in this "
+            "run; use a name from `roofline hardware list` (or the `name` of your YAML spec)"
+        )
 
 
 def serve_economics_dict(

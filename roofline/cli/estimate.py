@@ -106,9 +106,9 @@ def estimate(
     warn(e.warnings)
     from ..economics import parse_price_options, priced_estimate
 
-    econ = priced_estimate(
-        e, parse_price_options(price or []), common.price_tier(price_tier), utilisation
-    )
+    prices = parse_price_options(price or [])
+    common.check_price_names(prices, [hw.name])
+    econ = priced_estimate(e, prices, common.price_tier(price_tier), utilisation)
     econ = replace(econ, price_source=common.with_flags(econ.price_source))
     if json_out:
         out = e.as_dict(interval or None) | {"economics": econ.as_dict(e, interval or None)}

@@ -80,6 +80,7 @@ def run_plan(
     table = parse_price_options(prices)
     names = _names(hardware) if hardware else default_hardware(table, price_tier)
     devices = [load_hardware(h, dirs) for h in names]
+    common.check_price_names(table, [d.name for d in devices])
     workload = None
     if trace is not None:
         if rate is not None:

@@ -86,23 +86,20 @@ def estimate_table(
         if econ is not None and priced:
             ce = econ.cases[i]
             cost, joules = ce.cost_per_million_tokens_usd, ce.joules_per_token
+            j = "—" if joules is None else f"{joules:.3g}"  # no tdp_w in the spec: no energy
             if not c.fits:
                 money = ("—", "—")  # a configuration that does not fit has no cost
             elif coverage:
-                mi = e.figure_intervals(
-                    c,
-                    {"cost_per_million_output_tokens_usd": cost, "joules_per_output_token": joules},
-                    coverage,
-                )
+                mi = e.figure_intervals(c, {"cost_per_million_output_tokens_usd": cost}, coverage)
                 k = "cost_per_million_output_tokens_usd"
                 money = (
                     number_range(cost, mi[k]["low"], mi[k]["high"], ".3g", "\n")
                     if k in mi
                     else f"{cost:.3g}",
-                    f"{joules:.3g}",
+                    j,
                 )
             else:
-                money = (f"{cost:.3g}", f"{joules:.3g}")
+                money = (f"{cost:.3g}", j)
         t.add_row(
             str(c.batch),
             f"{c.prompt_tokens}+{c.gen_tokens}",

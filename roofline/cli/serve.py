@@ -170,6 +170,7 @@ def serve(
         engine=engine,
     )
     runs = serve_runs(config, common.NOTES)
+    common.check_price_names(prices, runs.devices)
     m, hw, policies = runs.model, runs.hardware, runs.policies
     engine_name = runs.stack.engine_name
     head = common.header(m.name, runs.stack) | {"workload": config.workload_dict(rate)}
