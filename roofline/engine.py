@@ -28,6 +28,11 @@ from pydantic import Field, field_validator, model_validator
 
 from .frozen import Frozen
 
+#: Upper bounds of an engine's fixed costs, far above any engine's (launches take 5–50 µs,
+#: a step's host work well under 100 ms): a value beyond them is a typo in units.
+MAX_FIXED_US = 100_000.0
+MAX_STEP_US = 10_000_000.0
+
 
 class Sourced(Frozen):
     source: str = Field(min_length=1)
@@ -54,6 +59,7 @@ class AttentionKernel(Sourced):
     decode_fixed_us: float = Field(
         default=0.0,
         ge=0,
+        le=MAX_FIXED_US,
         description=(
             "fixed time of one decode attention call beyond the per-kernel floor (split-KV "
             "partials and their combine), microseconds"
@@ -86,7 +92,9 @@ class AllReduce(Sourced):
     `roofline.parallel.all_reduce_s`) and the fixed cost of one call (launch, handshake)."""
 
     kind: Literal["ring", "one-shot", "two-shot"]
-    latency_us: float = Field(ge=0, description="fixed cost of one all-reduce call")
+    latency_us: float = Field(
+        ge=0, le=MAX_FIXED_US, description="fixed cost of one all-reduce call"
+    )
 
 
 class EngineSpec(Frozen):
@@ -100,6 +108,7 @@ class EngineSpec(Frozen):
     extra_launches_per_layer: int = Field(
         default=0,
         ge=0,
+        le=100,
         description=(
             "kernels per layer beyond one per operator (fused only): rope, KV-cache write, ..."
         ),
@@ -107,12 +116,14 @@ class EngineSpec(Frozen):
     cuda_graphs: bool = Field(description="decode steps replayed from CUDA graphs")
     host_launch_us: float = Field(
         ge=0,
+        le=MAX_FIXED_US,
         description=(
             "host time to launch one kernel without graphs (Python + dispatcher + driver)"
         ),
     )
     host_step_us: float = Field(
         ge=0,
+        le=MAX_STEP_US,
         description=("host time per step outside kernels: scheduling, sampling, detokenisation"),
     )
     attention: AttentionKernel
@@ -135,6 +146,7 @@ class EngineSpec(Frozen):
     prefill_token_budget: int | None = Field(
         default=None,
         gt=0,
+        le=10_000_000,
         description=("tokens one prefill step takes (chunked prefill); None: whole prompts"),
     )
     max_num_seqs: int | None = Field(
@@ -171,6 +183,23 @@ class EngineSpec(Frozen):
             if not re.fullmatch(r"w(4|8|16)a(8|16)", key):
                 raise ValueError(f"matmul width '{key}' is not w<4|8|16>a<8|16>")
         return v
+
+    @field_validator("formats")
+    @classmethod
+    def _formats_known(cls, v: dict[str, str]) -> dict[str, str]:
+        """Every key a format name, every value a weights string `Precision` accepts."""
+        from .errors import RooflineError
+        from .precision import Precision
+
+        for name, stored in v.items():
+            for what, text in (("format", name), ("storage", stored)):
+                try:
+                    Precision(weights=text, activations="fp32", kv="bf16")
+                except RooflineError as e:
+                    raise ValueError(
+                        f"formats: {what} '{text[:40]}' of '{name[:40]}': {e}"
+                    ) from None
+        return {k.strip().lower(): s for k, s in v.items()}
 
     @model_validator(mode="after")
     def _first_token_sourced(self) -> EngineSpec:

@@ -93,7 +93,8 @@ def test_price_yaml_file(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "bad, needle", [("h100-sxm=abc", "not a number"), ("h100-sxm=0", "must be a positive, finite number")]
+    "bad, needle",
+    [("h100-sxm=abc", "not a number"), ("h100-sxm=0", "must be a positive, finite number")],
 )
 def test_bad_price_option(bad, needle):
     with pytest.raises(InvalidInputError, match=needle):
