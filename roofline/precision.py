@@ -123,6 +123,10 @@ class Precision:
         for item in items[1:]:
             group, _, fmt = item.partition("=")
             group = group.strip().lower()
+            if group in overrides:
+                raise InvalidInputError(
+                    f"weights '{self.weights}' give group '{group}' twice; give each group once"
+                )
             if group not in WEIGHT_GROUPS or not fmt.strip():
                 raise InvalidInputError(
                     f"'{item}' in weights: use group=format with a group among "

@@ -78,8 +78,15 @@ def run_plan(
     dirs = specs_dir or ()
     m = load_model(model, dirs)
     table = parse_price_options(prices)
+    if hardware is not None and not _names(hardware):
+        raise InvalidInputError(
+            "--hardware is empty; name the devices to search, or leave it out to search every "
+            "priced device"
+        )
     names = _names(hardware) if hardware else default_hardware(table, price_tier)
-    devices = [load_hardware(h, dirs) for h in names]
+    loaded = [load_hardware(h, dirs) for h in names]
+    # one device once, however it was named (an alias, a repeat)
+    devices = list({d.name: d for d in loaded}.values())
     common.check_price_names(table, [d.name for d in devices])
     workload = None
     if trace is not None:
@@ -95,6 +102,11 @@ def run_plan(
         gen = max(2, int(round(float(workload.output_tokens.mean()))))
     if rate is None:
         raise InvalidInputError("give --rate (requests per second) or --trace")
+    if prompt + gen > m.max_context:
+        common.NOTES.append(
+            f"warning: prompt + gen = {prompt + gen:,} tokens exceed {m.name}'s trained context "
+            f"of {m.max_context:,}; planned anyway (engines run past it with rope scaling)"
+        )
     req = Requirement(rate, prompt, gen, slo_ttft, slo_tpot, confidence or None)
     asked = plan_formats(formats)
     mine = released_format(m)
@@ -192,7 +204,15 @@ def render(r: PlanResult, frontier_rows: int) -> None:
             "docs/accuracy.md), analytic and simulated alike; the tables show central values."
         )
     c = r.chosen
-    if c is None:
+    if c is None and not r.confirmed:
+        best = next((x for x in r.frontier if x.status == "meets SLO"), None)
+        console.print(
+            "[yellow]no candidate was simulated[/] (`--confirm 0`, or the simulator refused "
+            "every one: see below)"
+            + (f"; the cheapest that meets the SLO analytically: {best.label}" if best else ""),
+            highlight=False,
+        )
+    elif c is None:
         console.print(
             "[red]none of the cheapest analytically feasible candidates met the SLO "
             "in the simulator[/]; see the confirmation table"

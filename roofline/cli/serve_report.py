@@ -46,7 +46,7 @@ def summary_table(title: str, summaries: list[Summary]) -> Table:
     for s in summaries:
         d = s.as_dict(timeline=False)
         pct = {
-            k: " / ".join(seconds(d[k][p]) for p in ("p50", "p95"))
+            k: " / ".join("—" if d[k][p] is None else seconds(d[k][p]) for p in ("p50", "p95"))
             for k in ("ttft_s", "tpot_s", "e2e_s")
         }
         t.add_row(
@@ -75,7 +75,7 @@ def interval_line(s: Summary, stack, coverage: float, named: bool = False) -> st
     parts = [
         f"p95 {label} {seconds(iv[k]['p95']['low'])}–{seconds(iv[k]['p95']['high'])}"
         for k, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E"))
-        if "p95" in iv[k]
+        if "p95" in iv.get(k, {})
     ]
     who = f"{s.result.policy.name}: " if named else ""
     return f"{who}{coverage:.0%} intervals: {', '.join(parts)} (TPOT: {iv['tpot_s']['basis']})"
@@ -105,7 +105,6 @@ def sweep_table(r: SweepResult) -> Table:
             f"{rate:.3g}",
             f"{100 * d['slo']['attainment']:.1f}%",
             f"{d['throughput_tokens_per_s']:,.0f}",
-            seconds(d["ttft_s"]["p95"]),
-            seconds(d["tpot_s"]["p95"]),
+            *("—" if d[k]["p95"] is None else seconds(d[k]["p95"]) for k in ("ttft_s", "tpot_s")),
         )
     return t

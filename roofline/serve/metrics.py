@@ -26,10 +26,12 @@ TIMELINE_POINTS = 100
 STEP_BAND_NOTE = "; the step-time band applied to the percentile (too narrow near saturation)"
 
 
-def percentiles(x: np.ndarray) -> dict[str, float]:
-    """{'p50': .., 'p90': .., 'p95': .., 'p99': .., 'mean': ..} in the unit of x (nan if empty)."""
+def percentiles(x: np.ndarray) -> dict[str, float | None]:
+    """{'p50': .., 'p90': .., 'p95': .., 'p99': .., 'mean': ..} in the unit of x; None when
+    there is no sample (TPOT of requests that all generate one token: there is no second
+    token to time)."""
     if not x.size:
-        return {**{f"p{q}": math.nan for q in PERCENTILES}, "mean": math.nan}
+        return {**{f"p{q}": None for q in PERCENTILES}, "mean": None}
     return {
         **{
             f"p{q}": float(v)
@@ -189,7 +191,7 @@ class Summary:
             out[name] = {
                 p: dict(zip(("low", "high"), band.of_time(v), strict=True))
                 for p, v in pct.items()
-                if math.isfinite(v)
+                if v is not None and math.isfinite(v)
             } | {"coverage": coverage, "basis": band.basis + STEP_BAND_NOTE}
         return out
 
