@@ -202,7 +202,7 @@ class ModelSpec(Frozen):
         return self
 
     # ---- layers (computed once per spec: every step's operators read them) -------------
-    _CACHED = ("mixers", "layer_kinds", "layer_groups")
+    _CACHED = ("mixers", "layer_kinds", "layer_groups", "placement_cache")
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy with `update` applied; the layer caches are rebuilt from the new fields."""
@@ -210,6 +210,12 @@ class ModelSpec(Frozen):
         for name in self._CACHED:
             copy.__dict__.pop(name, None)
         return copy
+
+    @cached_property
+    def placement_cache(self) -> dict:
+        """Shards and pipeline stages of this model by layout, built once
+        (`placement.stages_of`); dropped by `model_copy` with the other caches."""
+        return {}
 
     @cached_property
     def mixers(self) -> tuple[Mixer, ...]:

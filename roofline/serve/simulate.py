@@ -19,7 +19,7 @@ from ..errors import DoesNotFitError, InvalidInputError
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
 from ..parallel import check
-from ..placement import pp_stage, pp_stages, stage_memory, tp_shard
+from ..placement import pp_stage, stage_memory, stages_of, tp_shard
 from ..stack import MemoryPolicy, Stack
 from .loop import Counters, Requests, ServingLoop, StepTimer, Timeline
 from .policy import Policy
@@ -85,7 +85,7 @@ def kv_capacity_tokens(model: ModelSpec, stack: Stack, policy: Policy) -> int:
         stage_memory(
             model, precision, par, policy.max_seqs, policy.step_tokens / policy.max_seqs, 0
         ),
-        pp_stages(tp_shard(model, par.tp), par.pp),
+        stages_of(model, par.tp, par.pp),
         strict=True,
     ):
         weights, act = float(gpu.weights_bytes), float(gpu.activation_bytes)
