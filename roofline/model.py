@@ -28,7 +28,6 @@ from .mixers import (
     LinearAttention,
     MixerBlock,
     SoftmaxAttention,
-    SoftmaxMixer,
 )
 
 Mixer = Literal["global", "local", "chunked", "linear", "ssm"]
@@ -365,9 +364,6 @@ class ModelSpec(Frozen):
         """Cached values per token in one KV-owning attention layer: 2·K·H, or for MLA the
         latent plus the shared RoPE key, kv_lora_rank + qk_rope_head_dim."""
         return self.attention.kv_elems_per_token_layer(self)
-
-    def kv_owner_layers(self, mixer: SoftmaxMixer) -> int:
-        return sum(k.mixer == mixer and k.owns_kv for k in self.layer_kinds)
 
     @property
     def kv_elems_per_token(self) -> int:

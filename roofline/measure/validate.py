@@ -128,22 +128,18 @@ class Validation:
         """The calibrated interval of this machine and how many held-out points it covers,
         each point against the band built from the others (leave-one-out); None with too few
         points for the coverage."""
-        from ..intervals import Evidence, Residual
+        from ..intervals import machine_band
 
         e = self.held_out_residuals
-        if len(e) < 2:
+        whole = machine_band(e, coverage)
+        rest = [machine_band(e[:i] + e[i + 1 :], coverage) for i in range(len(e))]
+        if whole is None or any(b is None for b in rest):
             return None
-
-        def evidence(xs) -> Evidence:
-            return Evidence(
-                [Residual("", "", "tpot_s", "", 1, 1.0, "", 1.0, float(np.exp(x))) for x in xs]
-            )
-
-        whole = evidence(e).band(("decode", "", "1 GPU", "1", ""), coverage)
-        covered = 0
-        for i, x in enumerate(e):
-            b = evidence(e[:i] + e[i + 1 :]).band(("decode", "", "1 GPU", "1", ""), coverage)
-            covered += int(b.low <= float(np.exp(x)) <= b.high)
+        covered = sum(
+            int(b.low <= float(np.exp(x)) <= b.high)
+            for x, b in zip(e, rest, strict=True)
+            if b is not None
+        )
         return {
             "coverage": coverage,
             "low": whole.low,
