@@ -47,6 +47,8 @@ class Continuous(Scheduler):
         super().__init__(policy, loop)
         self.run = np.zeros(0, np.int64)  # decoding, in admission order
         self.prefilling: list[int] = []  # admitted, prompt partly computed (chunked)
+        self.admitted: dict[int, int] = {}  # admission order of the admitted, for preemption
+        self._admissions = 0
 
     @property
     def sequences(self) -> int:
@@ -141,6 +143,8 @@ class Continuous(Scheduler):
             if first is None:
                 break
             loop.waiting.popleft()
+            self._admissions += 1
+            self.admitted[rid] = self._admissions
             if first == 0:
                 self.run = np.append(self.run, rid)
                 continue
@@ -177,14 +181,17 @@ class Continuous(Scheduler):
         return c
 
     def _preempt_newest(self) -> None:
-        """Evict the most recently admitted sequence, decoding ones first: swap its KV to the
-        host (shared prefix included) or drop it to be recomputed."""
+        """Evict the most recently admitted sequence, decoding or partly prefilled (vLLM V1
+        pops the last of its running list, which holds both in admission order): swap its KV
+        to the host (shared prefix included) or drop it to be recomputed. Evicting the newest
+        lets the oldest always progress; evicting decoders before a newer partial prompt let
+        two long requests take each other's blocks forever."""
         loop, r = self.loop, self.r
-        if self.run.size:
-            rid = int(self.run[-1])
-            self.run = self.run[:-1]
+        rid = max((*self.run.tolist(), *self.prefilling), key=self.admitted.__getitem__)
+        if rid in self.prefilling:
+            self.prefilling.remove(rid)
         else:
-            rid = self.prefilling.pop()
+            self.run = self.run[self.run != rid]
         loop.c.preemptions += 1
         if self.p.preemption == "swap":
             loop.stall(int(r.computed[rid]))
@@ -236,6 +243,7 @@ class Continuous(Scheduler):
                 self._complete(rid)
             elif loop.handoff is not None:
                 self.kv.release(rid)
+                self.admitted.pop(rid, None)
                 loop.handoff(rid, loop.clock)
             else:
                 self.run = np.append(self.run, rid)
@@ -243,6 +251,7 @@ class Continuous(Scheduler):
     def _complete(self, rid: int) -> None:
         self.loop.finish(rid, self.loop.clock)
         self.kv.release(rid)
+        self.admitted.pop(rid, None)
 
 
 class PrefillFirst(Continuous):
