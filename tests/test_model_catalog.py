@@ -149,6 +149,31 @@ PUBLISHED = [
     ),
     ("gpt-oss-20b", 20_910_000_000, "OpenAI gpt-oss model card, Table 1: 20.91B total", 0),
     ("gpt-oss-120b", 116_830_000_000, "OpenAI gpt-oss model card, Table 1: 116.83B total", 0),
+    # Issue 27: the 2026 catalog.
+    ("qwen2.5-0.5b", 494_000_000, "Hub page of Qwen/Qwen2.5-0.5B (safetensors): 494M", 0),
+    ("qwen2.5-1.5b", 1_540_000_000, "Qwen/Qwen2.5-1.5B model card: 1.54B (1.31B non-emb.)", 0),
+    ("qwen2.5-3b", 3_090_000_000, "Qwen/Qwen2.5-3B model card: 3.09B (2.77B non-emb.)", 0),
+    ("qwen2.5-14b", 14_700_000_000, "Qwen/Qwen2.5-14B model card: 14.7B (13.1B non-emb.)", 0),
+    ("qwen3-14b", 14_800_000_000, "Qwen/Qwen3-14B model card: 14.8B (13.2B non-emb.)", 0),
+    (
+        "gemma-3-1b",
+        302_000_000 + 698_000_000,
+        "Gemma 3 report, arXiv:2503.19786, Table 1: 302M embedding + 698M non-embedding",
+        0,
+    ),
+    ("mistral-large-2", 123_000_000_000, "Mistral AI, Large Enough (2024-07-24): 123B", 0),
+    ("deepseek-v3.1", 671_000_000_000, "DeepSeek-V3.1 card: the V3 architecture, 671B", 0),
+]
+
+# Counts published to two or three significant figures only, which a 0.5 % check cannot hold
+# a count to (0.6B is 0.55B to 0.65B): the count must round to the published figure, the
+# total and, where the card gives it, the count without the embedding tables.
+# (name, total as published, non-embedding as published or None, where they come from)
+PUBLISHED_ROUNDED = [
+    ("qwen3-0.6b", "0.6B", "0.44B", "Qwen/Qwen3-0.6B model card"),
+    ("qwen3-1.7b", "1.7B", "1.4B", "Qwen/Qwen3-1.7B model card"),
+    ("qwen3-4b", "4.0B", "3.6B", "Qwen/Qwen3-4B model card"),
+    ("kimi-k2", "1.03T", None, "Hub page of moonshotai/Kimi-K2-Instruct (safetensors); card: 1T"),
 ]
 
 
@@ -189,8 +214,75 @@ def test_total_params_match_published(
     )
 
 
+def _rounds_to(count: int, figure: str) -> bool:
+    """`count` written to the digits of `figure` ("0.44B", "1.03T") is `figure`."""
+    unit = {"M": 1e6, "B": 1e9, "T": 1e12}[figure[-1]]
+    digits = len(figure[:-1].partition(".")[2])
+    return f"{count / unit:.{digits}f}" == figure[:-1]
+
+
+def test_rounds_to() -> None:
+    assert _rounds_to(596_049_920, "0.6B") and not _rounds_to(650_000_001, "0.6B")
+    assert _rounds_to(4_022_468_096, "4.0B") and not _rounds_to(4_050_000_001, "4.0B")
+
+
+@pytest.mark.parametrize(
+    ("name", "total", "non_embedding", "source"),
+    PUBLISHED_ROUNDED,
+    ids=[p[0] for p in PUBLISHED_ROUNDED],
+)
+def test_total_params_round_to_published(
+    name: str, total: str, non_embedding: str | None, source: str
+) -> None:
+    spec = load_model(name)
+    assert _rounds_to(spec.total_params, total), f"{name}: {spec.total_params:,} vs {total}"
+    if non_embedding is not None:
+        p = spec.params
+        tables = p.embedding + (p.lm_head if not spec.tied_embeddings else 0)
+        inner = spec.total_params - tables
+        assert _rounds_to(inner, non_embedding), f"{name}: {inner:,} vs {non_embedding}"
+
+
+def test_qwen3_0_6b_by_hand() -> None:
+    """Qwen3-0.6B from its config.json: D=1,024, F=3,072, L=28, 16 query heads and 8 kv heads
+    of head_dim 128 (so the attention width 2,048 is twice D), V=151,936, tied embeddings."""
+    D, F, L, V, H = 1_024, 3_072, 28, 151_936, 128
+    attention = D * 16 * H + 2 * D * 8 * H + 16 * H * D  # q, k and v, o: 6,291,456
+    qk_norm = 2 * H  # one RMSNorm scale of head_dim each for q and k
+    mlp = 3 * D * F  # 9,437,184
+    layer = attention + qk_norm + mlp + 2 * D  # + input and post-attention norms
+    assert layer == 15_730_944
+    total = L * layer + D + V * D  # final norm, one embedding table (tied)
+    assert total == 596_049_920
+    assert load_model("qwen3-0.6b").total_params == total
+    # 16 x 128 = 2,048 query width against D = 1,024: q_proj is D x 2,048, o_proj 2,048 x D
+
+
+def test_kimi_k2_is_deepseek_v3_with_its_own_counts() -> None:
+    """Kimi K2 reuses DeepSeek-V3's layer shapes; what differs is counted here by hand from the
+    two config.json files: experts 384 vs 256, dense layers 1 vs 3, MLA heads 64 vs 128, vocab
+    163,840 vs 129,280. The difference must be the count's difference."""
+    D, L = 7_168, 61
+    expert = 3 * D * 2_048  # 44,040,192
+    dense_mlp = 3 * D * 18_432  # 396,361,728
+    moe_v3 = 256 * expert + expert + 256 * D  # routed + shared + router
+    moe_k2 = 384 * expert + expert + 384 * D
+    # per-head MLA weights: q_b (1,536 -> 192), kv_b (512 -> 128 + 128), o (128 -> D)
+    per_head = 1_536 * 192 + 512 * 256 + 128 * D
+    v3, k2 = load_model("deepseek-v3"), load_model("kimi-k2")
+    diff = (
+        (58 * moe_k2 + 2 * (moe_k2 - dense_mlp))
+        - 58 * moe_v3  # layers 4-61, then 2 and 3
+        - 64 * per_head * L  # 64 fewer heads in every layer
+        + 2 * (163_840 - 129_280) * D  # untied embedding and LM head
+    )
+    assert k2.total_params - v3.total_params == diff
+    # active: 8 of 384 routed experts per MoE layer (60 layers), all else shared
+    assert k2.active_params == k2.total_params - 60 * 376 * expert
+
+
 def test_every_spec_with_a_published_count_is_checked_here() -> None:
-    checked = {p[0] for p in PUBLISHED}
+    checked = {p[0] for p in PUBLISHED} | {p[0] for p in PUBLISHED_ROUNDED}
     with_vision = {p[0] for p in PUBLISHED_WITH_VISION}
     published = {s.name for s in model_catalog().load_all() if s.published_params is not None}
     assert not checked & with_vision
