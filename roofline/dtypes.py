@@ -27,7 +27,17 @@ from typing import Literal
 from .errors import InvalidInputError
 
 #: Compute dtypes a hardware spec can quote a dense peak for.
-COMPUTE_DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
+COMPUTE_DTYPES: tuple[str, ...] = (
+    "fp32",
+    "tf32",
+    "bf16",
+    "fp16",
+    "fp8",
+    "fp6",
+    "fp4",
+    "int8",
+    "int4",
+)
 
 
 @dataclass(frozen=True)
@@ -68,8 +78,11 @@ class Format:
 
     @property
     def weight_only(self) -> bool:
-        """A storage format with no matmul of its own (dequantised inside the kernel)."""
-        return self.compute is None
+        """Run as weights only unless activations are asked in it too: a storage format with
+        no matmul of its own, or a block-scaled one (MXFP4, NVFP4, MXFP6, GGUF), whose W4A4
+        tensor-core path needs a device with that peak (Blackwell, MI355X) and activations
+        quantised to it; the kernels that run it everywhere dequantise to 16 bits."""
+        return self.compute is None or self.group is not None
 
 
 _PER_CHANNEL = (
@@ -79,8 +92,9 @@ _PER_CHANNEL = (
 #: The named formats. Group sizes and scale dtypes follow each format's definition:
 #: NF4 and NF4-DQ: Dettmers et al., QLoRA (2023) §3 (blocks of 64, fp32 absmax; DQ: 8-bit
 #: absmax with one fp32 scale per 256 blocks). MXFP4: OCP Microscaling Formats spec v1.0
-#: (blocks of 32, E8M0 8-bit scale). NVFP4: NVIDIA Blackwell (blocks of 16, E4M3 8-bit
-#: scale; the one fp32 per-tensor scale is not counted).
+#: (blocks of 32, E8M0 8-bit scale; MXFP6 the same blocks of 6-bit elements). NVFP4: NVIDIA
+#: Blackwell (blocks of 16, E4M3 8-bit scale; the one fp32 per-tensor scale is not counted).
+#: As activations, the three run at the device's fp4 or fp6 tensor-core peak (W4A4, W6A6).
 _BASE: tuple[Format, ...] = (
     Format("fp32", 32, "float", "fp32"),
     Format("tf32", 32, "float", "tf32", note="stored as fp32, multiplied at tf32"),
@@ -95,8 +109,9 @@ _BASE: tuple[Format, ...] = (
     Format(
         "nf4-dq", 4, "float", None, group=64, scale_bits=8, super_group=256, super_scale_bits=32
     ),
-    Format("mxfp4", 4, "float", None, group=32, scale_bits=8),
-    Format("nvfp4", 4, "float", None, group=16, scale_bits=8),
+    Format("mxfp4", 4, "float", "fp4", group=32, scale_bits=8),
+    Format("nvfp4", 4, "float", "fp4", group=16, scale_bits=8),
+    Format("mxfp6", 6, "float", "fp6", group=32, scale_bits=8, note="mxfp6 e2m3/e3m2"),
 )
 
 #: llama.cpp block types, from the structs in ggml/src/ggml-common.h (QK4_0 = QK8_0 = 32,

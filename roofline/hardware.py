@@ -30,13 +30,16 @@ DEFAULT_MATMUL_FRACTION: dict[str, float] = {
     "bf16": 0.80,
     "fp16": 0.80,
     "fp8": 0.71,
+    "fp6": 0.71,
+    "fp4": 0.71,
     "int8": 0.71,
     "int4": 0.71,
 }
 DEFAULT_BANDWIDTH_FRACTION = 0.88
 DEFAULT_ACHIEVABLE_SOURCE = (
     "public defaults: matmul from the MAMF table in stas00/ml-engineering "
-    "compute/accelerator/README.md (bf16 0.80, fp8 0.71); bandwidth 0.88 = midpoint of the "
+    "compute/accelerator/README.md (bf16 0.80, fp8 0.71; fp6 and fp4, which it does not "
+    "measure, take the fp8 figure); bandwidth 0.88 = midpoint of the "
     "85-92% large-copy measurements (mli/transformers-benchmarks#4, NVIDIA/cuda-samples#366)"
 )
 

@@ -85,8 +85,14 @@ class Precision:
         if a.compute is None:
             raise InvalidInputError(
                 f"'{a.name}' is a weight/KV storage format with no matmul of its own; "
-                "use it with `weights` or `kv_format` and pick `activations` bf16, fp16, fp8 "
-                "or int8"
+                "use it with `weights` or `kv_format` and pick `activations` bf16, fp16, fp8, "
+                "int8, or nvfp4/mxfp4 on a device with an fp4 peak"
+            )
+        if w.element_bits == a.element_bits and w.family != a.family:
+            raise InvalidInputError(
+                f"weights {w.name} and activations {a.name} are the same width in different "
+                f"number families: no tensor core multiplies them; use {a.name} weights or "
+                "wider activations"
             )
         if w.element_bits > a.element_bits:
             raise InvalidInputError(
@@ -99,7 +105,7 @@ class Precision:
         """One format for all three; a storage-only weight format (int4-g128, nf4, mxfp4,
         q4_k_m...) keeps bf16 activations and KV, the way weight-only kernels run it."""
         base = dtype.split(",")[0].strip().lower()  # 'bf16,experts=mxfp4': bf16 for the rest
-        if base in llamacpp.MIXES or parse_format(base).compute is None:
+        if base in llamacpp.MIXES or parse_format(base).weight_only:
             return cls(weights=dtype)
         return cls(weights=dtype, activations=base, kv=base)
 

@@ -52,6 +52,19 @@ EXPECTED_NAMES = {
     "m3-ultra",
     "rtx-3090-ti",
     "mi250x-gcd",
+    # issue 27: the 2026 catalog
+    "gh200",
+    "gh200-144gb",
+    "b300",
+    "gb300",
+    "rtx-pro-6000",
+    "rtx-pro-6000-server",
+    "mi355x",
+    "mi100",
+    "l20",
+    "rtx-4080",
+    "rtx-4070-ti",
+    "m4-pro",
 }
 
 KIND_BY_VENDOR = {"nvidia": "gpu", "amd": "gpu", "intel": "npu", "google": "tpu", "apple": "soc"}
@@ -136,7 +149,57 @@ DATASHEET = [
     ("tpu-v5e", "bf16", 197, 819),
     # Estimated from 40 cores scaled from hmc-tech's 32-core figure; 546 GB/s (Apple)
     ("m4-max", "bf16", 17.2, 546),
+    # issue 27. GH200: the H100 SXM's GPU, 4 TB/s HBM3 or 4.9 TB/s HBM3e (NVIDIA datasheet)
+    ("gh200", "bf16", 989.4, 4000),
+    ("gh200-144gb", "bf16", 989.4, 4900),
+    # HGX B300: 36 PFLOPS bf16 sparse per 8 GPUs = 4.5 per GPU, 2.25 dense; 8 TB/s
+    ("b300", "bf16", 2250, 8000),
+    # GB300 NVL72: 360 PFLOPS bf16 sparse per 72 GPUs = 5 per GPU, 2.5 dense; 8 TB/s
+    ("gb300", "bf16", 2500, 8000),
+    # RTX PRO 6000: 188 SMs x 1,024 FLOP/clk x 2.617 GHz = 503.8; 512-bit GDDR7 1,792 GB/s
+    ("rtx-pro-6000", "bf16", 503.8, 1792),
+    ("rtx-pro-6000-server", "bf16", 503.8, 1792),
+    # MI355X: 256 CUs x 4,096 FLOP/clk x 2.4 GHz = 2,516.6; 8 TB/s (AMD)
+    ("mi355x", "bf16", 2516.6, 8000),
+    # MI100: BF16 matrix 92.3 (half the FP16 184.6); 1.2288 TB/s HBM2 (AMD)
+    ("mi100", "bf16", 92.3, 1228.8),
+    # L20: 239 sparse / 2 = 119.5; 864 GB/s (NVIDIA L20 datasheet)
+    ("l20", "bf16", 119.5, 864),
+    # Ada GeForce, FP32 accumulate at half rate: 76 SMs x 1,024 x 2.505 GHz / 2 = 97.5
+    ("rtx-4080", "bf16", 97.5, 716.8),
+    # 60 SMs x 1,024 x 2.61 GHz / 2 = 80.2; 192-bit GDDR6X at 21 Gb/s = 504 GB/s
+    ("rtx-4070-ti", "bf16", 80.2, 504.2),
+    # 20 cores x 128 ALUs x 2 x 1.578 GHz = 8.08 (estimate); 273 GB/s (Apple)
+    ("m4-pro", "bf16", 8.1, 273),
 ]
+
+# Dense FP4 peaks (TFLOPS) and the datasheet figure each halves or divides:
+FP4 = [
+    ("b200", 9_000),  # HGX B200 at 1000 W: 18 PFLOPS sparse (glennklockwood.com garden/B200)
+    ("gb200", 10_000),  # GB200 at 1200 W: 20 PFLOPS sparse (same page)
+    ("b300", 13_500),  # HGX B300: 108 PFLOPS dense per 8 GPUs
+    ("gb300", 15_000),  # GB300 NVL72: 1,080 PFLOPS dense per 72 GPUs
+    ("rtx-pro-6000", 2_015.2),  # 188 x 4,096 FP4 FLOP/clk x 2.617 GHz; "4,000 AI TOPS" sparse
+    ("rtx-5090", 1_676),  # 3,352 "AI TOPS" sparse / 2
+    ("mi355x", 10_066.3),  # AMD: MXFP4 10 PFLOPS dense, MXFP6 the same
+]
+
+
+@pytest.mark.parametrize(("name", "tflops"), FP4)
+def test_fp4_peaks(name: str, tflops: float, specs: dict[str, HardwareSpec]) -> None:
+    spec = specs[name]
+    assert spec.peak_flops_per_s("fp4") == pytest.approx(tflops * 1e12)
+    # FP4 is twice FP8 on Blackwell datacenter parts, CDNA4 and the RTX PRO, three times on
+    # the B300/GB300 (FP8 unchanged from the B200), four times the 5090's FP8, whose FP32
+    # accumulate is half rate on GeForce while FP4 is not taken to be
+    ratio = spec.dense_peak_tflops["fp4"] / spec.dense_peak_tflops["fp8"]
+    assert ratio == pytest.approx({"b300": 3, "gb300": 3, "rtx-5090": 4}.get(name, 2), rel=0.01)
+
+
+def test_no_fp4_peak_before_blackwell_and_cdna4(specs: dict[str, HardwareSpec]) -> None:
+    """FP4 tensor cores came with Blackwell (sm_100/sm_120) and CDNA4 (MI350 series)."""
+    with_fp4 = {s.name for s in specs.values() if "fp4" in s.dense_peak_tflops}
+    assert with_fp4 == {name for name, _ in FP4} | {"rtx-pro-6000-server"}
 
 
 @pytest.mark.parametrize(("name", "dtype", "tflops", "gb_per_s"), DATASHEET)
