@@ -86,3 +86,57 @@ def test_the_cli_prints_the_batch_and_its_binding(capsys) -> None:
 @pytest.mark.parametrize("text", ["max,0", "maximum", "1,,x"])
 def test_bad_batch_lists_are_refused(refused, text) -> None:
     refused(["estimate", "--batch", text], "batch size")
+
+
+# ---- plan: `--max-batches ...,max` -----------------------------------------------------
+def _plan_groups(model: str, device: str, fmt: str, tp: int, batches: tuple[int, ...]):
+    from roofline.economics import load_prices
+    from roofline.plan.groups import build_groups
+    from roofline.plan.space import Requirement, Space
+
+    space = Space(
+        (device,), (fmt,), max_gpus=tp, max_batches=batches, batch_max=True,
+        tp=(tp,), pp=(1,), ep=(1,), serving="aggregated",
+    )  # fmt: skip
+    req = Requirement(1.0, 1024, 256, 1.0, 0.05)
+    hw = load_hardware(device)
+    groups, _ = build_groups(load_model(model), [hw], req, space, load_prices(), load_engine("vllm"))
+    (g,) = [g for g in groups if g.parallel.tp == tp]
+    return g
+
+
+def test_plan_tries_each_replicas_batch_max_as_estimate_resolves_it() -> None:
+    """plan's `max` is estimate's, tried beside the integers asked for. Llama-3.1-70B TP 2 on
+    H200 in plan format fp8/bf16: the weights and 16-bit KV of the hand derivation above, but
+    fp8 activations (W8A8), so the 8,192-token prefill chunk reserves 1 B a value:
+    8192·(2·8192 + 2·14336)·1 = 369,098,752 B instead of 738,197,504.
+    b = ⌊(0.9·150,754,820,096 − 36,329,504,768 − 369,098,752) / 209,971,712⌋
+      = ⌊98,980,734,566.4 / 209,971,712⌋ = ⌊471.40⌋ = 471."""
+    assert (0.9 * 150_754_820_096 - 36_329_504_768 - 369_098_752) // 209_971_712 == 471
+    g = _plan_groups("llama-3.1-70b", "h200", "fp8/bf16", 2, (64,))
+    assert g.batch_max == 471 and g.batch_max_binding == "KV"
+    assert g.max_batches.tolist() == [64, 471]
+    assert g.batch_grid.max() == 471  # decode step times reach the largest batch tried
+    m = load_model("llama-3.1-70b")
+    stack = Stack.resolve(
+        m, load_hardware("h200"), Precision("fp8", "fp8", "bf16"), engine=load_engine("vllm"),
+        parallel=Parallel(tp=2),
+    )  # fmt: skip
+    assert estimate(m, stack, ["max"], 1024, 256).batch_max["batch"] == 471
+
+
+def test_plan_batch_max_stops_at_max_num_seqs() -> None:
+    """Llama-3.2-1B on one H200 holds thousands of sequences; vLLM schedules 1,024."""
+    g = _plan_groups("llama-3.2-1b", "h200", "bf16", 1, ())
+    assert (g.batch_max, g.batch_max_binding) == (1024, "max_num_seqs")
+    assert g.max_batches.tolist() == [1024]
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [("8,64,max", ((8, 64), True)), ("max", ((), True)), ("16", ((16,), False))],
+)
+def test_plan_max_batches_option(text: str, parsed: tuple) -> None:
+    from roofline.cli.plan import _max_batches
+
+    assert _max_batches(text) == parsed

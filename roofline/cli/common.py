@@ -411,7 +411,13 @@ Serving = Annotated[
     str,
     typer.Option(help="both, aggregated (one pool) or disaggregated (prefill and decode pools)"),
 ]
-MaxBatches = Annotated[str, typer.Option(help="scheduler max sequences B tried, comma-separated")]
+MaxBatches = Annotated[
+    str,
+    typer.Option(
+        help="scheduler max sequences B tried, comma-separated; `max` adds each replica's "
+        "batch max (what its KV pool holds at prompt+gen, capped by the engine's max_num_seqs)"
+    ),
+]
 MAX_BATCHES = "8,16,32,64,128,256,512"
 
 

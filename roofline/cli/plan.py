@@ -114,13 +114,22 @@ def run_plan(
         tuple(d.name for d in devices),
         asked if mine in asked else (mine, *asked),
         max_gpus,
-        tuple(int_list(max_batches, "max batch")),
+        *_max_batches(max_batches),
         serving=serving,  # type: ignore[arg-type]  # Space refuses an unknown one
         tier=price_tier,
         ceiling=roof,
     )
     eng = common.engine(engine, specs_dir)
     return plan(m, devices, req, space, table, workload, confirm_top, requests, seed, eng)
+
+
+def _max_batches(text: str) -> tuple[tuple[int, ...], bool]:
+    """'8,64,max' -> ((8, 64), True): the integers, and whether `max` (each replica's batch
+    max, as `estimate --batch max`) is tried too."""
+    items = [v.strip().lower() for v in text.split(",") if v.strip()]
+    asked_max = "max" in items
+    rest = ",".join(v for v in items if v != "max")
+    return (tuple(int_list(rest, "max batch")) if rest or not asked_max else ()), asked_max
 
 
 def commands(r: PlanResult) -> tuple[str, ...]:

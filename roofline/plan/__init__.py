@@ -220,7 +220,7 @@ def plan(
     check_feasible(model, groups, rejected, req, space, engine_name)
     points = screen(groups, req, space)
     front = frontier(points, groups)
-    regions = rejected_regions(points, groups, rejected, req, max(space.max_batches))
+    regions = rejected_regions(points, groups, rejected, req, space)
     # more than `confirm_top`: a candidate the simulator refuses makes room for the next one
     short = shortlist(points, groups, max(3 * confirm_top, 1))  # one: is anything feasible
     analytic_s = time.perf_counter() - t0

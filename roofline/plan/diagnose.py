@@ -93,10 +93,11 @@ def no_point_meets(
     )
 
 
-def _capacity(groups: Sequence[GroupTable], hardware: str, req: Requirement, max_batch: int) -> str:
-    """What one replica of `hardware` carries at best, per GPU (why fewer replicas saturate)."""
+def _capacity(groups: Sequence[GroupTable], hardware: str, req: Requirement, space: Space) -> str:
+    """What one replica of `hardware` carries at best, per GPU (why fewer replicas saturate),
+    at the largest max batch tried on it."""
     rates = {
-        id(g): max_rate_per_replica(g, req.prompt_tokens, req.gen_tokens, max_batch)
+        id(g): max_rate_per_replica(g, req.prompt_tokens, req.gen_tokens, _largest(g, space))
         for g in groups
         if g.hardware == hardware
     }
@@ -105,10 +106,14 @@ def _capacity(groups: Sequence[GroupTable], hardware: str, req: Requirement, max
     par = best.parallel
     return (
         f"a replica sustains at most {r:.3g} req/s, {r / best.gpus:.3g} per GPU "
-        f"({best.fmt} TP{par.tp} PP{par.pp} EP{par.ep}, B≤{max_batch}): "
+        f"({best.fmt} TP{par.tp} PP{par.pp} EP{par.ep}, B≤{_largest(best, space)}): "
         f"{req.rate_per_s:g} req/s needs ≥ {math.ceil(req.rate_per_s / r) if r else '∞'} "
         "replicas (prefill share ρ ≥ 1 or the batch limit below)"
     )
+
+
+def _largest(g: GroupTable, space: Space) -> int:
+    return int(g.tried(space).max())
 
 
 def rejected_regions(
@@ -116,7 +121,7 @@ def rejected_regions(
     groups: Sequence[GroupTable],
     rejected: Sequence[Rejected],
     req: Requirement,
-    max_batch: int,
+    space: Space,
 ) -> list[RejectedRegion]:
     out = []
     for r in sorted({(x.hardware, x.reason) for x in rejected}):
@@ -163,7 +168,7 @@ def rejected_regions(
                     f" ({candidate(points, i, groups).label})"
                 )
             else:
-                closest = _capacity(groups, name, req, max_batch)
+                closest = _capacity(groups, name, req, space)
             out.append(
                 RejectedRegion(
                     hardware=name, reason=REASONS[code], points=int(sel.sum()), closest=closest

@@ -50,6 +50,11 @@ class GroupTable:
     tdp_w: float = 0.0
     ttft_factor: float = 1.0  # the SLO is checked on TTFT × this (`robust_factors`)
     tpot_factor: float = 1.0
+    #: the max batches tried on this replica: the space's, and its batch "max" if asked
+    #: (None: the space's alone)
+    max_batches: np.ndarray | None = None
+    batch_max: int | None = None  # what "max" resolved to here (None: not asked)
+    batch_max_binding: str = ""  # what binds it: KV, activations or max_num_seqs
 
     @property
     def gpus(self) -> int:
@@ -63,6 +68,12 @@ class GroupTable:
         if self.u_decode_grid.size != self.batch_grid.size:
             return np.zeros_like(np.asarray(n, dtype=float))
         return np.interp(np.maximum(n, 1.0), self.batch_grid, self.u_decode_grid)
+
+    def tried(self, space: Space) -> np.ndarray:
+        """The max batches B screened on this replica."""
+        if self.max_batches is not None:
+            return self.max_batches
+        return np.asarray(space.max_batches, dtype=float)
 
     def power_w(self, u: np.ndarray) -> np.ndarray:
         return self.idle_w + (self.tdp_w - self.idle_w) * np.clip(u, 0.0, 1.0)
@@ -96,8 +107,6 @@ def build_groups(
 ) -> tuple[list[GroupTable], list[Rejected]]:
     """One `GroupTable` per runnable (device, format, layout); the others as `Rejected`."""
     P, G = req.prompt_tokens, req.gen_tokens
-    grid = batch_grid(max(space.max_batches))
-    policy = scheduler_policy(max(space.max_batches), False)
     groups: list[GroupTable] = []
     rejected: list[Rejected] = []
     for hw in hardware:
@@ -119,6 +128,11 @@ def build_groups(
             for par in layouts(model, hw, space):
                 stack = Stack.resolve(model, hw, prec, space.ceiling, engine, par)
                 w = float(memory.held(model, stack, 1, P, P + G).weights_bytes)
+                tried = set(space.max_batches)
+                fit = memory.batch_fit(model, stack, P + G, P) if space.batch_max else None
+                if fit is not None:
+                    tried.add(max(fit.runnable, 1))
+                policy = scheduler_policy(max(tried), False)
                 try:
                     kv_tokens = kv_capacity_tokens(model, stack, policy)
                 except DoesNotFitError as e:
@@ -134,6 +148,7 @@ def build_groups(
                         )
                     )
                     continue
+                grid = batch_grid(max(tried))
                 est = estimate(model, stack, [int(b) for b in grid], P, G)
                 dec = parallel_step_cost(model, stack, Step(grid, 1, P + G // 2))
                 u_dec = roof_utilisation(
@@ -166,6 +181,9 @@ def build_groups(
                         tdp_w=pm.tdp_w,
                         ttft_factor=f_ttft,
                         tpot_factor=f_tpot,
+                        max_batches=np.array(sorted(tried), dtype=float),
+                        batch_max=None if fit is None else max(fit.runnable, 1),
+                        batch_max_binding="" if fit is None else fit.runnable_binding,
                     )
                 )
     return groups, rejected

@@ -77,9 +77,9 @@ def _status(
 def aggregated_points(groups: Sequence[GroupTable], req: Requirement, space: Space) -> Points:
     """Every (group, replicas m, max batch B) of single-pool serving."""
     parts = []
-    B = np.asarray(space.max_batches, dtype=float)
     P, G = req.prompt_tokens, req.gen_tokens
     for i, g in enumerate(groups):
+        B = g.tried(space)
         m = np.arange(1, space.max_gpus // g.gpus + 1, dtype=float)
         lat = aggregated_latency(g, req.rate_per_s / m, G)
         n = lat.concurrency[:, None]  # (M, 1) against (nB,)
@@ -126,9 +126,9 @@ def aggregated_points(groups: Sequence[GroupTable], req: Requirement, space: Spa
 def disaggregated_points(groups: Sequence[GroupTable], req: Requirement, space: Space) -> Points:
     """Every (prefill group, decode group of the same format and layout, m_p, m_d, B)."""
     parts = []
-    B = np.asarray(space.max_batches, dtype=float)
     P, G = req.prompt_tokens, req.gen_tokens
     for i, gd in enumerate(groups):
+        B = gd.tried(space)
         for j, gp in enumerate(groups):
             # one format and layout for both pools; the KV crosses the prefill device's link
             if (gp.fmt, gp.parallel) != (gd.fmt, gd.parallel) or math.isinf(gp.link_bytes_per_s):

@@ -67,6 +67,9 @@ class Space:
     formats: tuple[str, ...] = ("bf16", "fp8", "int4-g128")
     max_gpus: int = 64
     max_batches: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512)
+    #: also try, on each replica, the most sequences its engine runs at P + G tokens (the
+    #: batch "max" of `estimate`: its KV pool capped by `max_num_seqs`)
+    batch_max: bool = False
     tp: tuple[int, ...] = (1, 2, 4, 8)
     pp: tuple[int, ...] = (1, 2)
     ep: tuple[int, ...] = (1, 2, 4, 8)
@@ -80,8 +83,10 @@ class Space:
             raise InvalidInputError("give at least one device to search (`hardware`)")
         if self.max_gpus < 1:
             raise InvalidInputError(f"`max_gpus` must be at least 1, got {self.max_gpus}")
-        if not self.formats or not self.max_batches or min(self.max_batches) < 1:
-            raise InvalidInputError("give at least one format and positive max batches")
+        if not self.formats or not (self.max_batches or self.batch_max):
+            raise InvalidInputError("give at least one format and one max batch")
+        if self.max_batches and min(self.max_batches) < 1:
+            raise InvalidInputError("max batches must be at least 1")
         if self.serving not in SERVING:
             raise InvalidInputError(
                 f"unknown `serving` '{self.serving}'; use one of: {', '.join(SERVING)}"
