@@ -100,7 +100,8 @@ def _plan_groups(model: str, device: str, fmt: str, tp: int, batches: tuple[int,
     )  # fmt: skip
     req = Requirement(1.0, 1024, 256, 1.0, 0.05)
     hw = load_hardware(device)
-    groups, _ = build_groups(load_model(model), [hw], req, space, load_prices(), load_engine("vllm"))
+    engine = load_engine("vllm")
+    groups, _ = build_groups(load_model(model), [hw], req, space, load_prices(), engine)
     (g,) = [g for g in groups if g.parallel.tp == tp]
     return g
 
