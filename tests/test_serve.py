@@ -538,6 +538,9 @@ CATALOG = model_catalog().names()
 #: diffusion LM (not autoregressive): each is refused with one line.
 REFUSED = {
     "deepseek-v3": "leave no KV memory",
+    "deepseek-v3.1": "leave no KV memory",
+    "kimi-k2": "leave no KV memory",
+    "mistral-large-2": "leave no KV memory",
     "gpt-3-175b": "leave no KV memory",
     "llama-2-70b": "leave no KV memory",
     "llama-3.1-405b": "leave no KV memory",
