@@ -447,10 +447,26 @@ class StepCost:
         return self.flops / self.bytes
 
 
+#: The most positions a speculative verify step scores per sequence (K + 1, K ≤ 64).
+MAX_VERIFY_TOKENS = 65
+
+
 def is_decode(step: Step) -> bool:
-    """One new token per sequence: the steps engines capture in CUDA graphs."""
-    T = step.new_tokens
-    return T == 1 if isinstance(T, int) else bool(np.all(np.asarray(T) == 1))
+    """A decode step: one new token per sequence, or the K + 1 positions of a speculative
+    verify step (logits at every position over a cached context). Engines run both with their
+    decode attention kernel (FlashAttention/FlashInfer take K + 1 queries per sequence in the
+    same paged call) and capture both in CUDA graphs (vLLM V1 captures uniform decode batches
+    of 1 + num_speculative_tokens queries), so a verify step pays the decode kernel's fixed
+    cost and no host launches: it can never cost less than a plain step."""
+    T = np.asarray(step.new_tokens)
+    if np.all(T == 1):
+        return True
+    return bool(
+        step.logits == "all"
+        and step.causal
+        and np.all(T <= MAX_VERIFY_TOKENS)
+        and np.all(np.asarray(step.cached_tokens) > 0)
+    )
 
 
 def step_cost(

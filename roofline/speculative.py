@@ -9,7 +9,9 @@ One cycle (Leviathan et al. 2023, "Fast Inference from Transformers via Speculat
   (K+1 when α = 1): the accepted prefix plus one token from the target at the first rejection
   (or a bonus token when all K are accepted).
 Speed-up over plain decoding = t_target_step · E / (K·t_draft + t_verify) ≤ K+1, since
-E ≤ K+1 and verifying K+1 tokens costs at least one plain step.
+E ≤ K+1 and verifying K+1 tokens costs at least one plain step (`cost.is_decode`: the verify
+step runs the decode attention kernel under the same CUDA graph). The K draft passes run
+inside one engine step, so the engine's per-step host time is paid once, by the verify step.
 
 Draft-free heads (Medusa, EAGLE): K extra heads on the target, each costing a fraction f of
 one target layer's decode time; they are evaluated beside the verification step, so a cycle
@@ -119,6 +121,15 @@ def _step_s(m: ModelSpec, stack: Stack, step: Step) -> ArrayLike:
     return parallel_step_cost(m, stack, step).time_s
 
 
+def _draft_step_s(m: ModelSpec, stack: Stack, step: Step) -> ArrayLike:
+    """A draft forward pass without the engine's per-step host time: the K proposals run
+    inside one engine step (vLLM V1 drafts in the model runner, EAGLE and draft models
+    alike), so the scheduling and input preparation of `host_step_us` are paid once per
+    cycle, by the verify step."""
+    c = parallel_step_cost(m, stack, step)
+    return c.time_s - c.compute.host_step_s
+
+
 def layer_decode_s(m: ModelSpec, stack: Stack, step: Step) -> ArrayLike:
     """One transformer layer's share of a step: the step of L layers minus that of L−1."""
     fewer = ModelSpec.model_validate(m.model_dump() | {"layers": m.layers - 1})
@@ -202,7 +213,7 @@ def speculative_cost(
         _check_pair(target, drafter.model)
         S = context + np.arange(k)  # the draft's cache grows by one per proposal
         draft_s = float(
-            np.sum(_step_s(drafter.model, stack.for_model(drafter.model), Step(batch, 1, S)))
+            np.sum(_draft_step_s(drafter.model, stack.for_model(drafter.model), Step(batch, 1, S)))
         )
     else:
         draft_s = float(
