@@ -177,6 +177,8 @@ def _deepseek(c: Config) -> dict:
     s = _decoder(c, tie_default=False)
     rope, nope = _get(c, "qk_rope_head_dim"), _get(c, "qk_nope_head_dim")
     s.update(kv_heads=s["heads"], head_dim=rope + nope)
+    if c.get("num_nextn_predict_layers"):  # the MTP module (`speculate --mtp`); the spec
+        s["mtp_layers"] = c["num_nextn_predict_layers"]  # validates it (0..8)
     s["attention"] = {
         "kind": "mla",
         "kv_lora_rank": _get(c, "kv_lora_rank"),

@@ -136,6 +136,17 @@ class ModelSpec(Frozen):
     activation: Literal["silu", "gelu", "relu", "gelu_tanh"] = "silu"
     vocab_size: int = Field(gt=0, description="V")
     tied_embeddings: bool = False
+    mtp_layers: int = Field(
+        default=0,
+        ge=0,
+        le=8,
+        description=(
+            "multi-token-prediction modules shipped with the checkpoint (config.json "
+            "num_nextn_predict_layers): each one transformer layer that drafts the next token "
+            "from the last hidden state and the embedding of the token before (`speculate "
+            "--mtp`); not part of the main model's counts"
+        ),
+    )
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
     position: Literal["rope", "learned", "alibi", "none"] = "rope"
     max_context: int = Field(gt=0)

@@ -17,6 +17,13 @@ Draft-free heads (Medusa, EAGLE): K extra heads on the target, each costing a fr
 one target layer's decode time; they are evaluated beside the verification step, so a cycle
 is K·f·t_layer + t_verify. The same E applies with α the per-head acceptance.
 
+Multi-token prediction (DeepSeek-V3 §2.2, `mtp_module`): the checkpoint's MTP module, one
+transformer layer of the target's MoE kind, drafts the next token from the target's last hidden
+state and the embedding of the token before: concatenated (2D), projected back to D (eh_proj),
+run through the layer and the target's shared LM head. K > 1 reuses the module K times (as
+vLLM's deepseek_mtp does). Its weights live beside the target's; the embedding and LM head
+are the target's own and are not held twice.
+
 Both models run on the same deployment (`Parallel`: the draft is sharded like the target) and
 must fit on it together: the fullest GPU holds both models' weights and KV caches at S + K + 1
 tokens, and the larger of their step activations (they run one after the other), within the
@@ -32,7 +39,7 @@ import numpy as np
 from . import memory
 from .errors import DoesNotFitError, InvalidInputError
 from .model import ModelSpec
-from .operators import ArrayLike, Step
+from .operators import ArrayLike, Op, Step, projection
 from .parallel import parallel_step_cost
 from .stack import Stack
 
@@ -95,17 +102,61 @@ class SpeculativeCost:
 
 @dataclass(frozen=True)
 class Drafter:
-    """Where the K proposals come from: a draft model, or `heads` on the target costing
-    `head_layer_fraction` of one target layer each."""
+    """Where the K proposals come from: a draft model, `heads` on the target costing
+    `head_layer_fraction` of one target layer each, or the target's MTP module (`mtp`: a
+    draft model that shares the target's embedding and LM head and adds its eh_proj)."""
 
     model: ModelSpec | None = None
     head_layer_fraction: float | None = None
+    mtp: bool = False
 
     def __post_init__(self) -> None:
         if (self.model is None) == (self.head_layer_fraction is None):
             raise InvalidInputError("give either a draft model or a head cost, not both")
         if self.head_layer_fraction is not None and self.head_layer_fraction <= 0:
             raise InvalidInputError("the head cost must be a positive fraction of a layer")
+
+    @classmethod
+    def mtp_of(cls, target: ModelSpec) -> Drafter:
+        return cls(model=mtp_module(target), mtp=True)
+
+
+def mtp_module(target: ModelSpec) -> ModelSpec:
+    """The target's multi-token-prediction module as a model: `mtp_layers` layers of the
+    target's last (MoE) kind on the target's vocabulary; `eh_proj` and the sharing of the
+    embedding and LM head are added by the callers (`mtp_projection`, `pair_fit`)."""
+    if not target.mtp_layers:
+        raise InvalidInputError(
+            f"{target.name} has no multi-token-prediction module (mtp_layers 0: its "
+            "checkpoint ships none); draft with --draft MODEL or --heads FRACTION"
+        )
+    fields = target.model_dump() | {
+        "name": f"{target.name}-mtp",
+        "display_name": f"{target.display_name} MTP module",
+        "layers": target.mtp_layers,
+        "mtp_layers": 0,
+        "published_params": None,
+        "published_params_source": "",
+    }
+    if target.moe is not None:
+        fields["moe"] = target.moe.model_dump() | {"dense_first_layers": 0}
+    return ModelSpec.model_validate(fields)
+
+
+def mtp_projection_s(target: ModelSpec, stack: Stack, batch: ArrayLike) -> float:
+    """One eh_proj GEMM on `stack`'s ceilings, inside the decode step's graph."""
+    from .cost import Ceilings, op_cost
+
+    p = stack.precision
+    c = Ceilings.of(stack.hardware, p.compute, stack.ceiling, stack.engine)
+    return float(op_cost(mtp_projection(target, batch), p, c, graphs=True, decode=True).time_s)
+
+
+def mtp_projection(target: ModelSpec, batch: ArrayLike) -> Op:
+    """eh_proj of one MTP pass: [norm(embedding); norm(hidden)] (2D) -> D for B tokens, one
+    unsharded matrix on every GPU (vLLM's DeepSeekMTP builds it as a plain nn.Linear)."""
+    D = target.d_model
+    return projection("mtp_eh_proj", np.asarray(batch), 2 * D, D)
 
 
 def _check_pair(target: ModelSpec, draft: ModelSpec) -> None:
@@ -172,11 +223,18 @@ class PairFit:
 
 
 def pair_fit(
-    target: ModelSpec, draft: ModelSpec | None, stack: Stack, batch: int, context: int, k: int
+    target: ModelSpec,
+    draft: ModelSpec | None,
+    stack: Stack,
+    batch: int,
+    context: int,
+    k: int,
+    mtp: bool = False,
 ) -> PairFit:
     """Whether the target and its draft fit together on `stack` (see module docstring); heads
     only (draft None) leave the target alone. Prompts of S tokens are prefilled under the
-    stack's token budget."""
+    stack's token budget. An MTP module (`mtp`) holds no embedding or LM head of its own (the
+    target's, 1/tp of each per GPU) and adds its unsharded eh_proj."""
     reach = context + k + 1
     t = memory.held(target, stack, batch, context, reach)
     draft_bytes = extra = 0.0
@@ -184,6 +242,13 @@ def pair_fit(
         d = memory.held(draft, stack.for_model(draft), batch, context, reach)
         draft_bytes = float(d.weights_bytes + d.kv_cache_bytes)
         extra = max(float(d.activation_bytes - t.activation_bytes), 0.0)
+        if mtp:
+            p, prec, tp = draft.params, stack.precision, stack.parallel.tp
+            shared = p.embedding * prec.weight_bytes_for("embedding") + p.lm_head * (
+                prec.weight_bytes_for("lm_head")
+            )
+            eh = mtp_projection(target, batch).weight_elems * prec.weight_bytes_for(None)
+            draft_bytes += float(eh) - shared / tp
     return PairFit(float(t.total_bytes), draft_bytes, extra, stack.budget)
 
 
@@ -215,6 +280,8 @@ def speculative_cost(
         draft_s = float(
             np.sum(_draft_step_s(drafter.model, stack.for_model(drafter.model), Step(batch, 1, S)))
         )
+        if drafter.mtp:
+            draft_s += k * mtp_projection_s(target, stack, batch)
     else:
         draft_s = float(
             k
@@ -271,6 +338,8 @@ class SpeculationStudy:
     @property
     def drafted_by(self) -> str:
         d = self.drafter
+        if d.mtp:
+            return f"its multi-token-prediction module ({self.target.mtp_layers} layer)"
         return d.model.name if d.model else f"heads at {d.head_layer_fraction} of a layer each"
 
     def best(self, batch: int, alpha: float) -> SpeculativeCost:
@@ -334,7 +403,9 @@ def study(
     each B with the largest K's S + K + 1 tokens."""
     for a in alphas:
         check_acceptance(a)
-    fits = {b: pair_fit(target, drafter.model, stack, b, context, max(ks)) for b in batches}
+    fits = {
+        b: pair_fit(target, drafter.model, stack, b, context, max(ks), drafter.mtp) for b in batches
+    }
     cycles = {
         (b, a): [speculative_cost(target, drafter, stack, kk, a, b, context) for kk in ks]
         for b in batches

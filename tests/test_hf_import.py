@@ -201,3 +201,18 @@ def test_modelopt_hf_quant_config() -> None:
 
     block = {"quant_algo": "W4A16_AWQ", "group_size": 128, "exclude_modules": ["lm_head"]}
     assert modelopt_weights(block, "fp16") == "int4-g128,embedding=fp16,lm_head=fp16,norms=fp16"
+
+
+def test_deepseek_v3_mtp_module_is_read() -> None:
+    """num_nextn_predict_layers (1 in DeepSeek-V3's config.json) becomes mtp_layers, the module
+    `speculate --mtp` drafts with; the bundled spec says the same."""
+    import json
+
+    from roofline.catalog import load_model
+    from roofline.hf_import import spec_from_hf_config
+
+    config = json.loads((FIXTURES / "DeepSeek-V3" / "config.json").read_text())
+    assert "num_nextn_predict_layers" not in config  # the fixture predates the field
+    assert spec_from_hf_config(config, "ds", "test").mtp_layers == 0
+    spec = spec_from_hf_config(config | {"num_nextn_predict_layers": 1}, "ds", "test")
+    assert spec.mtp_layers == 1 == load_model("deepseek-v3").mtp_layers

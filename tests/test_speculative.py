@@ -285,3 +285,91 @@ def test_draft_steps_pay_no_per_step_host_time() -> None:
     ds = stack.for_model(draft)
     full = sum(float(parallel_step_cost(draft, ds, Step(1, 1, 1024 + i)).time_s) for i in range(k))
     assert c.draft_s == pytest.approx(full - k * 300e-6, rel=1e-9)
+
+
+# ---- multi-token prediction (DeepSeek-V3's MTP module) -------------------------------------
+def test_mtp_module_of_deepseek_v3_by_hand() -> None:
+    """One MoE layer of DeepSeek-V3 (D = 7,168, 128 MLA heads, q_lora 1,536, kv_lora 512, RoPE
+    64, 256 routed experts and 1 shared of F = 2,048):
+      q_a 7168·1536 + norm 1536 + q_b 1536·128·192     = 48,760,320
+      kv_a 7168·(512 + 64) + norm 512 + kv_b 512·128·256 = 20,906,496
+      o 128·128·7168                                   = 117,440,512
+      routed 256·3·7168·2048 + shared 3·7168·2048      = 11,318,329,344
+      router 256·7168 + two norms 2·7168               = 1,849,344
+      layer                                            = 11,507,286,016
+    With eh_proj (2·7168·7168 = 102,760,448) and its own copies of the embedding and LM head
+    (2·129,280·7,168 = 1,853,358,080) the checkpoint's module is 13.46B, the 14B by which the
+    Hub's 685B exceeds the report's 671B (both rounded to the billion)."""
+    from roofline.speculative import mtp_module, mtp_projection
+
+    layer = (
+        7168 * 1536 + 1536 + 1536 * 128 * 192
+        + 7168 * 576 + 512 + 512 * 128 * 256
+        + 128 * 128 * 7168
+        + 257 * 3 * 7168 * 2048
+        + 256 * 7168 + 2 * 7168
+    )  # fmt: skip
+    assert layer == 11_507_286_016
+    target = load_model("deepseek-v3")
+    module = mtp_module(target)
+    outer = 2 * 129_280 * 7_168 + 7_168  # embedding, LM head, final norm of the 1-layer model
+    assert module.total_params == layer + outer
+    eh = int(mtp_projection(target, 1).weight_elems)
+    assert eh == 2 * 7168 * 7168 == 102_760_448
+    assert abs(layer + eh + outer - 14e9) < 1e9  # 685B − 671B, each rounded to 1B
+
+
+def test_mtp_draft_costs_k_module_passes_and_holds_no_second_embedding() -> None:
+    """K = 2 MTP passes: two decode steps of the one-layer module (no per-step host time)
+    plus two eh_proj GEMMs; the pair's memory adds the module's layer and eh_proj, not a
+    second embedding or LM head (1/8 of each per GPU at TP 8)."""
+    from roofline.catalog import load_engine
+    from roofline.placement import Parallel
+    from roofline.precision import released
+    from roofline.speculative import (
+        Drafter,
+        mtp_projection,
+        mtp_projection_s,
+        pair_fit,
+        speculative_cost,
+    )
+
+    target = load_model("deepseek-v3")
+    stack = Stack.resolve(
+        target, load_hardware("h200"), released(target), engine=load_engine("vllm"),
+        parallel=Parallel(tp=8),
+    )  # fmt: skip
+    d = Drafter.mtp_of(target)
+    c = speculative_cost(target, d, stack, 2, 0.85, 1, 1024)
+    ms = stack.for_model(d.model)
+    module_steps = sum(
+        float(parallel_step_cost_s(d.model, ms, Step(1, 1, 1024 + i))) for i in range(2)
+    )
+    assert c.draft_s == pytest.approx(module_steps + 2 * mtp_projection_s(target, stack, 1))
+    plain = pair_fit(target, d.model, stack, 1, 1024, 2)
+    shared = pair_fit(target, d.model, stack, 1, 1024, 2, mtp=True)
+    p, prec = d.model.params, stack.precision
+    tables = p.embedding * prec.weight_bytes_for("embedding") + p.lm_head * prec.weight_bytes_for(
+        "lm_head"
+    )
+    eh = mtp_projection(target, 1).weight_elems * prec.weight_bytes_for(None)
+    assert plain.draft_bytes - shared.draft_bytes == pytest.approx(tables / 8 - eh)
+    assert d.mtp and speculative_cost(target, d, stack, 1, 1.0).verify_s >= c.target_step_s
+
+
+def parallel_step_cost_s(m, stack, step) -> float:
+    """A decode step's time without the engine's per-step host time (a draft pass)."""
+    from roofline.parallel import parallel_step_cost
+
+    c = parallel_step_cost(m, stack, step)
+    return float(c.time_s - c.compute.host_step_s)
+
+
+def test_mtp_needs_a_module(capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["speculate", "llama-3.1-8b", "--mtp"])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 1 and "\n" not in err and "no multi-token-prediction module" in err
+    with pytest.raises(SystemExit) as e:
+        main(["speculate", "deepseek-v3", "--mtp", "--heads", "0.5"])
+    assert e.value.code == 1 and "one of them" in capsys.readouterr().err

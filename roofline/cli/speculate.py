@@ -77,6 +77,14 @@ def speculate(
             callback=common.in_range(0, 100, open_low=True),
         ),
     ] = None,
+    mtp: Annotated[
+        bool,
+        Opt(
+            "--mtp",
+            help="draft with the target's multi-token-prediction module (DeepSeek-V3: one MoE "
+            "layer sharing the target's embedding and LM head)",
+        ),
+    ] = False,
     hardware: common.Hardware = "h100-sxm",
     k: Annotated[str, Opt("--k", help="draft tokens per step K: a range 1..8 or a list")] = "1..8",
     acceptance: Annotated[
@@ -114,11 +122,15 @@ def speculate(
     specs_dir: SpecsDir = None,
 ) -> None:
     """Expected tokens per target step, speed-up, best K and break-even acceptance."""
-    if (draft is None) == (heads is None):
-        raise InvalidInputError("give --draft MODEL or --heads FRACTION (one of them)")
+    if (draft is not None) + (heads is not None) + mtp != 1:
+        raise InvalidInputError("give --draft MODEL, --heads FRACTION or --mtp (one of them)")
     t = load_model(target, specs_dir or ())
-    drafter = Drafter(
-        model=load_model(draft, specs_dir or ()) if draft else None, head_layer_fraction=heads
+    drafter = (
+        Drafter.mtp_of(t)
+        if mtp
+        else Drafter(
+            model=load_model(draft, specs_dir or ()) if draft else None, head_layer_fraction=heads
+        )
     )
     hw = load_hardware(hardware, specs_dir or ())
     ks, alphas, batches = k_values(k), probabilities(acceptance), int_list(batch, "batch size")
