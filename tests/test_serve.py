@@ -658,3 +658,49 @@ def test_core_errors_name_parameters_and_the_cli_says_flags(call, api, argv, cli
     with pytest.raises(SystemExit):
         main(argv)
     assert cli in capsys.readouterr().err
+
+
+# ---- closed loop: a client concurrency limit (vllm bench serve --max-concurrency) ----------
+def test_one_client_sends_each_request_when_the_last_finishes():
+    """One client, every step 1 s (OneSecond), prompts of 10 and 3 generated tokens, all
+    "arriving" at 0: the prefill step yields token 1, two decode steps tokens 2 and 3, so a
+    request takes 3 s; request i is sent at 3i s and finishes at 3i + 3; TTFT 1 s and E2E 3 s
+    for every one (timed from the send, as the benchmark times them)."""
+    w = workload([0.0] * 4, [10] * 4, [3] * 4)
+    r = simulate(w, POLICIES["chunked"], unified(OneSecond()), max_concurrency=1)
+    assert r.workload.arrival_s.tolist() == [0.0, 3.0, 6.0, 9.0]
+    assert r.finish_s.tolist() == [3.0, 6.0, 9.0, 12.0]
+    s = Summary(r, 10.0, 10.0)
+    assert s.ttft_s.tolist() == [1.0] * 4 and s.e2e_s.tolist() == [3.0] * 4
+
+
+@pytest.mark.parametrize("clients", [1, 2, 5])
+def test_never_more_requests_in_flight_than_clients(clients):
+    rng = np.random.default_rng(clients)
+    n = 30
+    w = workload(np.zeros(n), rng.integers(1, 60, n), rng.integers(1, 40, n))
+    r = simulate(w, POLICIES["chunked"], unified(PerToken(), 5000), max_concurrency=clients)
+    sent, done = r.workload.arrival_s, r.finish_s
+    assert (r.completions == 1).all()
+    for t in np.unique(sent):  # in flight just after each send: sent by then, not yet done
+        assert int(((sent <= t) & (done > t)).sum()) <= clients
+    assert max(r.engines[0].timeline.seqs) <= clients
+    # the first `clients` go out at once; each later one waits for a finish
+    assert (sent[:clients] == 0).all() and (sent[clients:] > 0).all()
+    assert set(sent[clients:]) <= set(done)
+
+
+def test_clients_enough_for_everyone_is_the_open_loop():
+    w = workload([0.0, 0.5, 0.5, 2.0], [30, 20, 10, 5], [5, 4, 3, 2])
+    p, d = POLICIES["chunked"], unified(PerToken())
+    open_loop, closed = simulate(w, p, d), simulate(w, p, d, max_concurrency=4)
+    assert closed.finish_s.tolist() == open_loop.finish_s.tolist()
+    assert closed.workload.arrival_s.tolist() == w.arrival_s.tolist()
+
+
+def test_closed_loop_refuses_disaggregated_serving():
+    pools = [Pool(x, PerToken(), 1000, 1) for x in ("prefill", "decode")]
+    d = Deployment(pools[0], 1.0, pools[1], 50.0, 0.01)
+    w = workload([0.0], [10], [3])
+    with pytest.raises(InvalidInputError, match="aggregated"):
+        simulate(w, POLICIES["disaggregated"], d, max_concurrency=1)

@@ -11,6 +11,7 @@ over that last token yields it.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -143,6 +144,25 @@ class ServingLoop:
                 self.clock = max(self.clock, float(self.r.ready_s[self.pending[0]]))
             else:
                 return
+
+    @property
+    def next_event_s(self) -> float:
+        """When this replica next does something: now if it has work, the first routed
+        request's ready time if idle, inf with nothing routed."""
+        if self.waiting or self.scheduler.sequences:
+            return self.clock
+        if self.pending:
+            return max(self.clock, float(self.r.ready_s[self.pending[0]]))
+        return math.inf
+
+    def step_once(self) -> None:
+        """One scheduler step from the next event (a decode stretch runs at most to its first
+        finish or the next routed request): the unit a closed-loop client waits in."""
+        self.clock = self.next_event_s
+        while self.pending and self.r.ready_s[self.pending[0]] <= self.clock:
+            self.waiting.append(self.pending.popleft())
+        if not self.scheduler.step(math.inf):
+            raise RuntimeError("scheduler made no progress with work queued")
 
     def advance(self, dt: float) -> None:
         self.clock += dt

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -232,11 +232,61 @@ def _serve(
         e.run_until(math.inf)
 
 
+def _kth_finish(engines: list[ServingLoop], reqs: Requests, k: int) -> float:
+    """The time of the k-th request to finish, stepping the replica whose next event comes
+    first until k have finished and no replica could still finish one earlier."""
+    while True:
+        done = reqs.finish_s[np.isfinite(reqs.finish_s)]
+        f = float(np.partition(done, k - 1)[k - 1]) if done.size >= k else math.inf
+        e = min(engines, key=lambda e: e.next_event_s)
+        if e.next_event_s >= f:
+            return f
+        if math.isinf(e.next_event_s):
+            raise RuntimeError("closed loop: fewer requests in flight than finishes awaited")
+        e.step_once()
+
+
+def _serve_closed(
+    engines: list[ServingLoop], policy: Policy, w: Workload, reqs: Requests, clients: int
+) -> np.ndarray:
+    """At most `clients` requests in flight (`vllm bench serve --max-concurrency`): request i
+    is sent at its arrival, or when one of the `clients` slots frees, at the (i − clients + 1)-th
+    finish, whichever is later. Returns the send times, from which the benchmark times TTFT
+    and E2E (its clock starts when the request leaves the client)."""
+    sent = np.empty(w.requests)
+    for i in range(w.requests):
+        t = float(w.arrival_s[i])
+        if i >= clients:
+            t = max(t, _kth_finish(engines, reqs, i - clients + 1))
+        sent[i] = reqs.ready_s[i] = t
+        for e in engines:
+            e.run_until(t)
+        _route(engines, policy, i).add(i)
+    for e in engines:
+        e.run_until(math.inf)
+    return sent
+
+
 def simulate(
-    w: Workload, policy: Policy, d: Deployment, max_seq_len: int | None = None
+    w: Workload,
+    policy: Policy,
+    d: Deployment,
+    max_seq_len: int | None = None,
+    max_concurrency: int | None = None,
 ) -> ServeResult:
     """Serve every request of `w` under `policy` on `d`. `max_seq_len` (contiguous KV: the
-    tokens reserved per sequence) defaults to the longest input + output in the workload."""
+    tokens reserved per sequence) defaults to the longest input + output in the workload.
+    `max_concurrency`: a closed loop of that many clients (`_serve_closed`); the result's
+    workload then holds the send times as arrivals."""
+    if max_concurrency is not None:
+        if max_concurrency < 1:
+            raise InvalidInputError(f"`max_concurrency` must be at least 1, got {max_concurrency}")
+        if d.decode_pool is not None:
+            raise InvalidInputError(
+                "a client concurrency limit needs each request's finish before the next is "
+                "sent, which the disaggregated simulation (prefill pool first) cannot give; "
+                "use an aggregated policy"
+            )
     longest = int((w.input_tokens + w.output_tokens).max())
     max_seq_len = longest if max_seq_len is None else max_seq_len
     if max_seq_len < longest:
@@ -289,7 +339,10 @@ def simulate(
         pools.append(engines)
     # The decode pool only receives hand-offs, so the prefill pool can run to the end first:
     # routing each pool's arrivals in time order is then exact.
-    _serve(pools[0], policy, zip(w.arrival_s.tolist(), range(w.requests), strict=True))
+    if max_concurrency is not None:
+        w = replace(w, arrival_s=_serve_closed(pools[0], policy, w, reqs, max_concurrency))
+    else:
+        _serve(pools[0], policy, zip(w.arrival_s.tolist(), range(w.requests), strict=True))
     if len(pools) > 1:
         _serve(pools[1], policy, ((t, rid) for t, _, rid in sorted(events)))
     usage = tuple(
