@@ -173,6 +173,15 @@ class EngineSpec(Frozen):
         ),
     )
     first_token_source: str = ""
+    scheduler: Literal["continuous", "chunked", "chunked+prefix", "decode-first"] | None = Field(
+        default=None,
+        description=(
+            "the serving policy (`roofline.serve.policy.POLICIES`) the engine schedules by "
+            "default: `chunked` splits prompts into the step token budget beside the decodes, "
+            "`+prefix` shares cached prefix blocks; None: not characterised (prefill-first)"
+        ),
+    )
+    scheduler_source: str = ""
     source: str = Field(min_length=1)
     notes: str = ""
 
@@ -207,6 +216,8 @@ class EngineSpec(Frozen):
             raise ValueError("first_token 'decode' needs a first_token_source")
         if self.max_num_seqs is not None and not self.max_num_seqs_source:
             raise ValueError("max_num_seqs needs a max_num_seqs_source")
+        if self.scheduler is not None and not self.scheduler_source:
+            raise ValueError("scheduler needs a scheduler_source")
         return self
 
     def weights_as_run(self, name: str) -> str:

@@ -263,16 +263,49 @@ Tolerance = Annotated[
 @app.command("validate")
 def validate_cmd(
     results: Annotated[
-        Path | None,
+        list[Path] | None,
         typer.Argument(
             help="results JSON from `roofline measure`; with --published, a CSV of published "
-            "measurements (default: the bundled set)"
+            "measurements (default: the bundled set); with --serving, serving benchmark "
+            "result files (vllm bench serve JSON, genai-perf JSON or CSV)"
         ),
     ] = None,
     published: Annotated[
         bool,
         typer.Option("--published", help="predict published measurements of real engines instead"),
     ] = False,
+    serving: Annotated[
+        bool,
+        typer.Option(
+            "--serving",
+            help="rerun serving benchmark results (vllm bench serve, genai-perf) in the simulator "
+            "and compare every metric they report",
+        ),
+    ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(help="with --serving: the model (default: the one the file names)"),
+    ] = None,
+    tp: common.Tp = 1,
+    policy_name: Annotated[
+        str | None,
+        typer.Option("--policy", help="with --serving: serving policy (default: the engine's)"),
+    ] = None,
+    requests: Annotated[
+        int | None,
+        typer.Option(
+            help="with --serving: requests simulated where the file gives no count",
+            callback=common.in_range(1, 10**6),
+        ),
+    ] = None,
+    max_error: Annotated[
+        float | None,
+        typer.Option(
+            help="with --serving: exit 1 if a median or the output throughput is further off "
+            "than this fraction (e.g. 0.25)",
+            callback=common.in_range(0, 1e6, open_low=True),
+        ),
+    ] = None,
     engine: Annotated[
         str | None,
         typer.Option(
@@ -300,17 +333,39 @@ def validate_cmd(
 ) -> None:
     """Predicted vs measured per point; exit 1 if any point leaves its band. Without
     --hardware the ceilings are calibrated from the same results (held-out protocol).
-    With --published: every row of a published-measurements CSV predicted with its engine."""
+    With --published: every row of a published-measurements CSV predicted with its engine.
+    With --serving: serving benchmark results rerun on --hardware/--tp/--engine."""
+    if serving:
+        if published:
+            raise InvalidInputError("give --serving or --published, not both")
+        from .serving_validate import run_serving
+
+        run_serving(
+            results or [],
+            model,
+            hardware,
+            tp,
+            engine or common.DEFAULT_ENGINE,
+            policy_name,
+            requests,
+            max_error,
+            json_out,
+            specs_dir,
+        )
+        return
+    if len(results or []) > 1:
+        raise InvalidInputError("give one results file (several only with --serving)")
+    one = results[0] if results else None
     if published:
         from .published import run_published
 
         run_published(
-            results, ceiling or "achievable", engine, json_out, gate, specs_dir, write_residuals
+            one, ceiling or "achievable", engine, json_out, gate, specs_dir, write_residuals
         )
         return
-    if results is None:
+    if one is None:
         raise InvalidInputError("give the results JSON of `roofline measure`, or --published")
-    _validate(results, load_results(results), hardware, ceiling, tolerance, json_out, specs_dir)
+    _validate(one, load_results(one), hardware, ceiling, tolerance, json_out, specs_dir)
 
 
 @app.command()

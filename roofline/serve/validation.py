@@ -1,0 +1,177 @@
+"""A measured serving run (`benchmarks.BenchmarkRun`) rerun in the simulator: the same requests,
+arrival process and client concurrency, on a stack the user names (what the file cannot say),
+under the engine's own scheduler; every metric the file reports beside its prediction.
+
+Metrics and how the simulator gives each (`metrics.Summary`):
+- TTFT, TPOT, E2E: per request, from the send time (the benchmark's clock), percentiles as the
+  benchmark takes them (numpy's linear interpolation, as vLLM and genai-perf use);
+- ITL (vLLM: every gap between streamed tokens): the simulator keeps each request's mean gap,
+  not every gap, so ITL is the token-weighted distribution of per-request TPOT: its mean is
+  exact, its tail is too light (a decode step that a prefill chunk lengthens shows in the
+  measured p99, not here) — said in each row's note;
+- throughputs: output tokens and completed requests over the span from the first send to the
+  last finish (vLLM's benchmark duration).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InvalidInputError
+from ..model import ModelSpec
+from ..stack import Stack
+from .benchmarks import BenchmarkRun
+from .metrics import Summary
+from .policy import policy
+from .simulate import build_deployment, simulate
+
+#: what each metric's prediction rests on, when it is not the direct per-request figure
+NOTES = {
+    "itl": "token-weighted per-request TPOT (no per-token gaps simulated: the tail is light)",
+}
+#: the metrics a gate checks by default: medians and throughput, the figures a serving
+#: predictor is judged by (tails depend on the benchmark's own noise)
+GATED = ("ttft_p50", "tpot_p50", "itl_p50", "e2el_p50", "output_throughput")
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    metric: str  # "ttft_p50", "output_throughput", ...
+    predicted: float
+    measured: float
+    unit: str  # "s", "tokens/s", "requests/s"
+    note: str = ""
+
+    @property
+    def error(self) -> float:
+        """predicted / measured − 1 (+: the prediction is higher)."""
+        return self.predicted / self.measured - 1 if self.measured > 0 else math.nan
+
+    def as_dict(self) -> dict:
+        return {
+            "metric": self.metric,
+            "predicted": self.predicted,
+            "measured": self.measured,
+            "unit": self.unit,
+            "error": self.error if math.isfinite(self.error) else None,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class ServingComparison:
+    run: BenchmarkRun
+    policy: str
+    rows: tuple[MetricRow, ...]
+    notes: tuple[str, ...]
+
+    def worst(self, metrics: tuple[str, ...] = GATED) -> float:
+        """The largest |error| among `metrics` the file reports (0 when none)."""
+        errs = [abs(r.error) for r in self.rows if r.metric in metrics and math.isfinite(r.error)]
+        return max(errs, default=0.0)
+
+    def as_dict(self) -> dict:
+        r = self.run
+        return {
+            "source": r.source,
+            "format": r.format,
+            "model_in_file": r.model,
+            "workload": {
+                "requests": r.requests,
+                "request_rate_per_s": None if math.isinf(r.request_rate) else r.request_rate,
+                "burstiness": r.burstiness,
+                "max_concurrency": r.max_concurrency,
+                "mean_input_tokens": r.mean_input_tokens,
+                "mean_output_tokens": r.mean_output_tokens,
+                "lengths": "per request" if r.input_tokens is not None else "fixed at the means",
+            },
+            "policy": self.policy,
+            "metrics": [row.as_dict() for row in self.rows],
+            "notes": list(self.notes),
+        }
+
+
+def _weighted_percentile(x: np.ndarray, w: np.ndarray, q: float) -> float:
+    """The q-th percentile (linear interpolation, numpy's default) of the sample in which
+    each x_i appears w_i times (whole-number weights), without building it: element k of the
+    sorted repeated sample is the x whose cumulative count first exceeds k."""
+    order = np.argsort(x, kind="stable")
+    x, cum = x[order], np.cumsum(w[order])
+    rank = q / 100 * (cum[-1] - 1)
+
+    def at(k: int) -> float:
+        return float(x[np.searchsorted(cum, k, side="right")])
+
+    lo, hi = at(math.floor(rank)), at(math.ceil(rank))
+    return lo + (hi - lo) * (rank - math.floor(rank))
+
+
+def _samples(s: Summary) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+    """Per-request samples of each latency and their weights (None: one per request)."""
+    g = s.result.workload.output_tokens
+    tpot = s.tpot_s
+    many = ~np.isnan(tpot)
+    return {
+        "ttft": (s.ttft_s, None),
+        "tpot": (tpot[many], None),
+        "itl": (tpot[many], (g[many] - 1).astype(float)),
+        "e2el": (s.e2e_s, None),
+    }
+
+
+def _predict(s: Summary, metric: str) -> float:
+    if metric == "output_throughput":
+        return s.throughput_tokens_per_s
+    if metric == "request_throughput":
+        return s.requests_completed / s.duration_s
+    quantity, _, stat = metric.partition("_")
+    x, w = _samples(s)[quantity]
+    if not x.size:
+        return math.nan
+    if stat == "mean":
+        return float(np.average(x, weights=w))
+    q = float(stat[1:])
+    return float(np.percentile(x, q)) if w is None else _weighted_percentile(x, w, q)
+
+
+def engine_policy(stack: Stack) -> str:
+    """The policy the stack's engine schedules by (`EngineSpec.scheduler`), else continuous
+    batching with whole prompts."""
+    e = stack.engine
+    return e.scheduler if e is not None and e.scheduler else "continuous"
+
+
+def compare(
+    run: BenchmarkRun, model: ModelSpec, stack: Stack, policy_name: str | None = None, seed: int = 0
+) -> ServingComparison:
+    """Rerun `run`'s workload on `stack` and put each reported metric beside its prediction."""
+    name = policy_name or engine_policy(stack)
+    p = policy(name).on(stack.memory)
+    if p.disaggregated:
+        raise InvalidInputError("a benchmark run is compared on one pool; pick another policy")
+    w = run.workload(seed)
+    w.check(model.max_context, model.name)
+    result = simulate(w, p, build_deployment(model, stack, p), max_concurrency=run.max_concurrency)
+    s = Summary(result, math.inf, math.inf)
+    rows = []
+    for metric, measured in sorted(run.metrics.items(), key=lambda kv: _order(kv[0])):
+        unit = {"output_throughput": "tokens/s", "request_throughput": "requests/s"}.get(
+            metric, "s"
+        )
+        note = NOTES.get(metric.partition("_")[0], "")
+        rows.append(MetricRow(metric, _predict(s, metric), measured, unit, note))
+    notes = list(run.notes)
+    if not math.isinf(run.request_rate) and run.burstiness != 1.0:
+        notes.append(f"gamma arrivals of shape {run.burstiness:g} (vllm bench --burstiness)")
+    return ServingComparison(run, name, tuple(rows), tuple(notes))
+
+
+def _order(metric: str) -> tuple[int, float]:
+    quantity, _, stat = metric.partition("_")
+    if quantity in ("output", "request"):
+        return (9, 0.0)
+    rank = ("ttft", "tpot", "itl", "e2el").index(quantity)
+    return (rank, -1.0 if stat == "mean" else float(stat[1:]))
