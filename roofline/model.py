@@ -143,8 +143,8 @@ class ModelSpec(Frozen):
         description=(
             "multi-token-prediction modules shipped with the checkpoint (config.json "
             "num_nextn_predict_layers): each one transformer layer that drafts the next token "
-            "from the last hidden state and the embedding of the token before (`speculate "
-            "--mtp`); not part of the main model's counts"
+            "from the last hidden state and the embedding of the token before (the `mtp` "
+            "drafter of `speculate`); not part of the main model's counts"
         ),
     )
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"

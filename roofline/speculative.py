@@ -128,7 +128,7 @@ def mtp_module(target: ModelSpec) -> ModelSpec:
     if not target.mtp_layers:
         raise InvalidInputError(
             f"{target.name} has no multi-token-prediction module (mtp_layers 0: its "
-            "checkpoint ships none); draft with --draft MODEL or --heads FRACTION"
+            "checkpoint ships none); draft with a model (`draft`) or heads (`heads`)"
         )
     fields = target.model_dump() | {
         "name": f"{target.name}-mtp",

@@ -704,3 +704,21 @@ def test_closed_loop_refuses_disaggregated_serving():
     w = workload([0.0], [10], [3])
     with pytest.raises(InvalidInputError, match="aggregated"):
         simulate(w, POLICIES["disaggregated"], d, max_concurrency=1)
+
+
+@pytest.mark.parametrize(
+    ("engine", "expected"),
+    [("vllm", "chunked+prefix"), ("sglang", "chunked+prefix"), ("tensorrt-llm", "continuous")],
+)
+def test_serve_and_plan_run_the_engines_own_scheduler_by_default(engine, expected, capsys):
+    """vLLM V1 always chunks prefill and caches prefixes (vllm.yaml scheduler_source); SGLang
+    too; an engine whose scheduler is not characterised keeps continuous batching. plan's
+    simulated check runs the same policy as the `serve` line it prints."""
+    from roofline.catalog import load_engine
+    from roofline.plan.space import scheduler_policy
+
+    code, out, _ = run_cli(
+        capsys, "serve", "llama-3.2-1b", "--requests", "20", "--engine", engine, "--json"
+    )
+    assert code == 0 and json.loads(out)["policy"] == expected
+    assert scheduler_policy(64, False, load_engine(engine)).name == expected

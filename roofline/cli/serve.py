@@ -12,7 +12,7 @@ from ..errors import InvalidInputError
 from ..placement import Parallel
 from ..serve.config import ServeConfig, serve_runs
 from ..serve.metrics import Summary
-from ..serve.policy import POLICIES
+from ..serve.policy import ENGINE_POLICY, POLICIES
 from ..serve.sweep import sweep_rate
 from . import app, common
 from .common import JsonFlag, SpecsDir, console, print_json
@@ -52,7 +52,14 @@ def serve(
         ),
     ] = 0,
     seed: common.Seed = 0,
-    policy_name: Annotated[str, Opt("--policy", help=", ".join(POLICIES))] = "continuous",
+    policy_name: Annotated[
+        str,
+        Opt(
+            "--policy",
+            help=f"{ENGINE_POLICY} (the engine's own scheduler: vLLM V1 and SGLang chunk prompts "
+            f"and cache prefixes; continuous where none is characterised), {', '.join(POLICIES)}",
+        ),
+    ] = ENGINE_POLICY,
     compare: Annotated[str | None, Opt(help="comma-separated policies, same workload")] = None,
     max_seqs: Annotated[
         int | None,

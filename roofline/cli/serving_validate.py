@@ -64,7 +64,7 @@ def run_serving(
         for c in out:
             console.print(_table(c))
             for note in c.notes:
-                console.print(f"note: {note}")
+                console.print(f"note: {common.with_flags(note)}")
     if max_error is not None and worst > max_error:
         raise InvalidInputError(
             f"a gated metric ({', '.join(GATED)}) is {worst:.0%} off, above --max-error "

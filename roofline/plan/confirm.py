@@ -35,7 +35,7 @@ def confirm(
     dis = c.kind == "disaggregated"
     hw = hardware[c.hardware]
     stack = Stack.resolve(model, hw, precision_of(c.fmt), ceiling, engine, c.parallel)
-    pol = scheduler_policy(c.max_batch, dis).on(stack.memory)
+    pol = scheduler_policy(c.max_batch, dis, engine).on(stack.memory)
     d = build_deployment(
         model,
         stack,

@@ -132,7 +132,7 @@ def build_groups(
                 fit = memory.batch_fit(model, stack, P + G, P) if space.batch_max else None
                 if fit is not None:
                     tried.add(max(fit.runnable, 1))
-                policy = scheduler_policy(max(tried), False)
+                policy = scheduler_policy(max(tried), False, engine)
                 try:
                     kv_tokens = kv_capacity_tokens(model, stack, policy)
                 except DoesNotFitError as e:

@@ -9,6 +9,7 @@ from typing import Literal
 
 from ..cost import Ceiling
 from ..economics import PriceTable, Tier
+from ..engine import EngineSpec
 from ..errors import InvalidInputError, RooflineError
 from ..hardware import HardwareSpec
 from ..intervals import band_for, check_coverage
@@ -16,7 +17,7 @@ from ..model import ModelSpec
 from ..parallel import check
 from ..placement import Parallel
 from ..precision import Precision
-from ..serve.policy import POLICIES, Policy
+from ..serve.policy import ENGINE_POLICY, POLICIES, Policy, policy
 from ..stack import Stack
 
 Serving = Literal["both", "aggregated", "disaggregated"]
@@ -123,10 +124,13 @@ def default_hardware(prices: PriceTable, tier: Tier = "on-demand") -> tuple[str,
     return tuple(sorted(n for n in prices.devices if prices.has(n, tier)))
 
 
-def scheduler_policy(max_batch: int, disaggregated: bool) -> Policy:
+def scheduler_policy(
+    max_batch: int, disaggregated: bool, engine: EngineSpec | None = None
+) -> Policy:
     """The scheduler a candidate runs: B max sequences, the engine's step token budget (fixed
-    on the candidate's stack, `Policy.on`)."""
-    base = POLICIES["disaggregated" if disaggregated else "continuous"]
+    on the candidate's stack, `Policy.on`), the engine's own scheduling for one pool
+    (`policy.engine_default`: vLLM V1 chunks prompts beside the decodes), as `serve` runs it."""
+    base = POLICIES["disaggregated"] if disaggregated else policy(ENGINE_POLICY, engine)
     return base.with_overrides(max_seqs=max_batch)
 
 

@@ -72,7 +72,7 @@ class BenchmarkRun:
         if not 1 <= self.requests <= MAX_REQUESTS:
             raise InvalidInputError(
                 f"{self.source}: {self.requests:,} requests; a run of 1 to {MAX_REQUESTS:,} "
-                "is simulated (give --requests)"
+                "is simulated (give `requests`)"
             )
         if not (self.request_rate > 0):
             raise InvalidInputError(f"{self.source}: request rate must be positive")
@@ -139,7 +139,7 @@ def read_benchmarks(path: str | Path, requests: int | None = None) -> list[Bench
         if isinstance(doc.get("time_to_first_token"), dict):
             return [_genai_perf(doc, src, requests)]
         raise InvalidInputError(
-            f"{src}: not a result this version reads (vllm bench serve --save-result JSON, "
+            f"{src}: not a result this version reads (the JSON vllm bench serve saves, "
             "genai-perf profile_export_genai_perf.json or .csv)"
         )
     if stripped.startswith("Metric"):
@@ -219,7 +219,7 @@ def _vllm(d: dict, src: str) -> BenchmarkRun:
         mean_in = _number(d.get("total_input_tokens"), "total_input_tokens", src) / completed
         mean_out = _number(d.get("total_output_tokens"), "total_output_tokens", src) / completed
         notes.append(
-            "no per-request lengths in the file (saved without --save-detailed): every "
+            "no per-request lengths in the file (saved without vLLM's save-detailed option): every "
             "request at the mean input and output lengths"
         )
     conc = d.get("max_concurrency")
@@ -289,7 +289,7 @@ def _genai_run(records: dict, config: dict, src: str, requests: int | None) -> B
     count = config.get("request_count") or config.get("num_prompts")
     if requests is None and count is None:
         requests = 1000
-        notes.append("no request count in the file: 1,000 requests simulated (--requests)")
+        notes.append("no request count in the file: 1,000 requests simulated (`requests`)")
     n = requests if requests is not None else _count(count, "request_count", src)
     rate = config.get("request_rate")
     conc = config.get("concurrency")

@@ -32,7 +32,7 @@ class ServeConfig:
 
     model: str
     hardware: str
-    policies: tuple[str, ...] = ("continuous",)
+    policies: tuple[str, ...] = ("engine",)  # the engine's own scheduler (policy.ENGINE_POLICY)
     requests: int = 2000
     arrivals: Arrivals = "poisson"
     lengths: LengthKind = "lognormal"
@@ -166,7 +166,8 @@ def serve_runs(c: ServeConfig, notes: list[str] | None = None) -> ServeRuns:
         memory_fraction=c.memory_fraction,
     )
     policies = [
-        policy(n.strip()).with_overrides(**c.overrides).on(stack.memory) for n in c.policies
+        policy(n.strip(), stack.engine).with_overrides(**c.overrides).on(stack.memory)
+        for n in c.policies
     ]
     deployments = [
         build_deployment(

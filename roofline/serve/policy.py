@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from ..errors import InvalidInputError
 
 if TYPE_CHECKING:
+    from ..engine import EngineSpec
     from ..stack import MemoryPolicy
 
 Batching = Literal["static", "continuous"]
@@ -105,7 +106,21 @@ POLICIES: dict[str, Policy] = {
 }
 
 
-def policy(name: str) -> Policy:
+#: The policy name that means "the engine's own scheduler" (`engine_default`).
+ENGINE_POLICY = "engine"
+
+
+def engine_default(engine: EngineSpec | None) -> str:
+    """The policy an engine schedules by (`EngineSpec.scheduler`: vLLM V1 and SGLang chunk
+    prompts beside the decodes and cache prefixes), else continuous batching with whole
+    prompts (the engines whose scheduler is not characterised, and the hardware alone)."""
+    return engine.scheduler if engine is not None and engine.scheduler else "continuous"
+
+
+def policy(name: str, engine: EngineSpec | None = None) -> Policy:
+    """A preset by name; `engine` (`ENGINE_POLICY`): the engine's own (`engine_default`)."""
+    if name == ENGINE_POLICY:
+        name = engine_default(engine)
     try:
         return POLICIES[name]
     except KeyError:

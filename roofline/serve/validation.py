@@ -25,7 +25,7 @@ from ..model import ModelSpec
 from ..stack import Stack
 from .benchmarks import BenchmarkRun
 from .metrics import Summary
-from .policy import policy
+from .policy import engine_default, policy
 from .simulate import build_deployment, simulate
 
 #: what each metric's prediction rests on, when it is not the direct per-request figure
@@ -137,19 +137,12 @@ def _predict(s: Summary, metric: str) -> float:
     return float(np.percentile(x, q)) if w is None else _weighted_percentile(x, w, q)
 
 
-def engine_policy(stack: Stack) -> str:
-    """The policy the stack's engine schedules by (`EngineSpec.scheduler`), else continuous
-    batching with whole prompts."""
-    e = stack.engine
-    return e.scheduler if e is not None and e.scheduler else "continuous"
-
-
 def compare(
     run: BenchmarkRun, model: ModelSpec, stack: Stack, policy_name: str | None = None, seed: int = 0
 ) -> ServingComparison:
     """Rerun `run`'s workload on `stack` and put each reported metric beside its prediction."""
-    name = policy_name or engine_policy(stack)
-    p = policy(name).on(stack.memory)
+    name = policy_name or engine_default(stack.engine)
+    p = policy(name, stack.engine).on(stack.memory)
     if p.disaggregated:
         raise InvalidInputError("a benchmark run is compared on one pool; pick another policy")
     w = run.workload(seed)
@@ -165,7 +158,7 @@ def compare(
         rows.append(MetricRow(metric, _predict(s, metric), measured, unit, note))
     notes = list(run.notes)
     if not math.isinf(run.request_rate) and run.burstiness != 1.0:
-        notes.append(f"gamma arrivals of shape {run.burstiness:g} (vllm bench --burstiness)")
+        notes.append(f"gamma arrivals of shape {run.burstiness:g} (vllm bench's burstiness)")
     return ServingComparison(run, name, tuple(rows), tuple(notes))
 
 
