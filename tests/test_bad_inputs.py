@@ -252,7 +252,7 @@ HARDWARE_READERS = [
     ["hardware", "show", "{}"],
     ["speculate", "llama-3.1-8b", "--heads", "0.1", "-H", "{}"],
     ["plot", "roofline", "-H", "{}", "-o", "BAD/out/r.png"],
-    ["serve", "llama-3.1-8b", "--prefill-hardware", "{}"],
+    ["serve", "llama-3.1-8b", "--policy", "disaggregated", "--prefill-hardware", "{}"],
 ]
 SPEC_FILES = [
     ("BAD/binary.yaml", "not UTF-8"),

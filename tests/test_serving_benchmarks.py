@@ -248,3 +248,35 @@ def test_validate_serving_refusals(tmp_path, capsys, args, says):
         main(["validate", *[a.format(f=f) for a in args]])
     err = capsys.readouterr().err.strip()
     assert e.value.code == 1 and "\n" not in err and says in err
+
+
+def test_serve_from_a_benchmark_reruns_its_workload(tmp_path, capsys):
+    """`serve --from FILE` simulates the same requests and clients `validate --serving` does:
+    its TTFT median is the prediction validate prints."""
+    f = write(tmp_path, vllm_result(max_concurrency=2))
+    main(["serve", "llama-3.1-8b", "--from", str(f), "--json"])
+    served = json.loads(capsys.readouterr().out)
+    assert served["workload"]["benchmark"] == str(f) and served["requests"] == 4
+    main(["validate", "--serving", str(f), "-H", "h100-sxm", "--json"])
+    rows = {r["metric"]: r for r in json.loads(capsys.readouterr().out)["runs"][0]["metrics"]}
+    assert served["ttft_s"]["p50"] == pytest.approx(rows["ttft_p50"]["predicted"])
+    assert served["batch_size"]["max"] <= 2
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--from", "{f}", "--rate", "3"], "--rate shapes the synthetic workload"),
+        (["--trace", "{f}", "--requests", "9", "--prompt", "9"], "--requests, --prompt shape"),
+        (["--from", "{f}", "--trace", "{f}"], "not both"),
+        (["--from", "{f}", "--sweep-rate"], "cannot use --trace or --from"),
+        (["--prefill-hardware", "h200"], "--prefill-hardware applies to the disaggregated"),
+        (["--max-concurrency", "0"], "max-concurrency"),
+    ],
+)
+def test_serve_refuses_options_its_workload_ignores(tmp_path, capsys, args, says):
+    f = write(tmp_path, vllm_result())
+    with pytest.raises(SystemExit) as e:
+        main(["serve", "llama-3.1-8b", *[a.format(f=f) for a in args]])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code in (1, 2) and says in err, err

@@ -21,8 +21,23 @@ from .serve_report import interval_line, summary_table, sweep_table, timeline_li
 Opt = typer.Option
 
 
+#: Options that shape the synthetic workload, which a trace or a benchmark file replaces.
+SYNTHETIC = ("rate", "requests", "arrivals", "lengths", "input_tokens", "output_tokens", "sigma")
+#: Options only the disaggregated policy reads.
+DISAGGREGATED = ("prefill_replicas", "decode_replicas", "prefill_hardware", "decode_hardware")
+
+
+def _given(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
+    """The flags of `names` the user typed (not left at their defaults)."""
+    flags = {p.name: p.opts[0] for p in ctx.command.params if p.name}
+    # by name: typer may run its own copy of click, whose ParameterSource is another enum
+    typed = [n for n in names if getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"]
+    return [flags.get(n, n) for n in typed]
+
+
 @app.command()
 def serve(
+    ctx: typer.Context,
     model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")] = "llama-3.1-8b",
     hardware: Annotated[
         str, Opt(*common.HARDWARE_FLAGS, help="device of every replica")
@@ -41,6 +56,22 @@ def serve(
         Opt(
             help="CSV/JSONL trace: arrival_s, input_tokens, "
             "output_tokens[, prefix_id, prefix_tokens]"
+        ),
+    ] = None,
+    from_file: Annotated[
+        Path | None,
+        Opt(
+            "--from",
+            help="a serving benchmark result (vllm bench serve JSON, genai-perf JSON or CSV): "
+            "rerun its requests, arrival rate and client concurrency",
+        ),
+    ] = None,
+    max_concurrency: Annotated[
+        int | None,
+        Opt(
+            help="clients in flight at most: each sends its next request when one finishes "
+            "(vllm bench serve --max-concurrency)",
+            callback=common.in_range(1, common.MAX_BATCH),
         ),
     ] = None,
     prefix_tokens: Annotated[
@@ -135,6 +166,20 @@ def serve(
     prices = parse_price_options(price or [])  # read before the simulation: a bad file fails fast
     from ..catalog import load_model
 
+    if trace is not None and from_file is not None:
+        raise InvalidInputError("give --trace or --from, not both")
+    if (trace is not None or from_file is not None) and (extra := _given(ctx, SYNTHETIC)):
+        raise InvalidInputError(
+            f"{', '.join(extra)} {'shapes' if len(extra) == 1 else 'shape'} the synthetic "
+            "workload, which "
+            f"{'--trace' if trace else '--from'} replaces; drop them"
+        )
+    named = {policy_name, *(compare.split(",") if compare else [])}
+    if "disaggregated" not in named and (extra := _given(ctx, DISAGGREGATED)):
+        raise InvalidInputError(
+            f"{', '.join(extra)} {'applies' if len(extra) == 1 else 'apply'} to the "
+            "disaggregated policy only; add --policy disaggregated or drop them"
+        )
     prec = common.precision(
         dtype, weights, activations, kv_format, load_model(model, tuple(specs_dir or ()))
     )
@@ -158,6 +203,8 @@ def serve(
         output_tokens=output_tokens,
         sigma=sigma,
         trace=trace,
+        benchmark=from_file,
+        max_concurrency=max_concurrency,
         prefix_tokens=prefix_tokens,
         seed=seed,
         slo_ttft=slo_ttft,
@@ -181,8 +228,10 @@ def serve(
     m, hw, policies = runs.model, runs.hardware, runs.policies
     engine_name = runs.stack.engine_name
     head = common.header(m.name, runs.stack) | {"workload": config.workload_dict(rate)}
-    if trace is not None and sweep:
-        raise InvalidInputError("--sweep-rate scales synthetic arrivals; it cannot use --trace")
+    if (trace is not None or from_file is not None) and sweep:
+        raise InvalidInputError(
+            "--sweep-rate scales synthetic arrivals; it cannot use --trace or --from"
+        )
     if sweep:
         if len(policies) > 1:
             raise InvalidInputError("--sweep-rate runs one --policy; drop --compare")

@@ -17,6 +17,7 @@ from ..model import ModelSpec
 from ..placement import Parallel
 from ..precision import Precision
 from ..stack import Stack
+from .benchmarks import BenchmarkRun, read_benchmarks
 from .metrics import Summary
 from .policy import Policy, policy
 from .simulate import Deployment, build_deployment, simulate
@@ -40,6 +41,8 @@ class ServeConfig:
     output_tokens: int = 256
     sigma: float = 0.8
     trace: Path | None = None
+    benchmark: Path | None = None  # a serving benchmark's result: its requests and clients
+    max_concurrency: int | None = None  # clients in flight at most (a closed loop)
     prefix_tokens: int = 0
     seed: int = 0
     slo_ttft: float = 1.0
@@ -62,6 +65,8 @@ class ServeConfig:
         """The workload this config simulates at `rate_per_s`, as the JSON reports it."""
         return {
             "trace": str(self.trace) if self.trace else None,
+            "benchmark": str(self.benchmark) if self.benchmark else None,
+            "max_concurrency": self.max_concurrency,
             "requests": self.requests,
             "arrivals": self.arrivals,
             "rate_per_s": rate_per_s,
@@ -76,10 +81,13 @@ class ServeConfig:
         """One line naming the workload (a table title's)."""
         if self.trace:
             return f"trace {self.trace}"
+        if self.benchmark:
+            return f"the requests of {self.benchmark}"
+        cap = f", ≤{self.max_concurrency} in flight" if self.max_concurrency else ""
         prefix = f", shared prefix {self.prefix_tokens}" if self.prefix_tokens else ""
         return (
             f"{self.requests} requests, {self.arrivals} {rate_per_s:g}/s, {self.lengths} "
-            f"P≈{self.input_tokens} G≈{self.output_tokens}{prefix}, seed {self.seed}"
+            f"P≈{self.input_tokens} G≈{self.output_tokens}{prefix}{cap}, seed {self.seed}"
         )
 
 
@@ -95,6 +103,7 @@ class ServeRuns:
     deployments: list[Deployment]
     notes: list[str] = field(default_factory=list)
     pool_hardware: tuple[HardwareSpec, ...] = ()  # the prefill and decode pools' own devices
+    _benchmark: BenchmarkRun | None = None
 
     @property
     def hardware(self) -> HardwareSpec:
@@ -109,9 +118,29 @@ class ServeRuns:
         """The loaded spec of every pool's device, by name (user YAML files included)."""
         return {d.name: d for d in (self.hardware, *self.pool_hardware)}
 
+    def benchmark_run(self) -> BenchmarkRun | None:
+        """The benchmark result the workload comes from (its first run), read once."""
+        c = self.config
+        if c.benchmark is None:
+            return None
+        if self._benchmark is None:
+            self._benchmark = read_benchmarks(c.benchmark, c.requests)[0]
+            self.notes.extend(f"note: {c.benchmark}: {n}" for n in self._benchmark.notes)
+        return self._benchmark
+
+    @property
+    def max_concurrency(self) -> int | None:
+        run = self.benchmark_run()
+        if self.config.max_concurrency is not None or run is None:
+            return self.config.max_concurrency
+        return run.max_concurrency
+
     def workload(self, rate_per_s: float) -> Workload:
         c, m = self.config, self.model
-        if c.trace is not None:
+        run = self.benchmark_run()
+        if run is not None:
+            w = run.workload(c.seed)
+        elif c.trace is not None:
             w = from_trace(c.trace, c.prefix_tokens)
         else:
 
@@ -144,7 +173,11 @@ class ServeRuns:
         """Policy i simulated on the workload at `rate_per_s`, summarised against the SLO."""
         c = self.config
         result = simulate(
-            self.workload(rate_per_s), self.policies[i], self.deployments[i], c.max_seq_len
+            self.workload(rate_per_s),
+            self.policies[i],
+            self.deployments[i],
+            c.max_seq_len,
+            self.max_concurrency,
         )
         return Summary(result, c.slo_ttft, c.slo_tpot)
 
