@@ -63,6 +63,25 @@ def kv_elems_per_sequence(m: ModelSpec, context: ArrayLike) -> ArrayLike:
     return held + m.state_elems_per_sequence
 
 
+def kv_growth_elems_per_token(m: ModelSpec) -> float:
+    """Values a sequence adds per token once past every window and chunk: the global layers'
+    per-token KV (all of `kv_elems_per_token` for a model without local layers)."""
+    S = m.max_context
+    return float((kv_elems_per_sequence(m, 2 * S) - kv_elems_per_sequence(m, S)) / S)
+
+
+def kv_token_equivalents(m: ModelSpec, context: ArrayLike) -> ArrayLike:
+    """What a sequence of S tokens holds in units of one token of the global layers' KV:
+    S plus its local (sliding-window) and chunked layers' min(S, W) values over the global
+    per-token ones. This is the block budget an engine's hybrid allocator spends on it (vLLM
+    V1 frees the blocks a window has left), so one definition serves `kv` and `serve`."""
+    g = kv_growth_elems_per_token(m)
+    S = np.asarray(context)
+    bounded = kv_elems_per_sequence(m, S) - m.state_elems_per_sequence - g * S
+    extra = np.ceil(np.maximum(bounded, 0) / g) if g else 0
+    return np.asarray(S + extra, dtype=np.int64)
+
+
 def kv_cache_bytes(m: ModelSpec, p: Precision, batch: ArrayLike, context: ArrayLike) -> ArrayLike:
     """KV cache (and recurrent state) of B sequences of S tokens: B · per-sequence · bytes."""
     return batch * kv_elems_per_sequence(m, context) * p.kv_bytes

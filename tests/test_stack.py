@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import run_cli
 
@@ -15,7 +16,7 @@ from roofline.catalog import load_engine, load_hardware, load_model
 from roofline.memory import weights_bytes
 from roofline.phases import estimate
 from roofline.placement import Parallel
-from roofline.precision import Precision
+from roofline.precision import Precision, released
 from roofline.stack import MemoryPolicy, Stack
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -350,3 +351,41 @@ def test_a_stack_on_another_device_has_that_devices_ceilings() -> None:
         h200.memory_bandwidth_bytes_per_s * h200.achievable.memory_bandwidth_fraction
     )
     assert not math.isclose(t.ceilings.bytes_per_s, s.ceilings.bytes_per_s)
+
+
+# ---- one KV capacity: serve allocates what kv and estimate count (issue 24) ----------------
+def test_kv_token_equivalents_of_gpt_oss_20b_by_hand() -> None:
+    """gpt-oss-20b: 24 layers alternating full attention and a 128-token window, 8 kv heads of
+    64, so every layer holds e = 2·8·64 = 1,024 values per token it keeps. A sequence of S
+    tokens holds 12·e·S + 12·e·min(S, 128): S + min(S, 128) tokens of the full layers' KV."""
+    from roofline.footprint import kv_growth_elems_per_token, kv_token_equivalents
+
+    m = load_model("gpt-oss-20b")
+    assert kv_growth_elems_per_token(m) == 12 * 2 * 8 * 64
+    S = np.array([1, 100, 128, 129, 32_768])
+    assert kv_token_equivalents(m, S).tolist() == (S + np.minimum(S, 128)).tolist()
+    llama = load_model("llama-3.1-8b")  # no local layers: one token is one token
+    assert kv_token_equivalents(llama, S).tolist() == S.tolist()
+
+
+@pytest.mark.parametrize(
+    ("model", "context"), [("gpt-oss-20b", 32_768), ("gemma-3-12b", 32_768), ("llama-3.1-8b", 1280)]
+)
+def test_serve_holds_as_many_sequences_as_kv_and_estimate(model: str, context: int) -> None:
+    """The serving pool's blocks divided by what one sequence of `context` tokens takes is the
+    batch `estimate --batch max` fits (before: gpt-oss-20b at 32k held 39 sequences in serve
+    against 77 in kv, the window layers charged at full context). serve reserves the
+    activations of its token budget and estimate those of the prefill it costs, so they may
+    differ by a sequence."""
+    from roofline.footprint import kv_token_equivalents
+    from roofline.phases import estimate
+    from roofline.serve.policy import policy
+    from roofline.serve.simulate import build_deployment
+
+    m = load_model(model)
+    stack = Stack.resolve(m, load_hardware("h100-sxm"), released(m), engine=load_engine("vllm"))
+    p = policy("engine", stack.engine).on(stack.memory)
+    d = build_deployment(m, stack, p)
+    seqs = d.pools[0].kv_capacity_tokens // int(kv_token_equivalents(m, context))
+    fits = estimate(m, stack, ["max"], context - 256, 256).batch_max["fits_in_memory"]
+    assert abs(seqs - fits) <= 1, (seqs, fits)

@@ -8,8 +8,9 @@ maximum sequence length per sequence.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,18 +30,31 @@ class CachedPrefix:
 
 
 class BlockAllocator:
+    """`equivalents` maps a sequence's tokens to the global-layer tokens its KV is worth (a
+    model with sliding-window layers: `footprint.kv_token_equivalents`); None: one each."""
+
     def __init__(
-        self, block_tokens: int, capacity_tokens: int, reqs: Requests, prefix_caching: bool
+        self,
+        block_tokens: int,
+        capacity_tokens: int,
+        reqs: Requests,
+        prefix_caching: bool,
+        equivalents: Callable[[Any], Any] | None = None,
     ) -> None:
         self.block_tokens, self.r, self.prefix_caching = block_tokens, reqs, prefix_caching
+        self.equivalents = equivalents
         self.total_blocks = capacity_tokens // block_tokens
         self.free_blocks = self.total_blocks
         self.prefixes: OrderedDict[int, CachedPrefix] = OrderedDict()  # least recently used first
 
     def needed(self, rids: np.ndarray | int, tokens: np.ndarray | int) -> np.ndarray:
         """Blocks each request lacks to hold `tokens` tokens of KV."""
-        own = tokens - self.r.shared_tokens[rids]
+        own = self.worth(tokens) - self.r.shared_tokens[rids]
         return -(-own // self.block_tokens) - self.r.held_blocks[rids]
+
+    def worth(self, tokens: np.ndarray | int) -> np.ndarray | int:
+        """The allocation `tokens` of one sequence's KV take (`equivalents`)."""
+        return tokens if self.equivalents is None else self.equivalents(tokens)
 
     def grow(self, rids: np.ndarray | int, tokens: np.ndarray | int) -> bool:
         """Give the requests the blocks to hold `tokens` each, or none if they do not fit."""

@@ -15,7 +15,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -110,10 +110,15 @@ class ServingLoop:
         timeline: Timeline,
         handoff: Callable[[int, float], None] | None = None,
         state_bytes_per_sequence: float = 0.0,
+        kv_equivalents: Callable[[Any], Any] | None = None,
     ) -> None:
         self.timer, self.r, self.c, self.tl, self.handoff = timer, reqs, counters, timeline, handoff
-        block_tokens = policy.block_size if policy.kv == "paged" else max_seq_len
-        self.kv = BlockAllocator(block_tokens, kv_capacity_tokens, reqs, policy.prefix_caching)
+        # contiguous: one block of the longest sequence's allocation per sequence
+        longest = max_seq_len if kv_equivalents is None else int(kv_equivalents(max_seq_len))
+        block_tokens = policy.block_size if policy.kv == "paged" else longest
+        self.kv = BlockAllocator(
+            block_tokens, kv_capacity_tokens, reqs, policy.prefix_caching, kv_equivalents
+        )
         self.swap_s_per_token = kv_bytes_per_token / swap_bytes_per_s
         self.swap_s_per_sequence = state_bytes_per_sequence / swap_bytes_per_s  # SSM state
         self.clock = 0.0
@@ -175,7 +180,7 @@ class ServingLoop:
     def stall(self, tokens: int) -> None:
         """Move `tokens` of KV (and the sequence's state) between device and host; the replica
         waits for it."""
-        dt = tokens * self.swap_s_per_token + self.swap_s_per_sequence
+        dt = int(self.kv.worth(tokens)) * self.swap_s_per_token + self.swap_s_per_sequence
         self.c.swap_s += dt
         self.advance(dt)
 

@@ -9,13 +9,13 @@ the decode pool once its KV (P · 2LKH values) has crossed the interconnect.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .. import memory
 from ..errors import DoesNotFitError, InvalidInputError
+from ..footprint import kv_growth_elems_per_token, kv_token_equivalents
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
 from ..parallel import check
@@ -57,6 +57,9 @@ class Deployment:
     kv_transfer_latency_s: float = 0.0
     swap_bytes_per_s: float = PCIE4_X16_BYTES_PER_S
     state_bytes_per_sequence: float = 0.0  # SSM / linear-attention state, moved with the KV
+    #: a sequence's tokens -> the global-layer tokens its KV takes (local layers stop growing at
+    #: their window: `footprint.kv_token_equivalents`); None: a model without local layers
+    kv_equivalents: Callable[[np.ndarray], np.ndarray] | None = None
     first_token_from_decode: bool = False  # the engine's `first_token` is `decode`
     memory: MemoryPolicy = MemoryPolicy()  # the stack's: fixes a policy's token budget
 
@@ -74,9 +77,11 @@ def kv_capacity_tokens(model: ModelSpec, stack: Stack, policy: Policy) -> int:
     holds ep times one GPU's tokens. The state counts sequences, not tokens, so it is reserved
     for every slot up front (as vLLM does for Mamba layers); a model without per-token KV holds
     any number of tokens
-    (`UNBOUNDED_KV_TOKENS`). Local (sliding-window) layers are counted per token over the whole
-    context: blocks that fall out of the window are not reclaimed, so capacity is conservative
-    for contexts beyond W."""
+    (`UNBOUNDED_KV_TOKENS`). Tokens are the global layers' (`footprint.kv_growth_elems_per_token`);
+    a sequence's local (sliding-window) layers take min(S, W) more of them
+    (`footprint.kv_token_equivalents`, applied by the block allocator), as vLLM V1's hybrid
+    allocator frees the blocks a window has left: the batch it holds at S tokens is the one
+    `memory.batch_fit` counts."""
     hw, precision, par = stack.hardware, stack.precision, stack.parallel
     policy = policy.on(stack.memory)
     budget = stack.budget
@@ -95,7 +100,10 @@ def kv_capacity_tokens(model: ModelSpec, stack: Stack, policy: Policy) -> int:
             * precision.kv_bytes
         )
         free = budget.usable_bytes - weights - act - state
-        per_token = memory.kv_bytes_per_token(stage, precision)
+        # per token of the global layers; local layers' windows count as that many tokens more
+        # per sequence (`footprint.kv_token_equivalents`), as vLLM's hybrid allocator frees
+        # the blocks a window has left
+        per_token = kv_growth_elems_per_token(stage) * precision.kv_bytes
         tokens = (
             UNBOUNDED_KV_TOKENS
             if per_token == 0 and free >= 0
@@ -161,8 +169,16 @@ def build_deployment(
             device.name,
         )
 
-    kv_per_token = memory.kv_bytes_per_token(pp_stage(tp_shard(model, par.tp), par.pp), precision)
+    kv_model = pp_stage(tp_shard(model, par.tp), par.pp)
+    kv_per_token = kv_growth_elems_per_token(kv_model) * precision.kv_bytes
     state = model.state_elems_per_sequence * precision.kv_bytes
+    probe = np.array([1, kv_model.max_context])
+    equivalents: Callable[[np.ndarray], np.ndarray] | None = None
+    if kv_per_token and np.any(np.asarray(kv_token_equivalents(kv_model, probe)) != probe):
+
+        def equivalents(S: np.ndarray) -> np.ndarray:
+            return np.asarray(kv_token_equivalents(kv_model, S))
+
     decode_first = stack.first_token_from_decode
     if not policy.disaggregated:
         return Deployment(
@@ -171,6 +187,7 @@ def build_deployment(
             state_bytes_per_sequence=state,
             first_token_from_decode=decode_first,
             memory=stack.memory,
+            kv_equivalents=equivalents,
         )
     src = prefill_hw or hw
     link = src.interconnect
@@ -188,6 +205,7 @@ def build_deployment(
         state_bytes_per_sequence=state,
         first_token_from_decode=decode_first,
         memory=stack.memory,
+        kv_equivalents=equivalents,
     )
 
 
@@ -325,11 +343,12 @@ def simulate(
                 Timeline(),
                 hand,
                 d.state_bytes_per_sequence,
+                d.kv_equivalents,
             )
             for _ in range(p.replicas)
         ]
         blocks = engines[0].kv.total_blocks * engines[0].kv.block_tokens
-        if blocks < longest:
+        if blocks < engines[0].kv.worth(longest):
             raise DoesNotFitError(
                 f"the {p.name} pool holds {blocks} KV tokens per replica, fewer than the "
                 f"longest request ({longest} tokens); use a larger device or shorter requests"
