@@ -118,6 +118,11 @@ class _Attention(MixerBlock):
     kv_share_map: tuple[int, ...] | None = Field(
         default=None, description="explicit map: layer i reads the KV of layer map[i] <= i"
     )
+    output_gate: bool = Field(
+        default=False,
+        description="gated attention (Qwen3-Next): q_proj also yields an N·H sigmoid gate "
+        "applied to the attention output before o_proj, doubling q_proj's width",
+    )
 
     @abstractmethod
     def kv_elems_per_token_layer(self, m: ModelSpec) -> int:
@@ -216,8 +221,9 @@ class SoftmaxAttention(_Attention):
         """Q, K, V (D→N·H, 2·D→K·H unless the layer shares another's KV), out N·H→D, biases."""
         D, q = m.d_model, m.q_dim
         kv = 2 * m.kv_dim if kind.owns_kv else 0
+        gate = q if self.output_gate else 0
         bias = {"none": 0, "mlp": 0, "qkv": q + kv, "all": q + kv + D}[m.linear_bias]
-        return D * (q + kv) + q * D + bias + self._norm_params(m)
+        return D * (q + gate + kv) + q * D + bias + self._norm_params(m)
 
     def ops(self, m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
         """x (B,T,D), q (B,T,N,H), kv (B,S+T,K,H)."""
@@ -226,6 +232,7 @@ class SoftmaxAttention(_Attention):
         window = self.sliding_window if kind.mixer == "local" else None
         chunk = self.attention_chunk_size if kind.mixer == "chunked" else None
         qkv_out = qd + (2 * m.kv_dim if kind.owns_kv else 0)  # shared-KV layers project only Q
+        qkv_out += qd if self.output_gate else 0  # the gate comes out of q_proj
         bias = m.linear_bias in ("qkv", "all")
         launches = 1 + (ROPE_LAUNCHES if m.position == "rope" else 0)
         core = f"{'attention' if kind.mixer == 'global' else kind.mixer}/scores+av"
@@ -396,6 +403,7 @@ class LinearAttention(MixerBlock):
     """Linear (lightning) attention: one H x H state per head (N of them) instead of a KV
     cache. `output_gate` adds a D→N·H sigmoid gate."""
 
+    kind: Literal["lightning"] = "lightning"
     output_gate: bool = True
     norm: bool = Field(default=True, description="RMSNorm over N·H before the output projection")
 
@@ -428,6 +436,78 @@ class LinearAttention(MixerBlock):
             ),
             projection("linear/out", B * T, nh, D),
         ]
+
+
+class GatedDeltaNet(MixerBlock):
+    """Gated DeltaNet (Yang, Kautz & Hatamizadeh 2024, arXiv:2412.06464; Qwen3-Next's linear
+    layers): q and k in `key_heads` heads of d_k, v and an output gate z in `value_heads`
+    heads of d_v, a short causal conv over q, k, v, and per value head a d_k x d_v state
+    updated by the gated delta rule S ← α·S(I − β·k·kᵀ) + β·v·kᵀ and read o = S·q. Weights
+    as the checkpoint stores them: in_proj_qkvz D→2·Kh·d_k + 2·Vh·d_v, in_proj_ba D→2·Vh
+    (β and the decay α per value head), conv1d (2·Kh·d_k + Vh·d_v) x kernel, dt_bias and
+    A_log (Vh each), a gated RMSNorm of d_v, out_proj Vh·d_v→D."""
+
+    kind: Literal["gated_deltanet"]
+    key_heads: int = Field(gt=0, description="Kh, heads of q and k (linear_num_key_heads)")
+    value_heads: int = Field(gt=0, description="Vh, heads of v, z and the state")
+    key_head_dim: int = Field(gt=0, description="d_k (linear_key_head_dim)")
+    value_head_dim: int = Field(gt=0, description="d_v (linear_value_head_dim)")
+    conv_kernel: int = Field(default=4, gt=0, description="linear_conv_kernel_dim")
+
+    def _qk(self) -> int:
+        return self.key_heads * self.key_head_dim
+
+    def _v(self) -> int:
+        return self.value_heads * self.value_head_dim
+
+    def _conv_channels(self) -> int:
+        return 2 * self._qk() + self._v()
+
+    def params(self, m: ModelSpec, kind: LayerKind) -> int:
+        D, qk, v, vh = m.d_model, self._qk(), self._v(), self.value_heads
+        in_proj = D * (2 * qk + 2 * v) + D * 2 * vh
+        conv = self._conv_channels() * self.conv_kernel
+        return in_proj + conv + 2 * vh + self.value_head_dim + v * D
+
+    def state_elems(self, m: ModelSpec) -> int:
+        """Vh·d_k·d_v of recurrent state plus the conv's last kernel − 1 inputs."""
+        recurrent = self.value_heads * self.key_head_dim * self.value_head_dim
+        return recurrent + (self.conv_kernel - 1) * self._conv_channels()
+
+    def ops(self, m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
+        """Per token and value head: S·k, the rank-1 update and S·q, 2·d_k·d_v FLOPs each
+        (the recurrent form; the chunked form prefill kernels run costs O(C) more per token
+        for chunks of C, not counted); the state is read and written once per step."""
+        B, T, D = s.batch, s.new_tokens, m.d_model
+        qk, v, vh = self._qk(), self._v(), self.value_heads
+        dkdv = self.key_head_dim * self.value_head_dim
+        channels = self._conv_channels()
+        recurrent = vh * dkdv
+        return [
+            projection("deltanet/in_proj", B * T, D, 2 * qk + 2 * v + 2 * vh),
+            Op(
+                "deltanet/conv",
+                "elementwise",
+                flops=B * T * 2 * self.conv_kernel * channels,
+                weight_elems=channels * self.conv_kernel,
+                act_elems=B * T * 2 * channels,
+            ),
+            Op(
+                "deltanet/state_update",
+                "scan",
+                flops=B * T * 6 * recurrent,
+                act_elems=B * T * (channels + 2 * v),
+                kv_read_elems=B * recurrent,
+                kv_write_elems=B * recurrent,
+            ),
+            projection("deltanet/out", B * T, v, D),
+        ]
+
+
+LinearMixer = Annotated[
+    Annotated[LinearAttention, Tag("lightning")] | Annotated[GatedDeltaNet, Tag("gated_deltanet")],
+    Discriminator(lambda d: d.get("kind", "lightning") if isinstance(d, dict) else d.kind),
+]
 
 
 class _Mamba(MixerBlock):

@@ -25,7 +25,7 @@ from .mixers import (
     SOFTMAX_MIXERS,
     SSM,
     Attention,
-    LinearAttention,
+    LinearMixer,
     MixerBlock,
     SoftmaxAttention,
 )
@@ -185,7 +185,7 @@ class ModelSpec(Frozen):
     attention: Attention = SoftmaxAttention()
     moe: MoESpec | None = None
     ssm: SSM | None = None
-    linear_attention: LinearAttention | None = None
+    linear_attention: LinearMixer | None = None
     diffusion: DiffusionSpec | None = None
 
     @model_validator(mode="after")

@@ -555,3 +555,24 @@ def test_tensor_parallel_of_ssm_is_refused(capsys) -> None:
     assert exc.value.code == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "SSM (Mamba) layers is not modelled" in err
+
+
+def test_gated_deltanet_decode_step_by_hand() -> None:
+    """One decode token of one Qwen3-Next DeltaNet layer: the state update reads and writes the
+    32 x 128 x 128 state (524,288 values each way) and does S·k, the rank-1 update and S·q,
+    2·128·128 FLOPs each per value head: 6·32·16,384 = 3,145,728 FLOPs; the projections are
+    2·(2048·12,352) and 2·(4096·2048) FLOPs."""
+    from roofline.catalog import load_model
+    from roofline.operators import Step
+
+    m = load_model("qwen3-next-80b-a3b")
+    kind = next(k for k in m.layer_kinds if k.mixer == "linear")
+    ops = {o.name: o for o in m.linear_attention.ops(m, Step(1, 1, 4096), kind)}
+    upd = ops["deltanet/state_update"]
+    assert upd.flops == 6 * 32 * 128 * 128 == 3_145_728
+    assert upd.kv_read_elems == upd.kv_write_elems == 32 * 128 * 128
+    assert ops["deltanet/in_proj"].flops == 2 * 2048 * (2 * 2048 + 2 * 4096 + 64)
+    assert ops["deltanet/out"].flops == 2 * 4096 * 2048
+    # the state does not grow with the context: the same step at S = 100k reads the same
+    far = {o.name: o for o in m.linear_attention.ops(m, Step(1, 1, 100_000), kind)}
+    assert far["deltanet/state_update"].kv_read_elems == upd.kv_read_elems

@@ -174,6 +174,7 @@ PUBLISHED_ROUNDED = [
     ("qwen3-1.7b", "1.7B", "1.4B", "Qwen/Qwen3-1.7B model card"),
     ("qwen3-4b", "4.0B", "3.6B", "Qwen/Qwen3-4B model card"),
     ("kimi-k2", "1.03T", None, "Hub page of moonshotai/Kimi-K2-Instruct (safetensors); card: 1T"),
+    ("qwen3-next-80b-a3b", "80B", None, "Qwen/Qwen3-Next-80B-A3B-Instruct model card"),
 ]
 
 
@@ -571,3 +572,30 @@ def test_models_show_prints_bits_per_weight_by_group(capsys) -> None:
     bits = w["bits_per_weight_by_group"]
     assert bits["attention"] == bits["mlp"] == 4 + (16 + 4) / 128
     assert bits["embedding"] == bits["lm_head"] == 16
+
+
+def test_qwen3_next_by_hand() -> None:
+    """Qwen3-Next-80B-A3B from its config.json: D = 2,048, 48 layers in 12 groups of three
+    Gated DeltaNet layers and one Gated Attention layer, every layer MoE (512 experts and one
+    shared of F = 512, router D x 512), V = 151,936 untied.
+      DeltaNet: in_proj_qkvz 2048·(2·16·128 + 2·32·128) = 25,165,824; in_proj_ba 2048·64 =
+        131,072; conv1d (2·16·128 + 32·128)·4 = 32,768; dt_bias + A_log 64; norm 128;
+        out_proj 32·128·2048 = 8,388,608                                   -> 33,718,464
+      Gated Attention: q_proj with its gate 2048·2·16·256 = 16,777,216; k, v 2·2048·2·256 =
+        2,097,152; o_proj 16·256·2048 = 8,388,608; q/k norms 2·256 = 512   -> 27,263,488
+      MoE: 513·3·2048·512 + 512·2048 = 1,614,807,040; norms 2·2048 = 4,096
+    KV: 12 attention layers x 2·2·256 = 12,288 values per token; state: 36 DeltaNet layers x
+    (32·128·128 + 3·8,192 conv inputs) = 19,759,104 values per sequence."""
+    deltanet = 2048 * (2 * 16 * 128 + 2 * 32 * 128) + 2048 * 64 + 8192 * 4 + 64 + 128 + 4096 * 2048
+    assert deltanet == 33_718_464
+    attention = 2048 * 2 * 4096 + 2 * 2048 * 512 + 4096 * 2048 + 512
+    assert attention == 27_263_488
+    moe = 513 * 3 * 2048 * 512 + 512 * 2048
+    assert moe == 1_614_807_040
+    total = 36 * deltanet + 12 * attention + 48 * (moe + 2 * 2048) + 2048 + 2 * 151_936 * 2048
+    m = load_model("qwen3-next-80b-a3b")
+    assert m.total_params == total == 79_674_292_992
+    assert m.kv_elems_per_token == 12 * 2 * 2 * 256
+    assert m.state_elems_per_sequence == 36 * (32 * 128 * 128 + 3 * 8192) == 19_759_104
+    # active: 10 of the 512 routed experts per layer
+    assert m.active_params == total - 48 * 502 * 3 * 2048 * 512
