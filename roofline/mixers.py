@@ -8,6 +8,7 @@ S cached tokens. A `ModelSpec` has an `attention` block (`SoftmaxAttention`: MHA
 from __future__ import annotations
 
 from abc import abstractmethod
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import numpy as np
@@ -256,6 +257,14 @@ class MLAAttention(_Attention):
     qk_rope_head_dim: int = Field(gt=0, description="R")
     qk_nope_head_dim: int = Field(gt=0, description="n")
     v_head_dim: int = Field(gt=0, description="v")
+    index_topk: int | None = Field(
+        default=None,
+        gt=0,
+        description="DeepSeek Sparse Attention (V3.2): a lightning indexer scores every cached "
+        "token for each query and attention runs over the top k of them only",
+    )
+    index_heads: int = Field(default=0, ge=0, description="indexer heads (index_n_heads)")
+    index_head_dim: int = Field(default=0, ge=0, description="indexer key/query width")
     mla_decode: Literal["auto", "absorbed", "naive"] = Field(
         default="auto",
         description="absorbed: W_UK folded into the query and W_UV applied "
@@ -276,10 +285,28 @@ class MLAAttention(_Attention):
     def check(self, m: ModelSpec, mixers: frozenset[str]) -> None:
         if self.attention_chunk_size is not None and "chunked" in mixers:
             raise ValueError("chunked attention is not modelled for MLA layers")
+        if self.index_topk is not None:
+            if not (self.index_heads and self.index_head_dim):
+                raise ValueError("index_topk needs index_heads and index_head_dim")
+            if self.sliding_window is not None:
+                raise ValueError(
+                    "sparse attention (index_topk) with a sliding window is not modelled"
+                )
+        elif self.index_heads or self.index_head_dim:
+            raise ValueError("index_heads and index_head_dim need index_topk")
         super().check(m, mixers)
 
     def kv_elems_per_token_layer(self, m: ModelSpec) -> int:
-        return self.kv_lora_rank + self.qk_rope_head_dim
+        """The latent r and RoPE key R; with sparse attention also the indexer's key."""
+        return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
+
+    def _indexer_params(self, m: ModelSpec) -> int:
+        """wq_b from the query latent (or D) to heads x width, wk D→width and its LayerNorm
+        (weight and bias), and the per-head weights D→heads."""
+        if self.index_topk is None:
+            return 0
+        hi, di, src = self.index_heads, self.index_head_dim, self.q_lora_rank or m.d_model
+        return src * hi * di + m.d_model * di + 2 * di + m.d_model * hi
 
     def params(self, m: ModelSpec, kind: LayerKind) -> int:
         """Q (D→N·(n+R), or through a q_lora_rank latent and its norm); if the layer owns
@@ -288,7 +315,8 @@ class MLAAttention(_Attention):
         qk, ql = self.qk_nope_head_dim + self.qk_rope_head_dim, self.q_lora_rank
         q = D * N * qk if ql is None else D * ql + ql + ql * N * qk
         kv = D * (r + self.qk_rope_head_dim) + r + r * N * (self.qk_nope_head_dim + self.v_head_dim)
-        return q + (kv if kind.owns_kv else 0) + N * self.v_head_dim * D + self._norm_params(m)
+        own = q + (kv if kind.owns_kv else 0) + N * self.v_head_dim * D + self._norm_params(m)
+        return own + self._indexer_params(m)
 
     def naive_is_cheaper(
         self, T: ArrayLike, S: ArrayLike, window: int | None = None, causal: bool = True
@@ -315,6 +343,9 @@ class MLAAttention(_Attention):
         D, N, r, R = m.d_model, m.heads, self.kv_lora_rank, self.qk_rope_head_dim
         n, v, ql = self.qk_nope_head_dim, self.v_head_dim, self.q_lora_rank
         window = self.sliding_window if kind.mixer == "local" else None
+        # sparse attention: each query attends to the indexer's top k of the tokens before it,
+        # which costs what a window of k does (k pairs per query once S + t > k)
+        window = self.index_topk if self.index_topk is not None else window
         pairs = attended_pairs(T, S, window, s.causal)
         ctx = kv_tokens_read(T, S, window)
         latent = r + R
@@ -379,7 +410,29 @@ class MLAAttention(_Attention):
         else:  # a grid whose steps take different paths: each op counts where it runs
             where = naive_step.astype(float)
             ops += [scaled(o, 1 - where) for o in absorbed] + [scaled(o, where) for o in naive]
-        return [*ops, projection("attention/out", B * T, N * v, D)]
+        return [*ops, *self._indexer_ops(m, s), projection("attention/out", B * T, N * v, D)]
+
+    def _indexer_ops(self, m: ModelSpec, s: Step) -> list[Op]:
+        """DSA's lightning indexer: its projections (queries from the q latent, one key and
+        one weight per head from x), then every query scores every token before it in each of
+        its heads, 2·heads·width FLOPs per pair, reading all cached index keys (Liu et al.,
+        DeepSeek-V3.2-Exp report: the indexer is O(L²) but light, the top-k attention
+        O(L·k))."""
+        if self.index_topk is None:
+            return []
+        B, T, S, D = s.batch, s.new_tokens, s.cached_tokens, m.d_model
+        hi, di, src = self.index_heads, self.index_head_dim, self.q_lora_rank or D
+        return [
+            projection("dsa/index_q", B * T, src, hi * di),
+            replace(projection("dsa/index_kw", B * T, D, di + hi), kv_write_elems=B * T * di),
+            Op(
+                "dsa/index_scores",
+                "attention",
+                flops=B * 2 * attended_pairs(T, S, None, s.causal) * hi * di,
+                act_elems=B * T * hi * (di + 1),
+                kv_read_elems=B * kv_tokens_read(T, S, None) * di,
+            ),
+        ]
 
 
 #: The softmax attention block, chosen by its `kind` (gqa when absent).

@@ -599,3 +599,39 @@ def test_qwen3_next_by_hand() -> None:
     assert m.state_elems_per_sequence == 36 * (32 * 128 * 128 + 3 * 8192) == 19_759_104
     # active: 10 of the 512 routed experts per layer
     assert m.active_params == total - 48 * 502 * 3 * 2048 * 512
+
+
+def test_deepseek_v3_2_is_v3_1_plus_the_indexer_by_hand() -> None:
+    """DeepSeek-V3.2 adds to each of V3.1's 61 layers the lightning indexer of its
+    config.json (index_n_heads 64, index_head_dim 128): wq_b from the 1,536-wide q latent
+    1536·64·128 = 12,582,912, wk 7168·128 = 917,504, its LayerNorm 2·128 = 256, the per-head
+    weights 7168·64 = 458,752: 13,959,424 a layer. The KV cache adds the indexer key, 128
+    values per token and layer beside MLA's 512 + 64."""
+    indexer = 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64
+    assert indexer == 13_959_424
+    v31, v32 = load_model("deepseek-v3.1"), load_model("deepseek-v3.2")
+    assert v32.total_params - v31.total_params == 61 * indexer
+    assert v32.kv_elems_per_token == 61 * (512 + 64 + 128) == 42_944
+    assert v31.kv_elems_per_token == 61 * (512 + 64)
+
+
+def test_deepseek_sparse_attention_decode_by_hand() -> None:
+    """A decode token at S = 100,000 cached: MLA attends to the top 2,048 only, so its absorbed
+    scores cost 2·2048·128·(2·512 + 64) FLOPs, as at S = 2,047 (2,048 with itself), while the
+    indexer scores all 100,001 positions in 64 heads of 128: 2·100,001·64·128 FLOPs, reading
+    every cached index key."""
+    from roofline.operators import Step
+
+    m = load_model("deepseek-v3.2")
+    kind = m.layer_kinds[-1]
+    far = {o.name: o for o in m.attention.ops(m, Step(1, 1, 100_000), kind)}
+    near = {o.name: o for o in m.attention.ops(m, Step(1, 1, 2047), kind)}
+    core = 2 * 2048 * 128 * (2 * 512 + 64)
+    assert far["mla/absorbed_scores"].flops == core == near["mla/absorbed_scores"].flops
+    assert far["mla/absorbed_scores"].kv_read_elems == 2048 * (512 + 64)
+    assert far["dsa/index_scores"].flops == 2 * 100_001 * 64 * 128
+    assert far["dsa/index_scores"].kv_read_elems == 100_001 * 128
+    dense = {
+        o.name: o for o in load_model("deepseek-v3.1").attention.ops(m, Step(1, 1, 100_000), kind)
+    }
+    assert "dsa/index_scores" not in dense

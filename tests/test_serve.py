@@ -539,6 +539,7 @@ CATALOG = model_catalog().names()
 REFUSED = {
     "deepseek-v3": "leave no KV memory",
     "deepseek-v3.1": "leave no KV memory",
+    "deepseek-v3.2": "leave no KV memory",
     "kimi-k2": "leave no KV memory",
     "qwen3-next-80b-a3b": "leave no KV memory",
     "mistral-large-2": "leave no KV memory",
