@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from . import llamacpp
@@ -98,7 +99,7 @@ class GgufFile:
             return None
         try:
             return gguf.LlamaFileType(int(value)).name.lower().removeprefix("mostly_")
-        except ValueError:
+        except (TypeError, ValueError, OverflowError):
             return None
 
     @property
@@ -116,25 +117,45 @@ def read_gguf(path: Path) -> GgufFile:
         ) from None
     try:
         reader = gguf.GGUFReader(str(path), "r")
-    except (OSError, ValueError) as e:
+        meta: dict[str, Any] = {}
+        for key, field in reader.fields.items():
+            if key.startswith("GGUF."):
+                continue
+            meta[key] = field.contents()
+        tensors = tuple(
+            GgufTensor(t.name, t.tensor_type.name, int(t.n_elements), int(t.n_bytes))
+            for t in reader.tensors
+        )
+    except OSError as e:
         raise SpecError(f"{path}: cannot read as GGUF ({e})") from None
-    meta: dict[str, Any] = {}
-    for key, field in reader.fields.items():
-        if key.startswith("GGUF."):
-            continue
-        meta[key] = field.contents()
-    tensors = tuple(
-        GgufTensor(t.name, t.tensor_type.name, int(t.n_elements), int(t.n_bytes))
-        for t in reader.tensors
-    )
+    except Exception as e:  # noqa: BLE001  # the gguf parser's own failures on a bad file:
+        # truncated or duplicated headers end in IndexError, KeyError, struct or numpy errors
+        raise SpecError(
+            f"{path}: not a readable GGUF file (truncated or corrupt: {type(e).__name__}); "
+            "give the whole .gguf file"
+        ) from None
     return GgufFile(meta, tensors)
 
 
-def _key(f: GgufFile, name: str, default: Any = None) -> Any:
-    v = f.metadata.get(f"{f.architecture}.{name}", default)
+#: Largest layer count and size a GGUF header may give (as config.json, `hf_import`).
+MAX_GGUF_LAYERS = 100_000
+MAX_GGUF_SIZE = 2**40
+
+
+def _key(f: GgufFile, name: str, default: Any = None, low: int = 1) -> int:
+    """`{arch}.{name}` as a whole number of at least `low` (a block count at most 100,000,
+    any other size at most 2⁴⁰), or one line saying what the header holds instead."""
+    key = f"{f.architecture}.{name}"
+    v = f.metadata.get(key, default)
     if v is None:
-        raise SpecError(f"GGUF metadata has no '{f.architecture}.{name}'")
-    return v
+        raise SpecError(f"GGUF metadata has no '{key}'")
+    high = MAX_GGUF_LAYERS if name == "block_count" else MAX_GGUF_SIZE
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or not low <= int(v) <= high:
+        raise SpecError(
+            f"GGUF metadata '{key}' must be a whole number from {low} to {high:,}, got "
+            f"{str(v)[:40]!r}; the file is corrupt or not a model"
+        )
+    return int(v)
 
 
 def _has(f: GgufFile, fragment: str) -> bool:
@@ -148,33 +169,50 @@ def spec_fields(f: GgufFile) -> dict:
         raise SpecError(
             f"GGUF architecture '{arch or 'none'}' is not modelled; supported: {', '.join(_ARCHS)}"
         )
-    D, N = int(_key(f, "embedding_length")), int(_key(f, "attention.head_count"))
+    D, N = _key(f, "embedding_length"), _key(f, "attention.head_count")
+    if N > D:
+        raise SpecError(
+            f"GGUF metadata '{arch}.attention.head_count' ({N:,}) exceeds embedding_length "
+            f"({D:,}): no head is narrower than one value; the file is corrupt"
+        )
     embd = next((t for t in f.tensors if t.name == "token_embd.weight"), None)
     if embd is None:
         raise SpecError("GGUF file has no token_embd.weight")
+    if embd.elems % D:
+        raise SpecError(
+            f"GGUF token_embd.weight has {embd.elems:,} values, not a whole number of rows of "
+            f"embedding_length {D:,}: the tensor table contradicts the metadata"
+        )
+    layers = _key(f, "block_count")
+    blocks = {t.name.split(".")[1] for t in f.tensors if t.name.startswith("blk.")}
+    if blocks and len(blocks) != layers:
+        raise SpecError(
+            f"GGUF metadata says {layers} blocks but the tensor table holds {len(blocks)}: the "
+            "file is inconsistent"
+        )
     s: dict[str, Any] = dict(
-        layers=int(_key(f, "block_count")),
+        layers=layers,
         d_model=D,
         heads=N,
-        kv_heads=int(_key(f, "attention.head_count_kv", N)),
-        head_dim=int(_key(f, "attention.key_length", D // N)),
-        d_ff=int(_key(f, "feed_forward_length", 0)),
+        kv_heads=_key(f, "attention.head_count_kv", N),
+        head_dim=_key(f, "attention.key_length", D // N),
+        d_ff=_key(f, "feed_forward_length", 0, low=0),
         vocab_size=embd.elems // D,
         tied_embeddings=not _has(f, "output.weight"),
-        max_context=int(_key(f, "context_length")),
+        max_context=_key(f, "context_length"),
     )
     if _has(f, "attn_q.bias"):
         s["linear_bias"] = "qkv"
     if _has(f, "attn_q_norm"):
         s["attention"] = {"qk_norm": True}
-    experts = int(f.metadata.get(f"{arch}.expert_count", 0) or 0)
+    experts = _key(f, "expert_count", 0, low=0)
     if experts > 1:
-        expert_f = int(f.metadata.get(f"{arch}.expert_feed_forward_length", 0) or s["d_ff"])
+        expert_f = _key(f, "expert_feed_forward_length", 0, low=0) or s["d_ff"]
         s["moe"] = {
             "experts": experts,
-            "top_k": int(_key(f, "expert_used_count")),
+            "top_k": _key(f, "expert_used_count"),
             "expert_d_ff": expert_f,
-            "shared_experts": int(f.metadata.get(f"{arch}.expert_shared_count", 0)),
+            "shared_experts": _key(f, "expert_shared_count", 0, low=0),
         }
         if not _has(f, ".ffn_down.weight"):
             s["d_ff"] = 0

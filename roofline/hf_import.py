@@ -8,6 +8,7 @@ the result is validated like any YAML spec.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,118 @@ _ACT = {
     "relu": "relu",
 }
 _DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+# ---- the schema of what is read: every key, its type and range, checked before use ---------
+#: The largest layer count a config may give (the calculator walks layers one by one).
+MAX_CONFIG_LAYERS = 100_000
+#: The largest size or count of any other kind (beyond it 64-bit arithmetic overflows).
+MAX_CONFIG_SIZE = 2**40
+#: layer counts, and the periods a layer pattern is built from (a list that long is built)
+_LAYER_KEYS = frozenset((
+    "num_hidden_layers", "n_layer", "n_layers", "sliding_window_pattern",
+    "no_rope_layer_interval", "attn_layer_period", "expert_layer_period",
+    "interleave_moe_layer_step", "moe_layer_freq", "decoder_sparse_step",
+    "attn_layer_offset", "expert_layer_offset", "first_k_dense_replace",
+    "num_nextn_predict_layers",
+))  # fmt: skip
+#: sizes that must be at least 1
+_POSITIVE = frozenset((
+    "hidden_size", "num_attention_heads", "num_hidden_layers", "n_layer", "n_layers", "n_head",
+    "n_heads", "n_embd", "d_model", "vocab_size", "num_key_value_heads", "num_kv_heads",
+    "kv_n_heads", "head_dim", "max_position_embeddings", "n_positions", "max_seq_len",
+    "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts",
+    "num_experts_per_tok", "experts_per_token", "moe_top_k", "kv_lora_rank", "q_lora_rank",
+    "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "mamba_d_state", "state_size",
+    "mamba_d_conv", "conv_kernel", "mamba_expand", "expand", "n_groups", "sliding_window",
+    "attention_chunk_size", "attn_layer_period", "expert_layer_period", "moe_layer_freq",
+    "interleave_moe_layer_step", "no_rope_layer_interval", "sliding_window_pattern",
+    "decoder_sparse_step", "time_step_rank", "bits", "w_bit", "q_group_size",
+    "index_topk", "index_n_heads", "index_head_dim",
+))  # fmt: skip
+#: counts and sizes that may be 0
+_NON_NEGATIVE = frozenset((
+    "intermediate_size", "moe_intermediate_size", "intermediate_size_mlp", "n_inner",
+    "ffn_hidden_size", "n_shared_experts", "first_k_dense_replace", "attn_layer_offset",
+    "expert_layer_offset", "num_nextn_predict_layers",
+))  # fmt: skip
+_BOOLEAN = frozenset((
+    "tie_word_embeddings", "attention_bias", "use_sliding_window", "multi_query",
+    "new_decoder_architecture", "parallel_attn", "use_parallel_residual", "mamba_conv_bias",
+    "use_conv_bias", "bias", "alibi", "load_in_8bit", "load_in_4bit", "sym", "zero_point",
+    "bnb_4bit_use_double_quant",
+))  # fmt: skip
+_TEXT = frozenset((
+    "model_type", "hidden_act", "hidden_activation", "activation_function", "torch_dtype",
+    "quant_method", "quant_algo", "activation_scheme", "bnb_4bit_quant_type", "name",
+    "_name_or_path", "fmt",
+))  # fmt: skip
+_TEXT_LISTS = frozenset(("architectures", "layer_types"))
+_INT_LISTS = frozenset(("mlp_only_layers",))
+_FRACTIONS = frozenset(("rotary_pct", "partial_rotary_factor"))
+#: nested sections read with the same keys (quantization_config holds its own)
+_SECTIONS = frozenset(
+    ("text_config", "attn_config", "ffn_config", "quantization_config", "ffn_act_fn")
+)
+
+
+def check_config(c: Config, source: str = "config.json", depth: int = 0) -> None:
+    """Refuse, naming the key, any value this importer reads that has the wrong type or a size
+    no model has (`"hidden_size": "4096"`, zero heads, `"no"` for a flag, 10⁷ layers under any
+    spelling), in the top level and in the nested sections, before anything reads them. A
+    null is an absent key."""
+
+    def bad(key: str, v: Any, want: str) -> SpecError:
+        shown = json.dumps(v, default=str)[:40]
+        return SpecError(f"{source}: '{key}' must be {want}, got {shown}; fix the config")
+
+    for key, v in c.items():
+        if v is None:
+            continue
+        if key in _POSITIVE or key in _NON_NEGATIVE:
+            low = 1 if key in _POSITIVE else 0
+            high = MAX_CONFIG_LAYERS if key in _LAYER_KEYS else MAX_CONFIG_SIZE
+            if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+                raise bad(key, v, f"a whole number from {low} to {high:,}")
+        elif key == "group_size":
+            if isinstance(v, bool) or not isinstance(v, int) or not (v == -1 or 1 <= v <= 2**20):
+                raise bad(key, v, "a positive group size or -1 (per channel)")
+        elif key == "mamba_dt_rank":
+            if v != "auto" and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise bad(key, v, 'a positive whole number or "auto"')
+        elif key in _BOOLEAN:
+            if not isinstance(v, bool):
+                raise bad(key, v, "true or false")
+        elif key in _TEXT:
+            if not isinstance(v, str):
+                raise bad(key, v, "text")
+        elif key in _TEXT_LISTS:
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise bad(key, v, "a list of names")
+            if len(v) > MAX_CONFIG_LAYERS:
+                raise bad(key, f"{len(v)} entries", f"at most {MAX_CONFIG_LAYERS:,} entries")
+        elif key in _INT_LISTS:
+            if not isinstance(v, list) or not all(
+                isinstance(x, int) and not isinstance(x, bool) and 0 <= x < MAX_CONFIG_LAYERS
+                for x in v
+            ):
+                raise bad(key, v, "a list of layer indices")
+        elif key in _FRACTIONS:
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 1:
+                raise bad(key, v, "a fraction in (0, 1]")
+        elif key in _SECTIONS:
+            if not isinstance(v, dict):
+                raise bad(key, v, "an object of fields")
+            if depth < 2:
+                check_config(v, f"{source}: {key}", depth + 1)
+
+
+def _without_nulls(c: Config) -> Config:
+    """The config with null values dropped, in its sections too: a null is an absent key, so
+    every `get` with a default sees the default."""
+    return {
+        k: (_without_nulls(v) if isinstance(v, dict) else v) for k, v in c.items() if v is not None
+    }
 
 
 def _get(c: Config, key: str, default: Any = None) -> Any:
@@ -119,15 +232,27 @@ def _qwen3_moe(c: Config) -> dict:
     return s
 
 
+def _layer_types(c: Config, types: list[str]) -> list[str]:
+    """transformers' per-layer `layer_types` as a layer pattern; a list as long as the model
+    (the transformers default) or one period of it. A list that is neither (too few entries
+    for the layers, or not a divisor) would cycle into a pattern the model does not have."""
+    known = {"sliding_attention": "local", "full_attention": "global"}
+    bad = sorted(set(types) - set(known))
+    if bad:
+        raise SpecError(f"config.json: layer_types entry '{bad[0]}' is not modelled")
+    layers = c.get("num_hidden_layers")
+    if isinstance(layers, int) and len(types) != layers and layers % len(types):
+        raise SpecError(
+            f"config.json: layer_types has {len(types)} entries for {layers} layers; give one "
+            "per layer"
+        )
+    return [known[t] for t in types]
+
+
 def _gemma(c: Config, pattern: list[str], qk_norm: bool) -> dict:
     s = _decoder(c, tie_default=True)
-    types = c.get("layer_types")
-    if types:
-        known = {"sliding_attention": "local", "full_attention": "global"}
-        bad = sorted(set(types) - set(known))
-        if bad:
-            raise SpecError(f"config.json: layer_types entry '{bad[0]}' is not modelled")
-        pattern = [known[t] for t in types]
+    if c.get("layer_types"):
+        pattern = _layer_types(c, c["layer_types"])
     s.update(
         norms_per_layer=4,
         layer_pattern=pattern,
@@ -371,12 +496,9 @@ def _gpt_oss(c: Config) -> dict:
     }
     s["d_ff"] = 0
     s["linear_bias"] = "all" if c.get("attention_bias", True) else "none"
-    known = {"sliding_attention": "local", "full_attention": "global"}
-    types = c.get("layer_types") or ["sliding_attention", "full_attention"]
-    bad = sorted(set(types) - set(known))
-    if bad:
-        raise SpecError(f"config.json: layer_types entry '{bad[0]}' is not modelled")
-    s["layer_pattern"] = [known[t] for t in types]
+    s["layer_pattern"] = _layer_types(
+        c, c.get("layer_types") or ["sliding_attention", "full_attention"]
+    )
     s["attention"] = {"sliding_window": _get(c, "sliding_window"), "sinks": True}
     return s
 
@@ -493,7 +615,10 @@ def spec_name(text: str) -> str:
 
 
 def spec_from_hf_config(config: Config, name: str, source: str) -> ModelSpec:
-    """Translate one config.json (already parsed) into a validated ModelSpec."""
+    """Translate one config.json (already parsed) into a validated ModelSpec (`check_config`
+    first: every value read is checked for type and range)."""
+    check_config(config, source)
+    config = _without_nulls(config)
     archs = config.get("architectures") or []
     arch = next((a for a in archs if a in SUPPORTED), None)
     if arch is None:

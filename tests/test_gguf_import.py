@@ -289,3 +289,34 @@ def test_an_imported_gguf_is_estimated_at_the_files_bytes(tmp_path: Path, capsys
     d = json.loads(stdout)
     assert d["weights_as_released"] and d["precision"]["weights"] == "q4_k_m"
     assert d["cases"][0]["weights_bytes"] == read_gguf(path).tensor_bytes
+
+
+def test_a_truncated_gguf_is_refused_in_one_line(tmp_path: Path) -> None:
+    from roofline.errors import SpecError
+    from roofline.gguf_import import read_gguf
+
+    path = tmp_path / "m.gguf"
+    _write(path, "llama", 15, _llama_q4_k_m())
+    for cut in (10, 100, 400):
+        short = tmp_path / f"cut{cut}.gguf"
+        short.write_bytes(path.read_bytes()[:cut])
+        with pytest.raises(SpecError) as e:
+            read_gguf(short)
+        assert "\n" not in str(e.value)
+
+
+def test_a_tensor_table_that_contradicts_the_metadata_is_refused(tmp_path: Path) -> None:
+    """block_count says 3 but the tensors are of 2 blocks (L = 2 in `_write`)."""
+    from roofline.errors import SpecError
+    from roofline.gguf_import import read_gguf, spec_from_gguf
+
+    path = tmp_path / "m.gguf"
+    _write(path, "llama", 15, _llama_q4_k_m())
+    f = read_gguf(path)
+    meta = dict(f.metadata) | {"llama.block_count": 3}
+    with pytest.raises(SpecError, match="says 3 blocks but the tensor table holds 2"):
+        spec_from_gguf(type(f)(meta, f.tensors), "x", str(path))
+    for bad in ("12", 0, 10**9, [1, 2]):
+        meta = dict(f.metadata) | {"llama.attention.head_count": bad}
+        with pytest.raises(SpecError, match="attention.head_count"):
+            spec_from_gguf(type(f)(meta, f.tensors), "x", str(path))

@@ -4,6 +4,7 @@ published configs) → specs whose parameter counts match the catalog and publis
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,56 @@ def test_deepseek_v3_mtp_module_is_read() -> None:
     assert spec_from_hf_config(config, "ds", "test").mtp_layers == 0
     spec = spec_from_hf_config(config | {"num_nextn_predict_layers": 1}, "ds", "test")
     assert spec.mtp_layers == 1 == load_model("deepseek-v3").mtp_layers
+
+
+def _llama_config() -> dict:
+    import json
+
+    return json.loads((FIXTURES / "Meta-Llama-3-8B" / "config.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"tie_word_embeddings": "no"}, "'tie_word_embeddings' must be true or false"),
+        ({"num_key_value_heads": 0}, "'num_key_value_heads' must be a whole number from 1"),
+        ({"num_hidden_layers": 10**7}, "from 1 to 100,000"),
+        ({"hidden_size": "4096"}, "'hidden_size' must be a whole number"),
+        ({"hidden_size": 4096.0}, "'hidden_size' must be a whole number"),
+        ({"vocab_size": 2**50}, "from 1 to 1,099,511,627,776"),
+        ({"architectures": "LlamaForCausalLM"}, "'architectures' must be a list of names"),
+        ({"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 0}}, "group"),
+        ({"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": -2}}, "group"),
+        ({"quantization_config": 7}, "'quantization_config' must be an object"),
+        ({"text_config": {"hidden_size": []}}, "text_config: 'hidden_size'"),
+        ({"rotary_pct": 2}, "fraction"),
+        ({"mlp_only_layers": ["a"]}, "layer indices"),
+    ],
+)
+def test_config_values_of_the_wrong_type_or_size_are_refused(change, says) -> None:
+    """Every value the importer reads is checked for type and range before any arithmetic
+    (hf_import.check_config), in the nested sections too."""
+    from roofline.errors import SpecError
+    from roofline.hf_import import spec_from_hf_config
+
+    with pytest.raises(SpecError, match=re.escape(says)):
+        spec_from_hf_config(_llama_config() | change, "x", "config.json")
+
+
+def test_a_null_is_an_absent_key() -> None:
+    from roofline.hf_import import spec_from_hf_config
+
+    spec = spec_from_hf_config(_llama_config() | {"num_key_value_heads": None}, "x", "c")
+    assert spec.kv_heads == spec.heads  # absent: as many kv heads as heads
+
+
+def test_too_few_layer_types_are_refused() -> None:
+    import json
+
+    from roofline.errors import SpecError
+    from roofline.hf_import import spec_from_hf_config
+
+    c = json.loads((FIXTURES / "gpt-oss-20b" / "config.json").read_text())
+    c["layer_types"] = c["layer_types"][:5]  # 5 entries for 24 layers
+    with pytest.raises(SpecError, match="5 entries for 24 layers"):
+        spec_from_hf_config(c, "x", "config.json")

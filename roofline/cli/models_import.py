@@ -11,7 +11,7 @@ import yaml
 
 from ..errors import SpecError
 from ..files import is_regular_file, read_text, write_text
-from ..hf_import import check_checkpoint, spec_from_hf_config
+from ..hf_import import check_checkpoint, check_config, spec_from_hf_config
 from ..units import si
 from . import common, models_app
 from .common import console
@@ -34,63 +34,6 @@ def _read_json(path: Path) -> dict:
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a JSON object")
     return data
-
-
-#: Integer fields of a config.json (sizes and counts) and the largest value each may take.
-_INT_FIELDS = dict.fromkeys(
-    (
-        "hidden_size",
-        "num_attention_heads",
-        "num_key_value_heads",
-        "head_dim",
-        "intermediate_size",
-        "vocab_size",
-        "num_local_experts",
-        "num_experts",
-        "num_experts_per_tok",
-        "n_routed_experts",
-        "n_shared_experts",
-        "moe_intermediate_size",
-        "kv_lora_rank",
-        "q_lora_rank",
-        "qk_nope_head_dim",
-        "qk_rope_head_dim",
-        "v_head_dim",
-        "first_k_dense_replace",
-        "max_position_embeddings",
-    ),
-    2**40,
-) | {"num_hidden_layers": 100_000}
-
-
-def _check_types(cfg: dict, path: Path) -> None:
-    """Refuse, naming the key, config values of the wrong type or size (`"hidden_size":
-    "4096"`, `architectures: "LlamaForCausalLM"`, 10⁷ layers) before anything reads them."""
-    for key, limit in _INT_FIELDS.items():
-        v = cfg.get(key)
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise SpecError(
-                f"{path}: '{key}' must be an integer, got {json.dumps(v)[:40]}; fix the config"
-            )
-        if not 0 <= v <= limit:
-            raise SpecError(
-                f"{path}: '{key}' must be between 0 and {limit:,}, got {v:,}; fix the config"
-            )
-    archs = cfg.get("architectures")
-    if archs is not None and not (
-        isinstance(archs, list) and all(isinstance(a, str) for a in archs)
-    ):
-        raise SpecError(
-            f"{path}: 'architectures' must be a list of class names such as "
-            f'["LlamaForCausalLM"], got {json.dumps(archs)[:40]}'
-        )
-    for key in ("model_type", "hidden_act", "hidden_activation", "_name_or_path"):
-        if cfg.get(key) is not None and not isinstance(cfg[key], str):
-            raise SpecError(f"{path}: '{key}' must be text, got {json.dumps(cfg[key])[:40]}")
-    if isinstance(cfg.get("text_config"), dict):
-        _check_types(cfg["text_config"], path)
 
 
 @models_app.command("import")
@@ -116,7 +59,7 @@ def models_import(
         _emit(spec, lines, output)
         return
     cfg = _read_json(config)
-    _check_types(cfg, config)
+    check_config(cfg, str(config))
     default = cfg.get("_name_or_path") or config.resolve().parent.name
     spec = spec_from_hf_config(cfg, name or default, str(config))
     lines = [
