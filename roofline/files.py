@@ -149,7 +149,8 @@ def _umask() -> int:
 
 def replace_from(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Create `path` atomically: `write(tmp)` fills a temporary file in the same folder, which
-    then replaces `path` (readers never see half a file; a failure leaves `path` as it was)."""
+    then replaces `path` (readers never see half a file; a failure leaves `path` as it was;
+    a replaced file keeps its permissions)."""
     path = Path(path)
     fd, name = tempfile.mkstemp(
         prefix=f".{path.stem[:100]}.", suffix=path.suffix[:20], dir=path.parent
@@ -158,11 +159,24 @@ def replace_from(path: str | Path, write: Callable[[Path], object]) -> Path:
     tmp = Path(name)
     try:
         write(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())
+        # a replaced file keeps its permissions (a 0600 result stays private); a new one
+        # gets the ordinary ones the umask leaves
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            mode = 0o666 & ~_umask()
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as e:
         tmp.unlink(missing_ok=True)
-        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EPERM):
+        if e.errno in (
+            errno.ENOSPC,
+            errno.EDQUOT,
+            errno.EACCES,
+            errno.EROFS,
+            errno.EPERM,
+            errno.EFBIG,
+        ):
             raise InvalidInputError(f"cannot write '{_short(path)}': {_describe(e)}") from None
         raise
     except BaseException:

@@ -7,11 +7,13 @@ Interrupts (Ctrl-C, SIGTERM, SIGHUP) never exit 0: 128 + the signal number.
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Annotated, Any
 
 import typer
@@ -163,15 +165,48 @@ def _broken_pipe() -> SystemExit:
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
+    except (OSError, ValueError, AttributeError):
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  # the exit-time flush finds nothing
     return SystemExit(1)
+
+
+#: errors a write to standard output ends in when the stream cannot take it (every file the
+#: commands write goes through `roofline.files`, which reports its own)
+_STREAM_ERRNOS = frozenset((errno.ENOSPC, errno.EFBIG, errno.EBADF, errno.EIO, errno.EDQUOT))
+
+
+class _ClosedStream(io.TextIOBase):
+    """Standard output the process started without: every write is EBADF (`_unwritable`)."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+
+def _unwritable(e: OSError) -> SystemExit:
+    """stdout cannot take the output: say so in one line on stderr, keep the exit-time flush
+    from failing again, exit 1."""
+    fix = (
+        "give it somewhere to go (a redirect, or `-o FILE` where the command has it)"
+        if e.errno == errno.EBADF
+        else "free space on the device or send the output elsewhere (`-o FILE` or a redirect)"
+    )
+    with suppress(OSError, ValueError):
+        print(f"error: cannot write the output ({e.strerror or e}); {fix}", file=sys.stderr)
+    return _broken_pipe()
 
 
 def main(argv: list[str] | None = None) -> None:
     from .common import NOTES, with_flags
 
     argv = sys.argv[1:] if argv is None else argv
+    if sys.stdout is None:  # started with stdout closed (`>&-`): writing fails, said once
+        sys.stdout = _ClosedStream()
     _received.clear()
     NOTES.clear()
     try:
@@ -186,6 +221,10 @@ def main(argv: list[str] | None = None) -> None:
         raise _interrupted() from None
     except BrokenPipeError:
         raise _broken_pipe() from None
+    except OSError as e:  # stdout full (ENOSPC, EFBIG), closed (EBADF) or failing (EIO)
+        if e.errno not in _STREAM_ERRNOS:
+            raise
+        raise _unwritable(e) from None
     except OverflowError as e:  # a size that passed every range but overflows 64-bit math
         print(
             f"error: a value is too large to compute with ({e}); use smaller sizes in the "
