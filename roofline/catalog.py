@@ -252,6 +252,7 @@ class Catalog(Generic[Spec]):
             if mine:
                 raise SpecError(mine[0].error)
             raise UnknownNameError(self._unknown(name_or_path))
+        self._refuse_twins(entry, key)
         self._note_shadow(entry)
         return _load_cached(self.cls, entry.path)
 
@@ -260,6 +261,22 @@ class Catalog(Generic[Spec]):
             more = f" (and {len(self.broken) - 1} more)" if len(self.broken) > 1 else ""
             raise SpecError(f"{self.broken[0].error}{more}")
         return [self.load(n) for n in self.names()]
+
+    def _refuse_twins(self, entry: _Entry, key: str) -> None:
+        """Two files of one folder answering to the same name: which one a command reads would
+        depend on the order files are listed in, so neither is used."""
+        twins = [
+            e
+            for e in self.entries
+            if e.path.parent == entry.path.parent
+            and e.path != entry.path
+            and key in {normalise(k) for k in (e.name, *e.aliases)}
+        ]
+        if twins:
+            raise SpecError(
+                f"{self.kind} '{entry.name}' is defined twice in {entry.path.parent}: "
+                f"{entry.path.name} and {twins[0].path.name}; rename or remove one"
+            )
 
     def _note_shadow(self, entry: _Entry) -> None:
         """Say once on stderr that a user spec hides a bundled one of the same name."""

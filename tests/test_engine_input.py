@@ -44,3 +44,20 @@ def test_an_engine_formats_map_is_checked_on_load(tmp_path: Path, capsys, format
     assert code == 1 and "formats" in err and err.count("\n") == 1, err
     # the bundled map itself loads
     assert run_cli(capsys, "estimate", "--engine", "llama.cpp", "--batch", "1")[0] == 0
+
+
+def test_two_user_files_of_one_name_are_refused(tmp_path, capsys) -> None:
+    """Which of two same-named files a command read depended on the folder's listing order;
+    now neither is used and the error names both."""
+    from conftest import run_cli
+
+    folder = tmp_path / "engine_specs"
+    folder.mkdir()
+    spec = (ROOT / "engine_specs" / "vllm.yaml").read_text().replace("name: vllm", "name: mine", 1)
+    (folder / "a.yaml").write_text(spec)
+    (folder / "b.yaml").write_text(spec.replace("host_step_us: 300", "host_step_us: 900"))
+    code, _, err = run_cli(
+        capsys, "estimate", "llama-3.2-1b", "--engine", "mine", "--specs-dir", str(tmp_path)
+    )
+    assert code == 1 and "defined twice" in err and "a.yaml and b.yaml" in err
+    assert "\n" not in err.strip()
