@@ -222,7 +222,7 @@ def plan(
     front = frontier(points, groups)
     regions = rejected_regions(points, groups, rejected, req, space)
     # more than `confirm_top`: a candidate the simulator refuses makes room for the next one
-    short = shortlist(points, groups, max(3 * confirm_top, 1))  # one: is anything feasible
+    short = shortlist(points, groups, max(3 * confirm_top, 1), req)  # one: is anything feasible
     analytic_s = time.perf_counter() - t0
     if not short:
         raise no_point_meets(points, groups, req, space)

@@ -52,6 +52,9 @@ class PoolLatency:
     concurrency: np.ndarray
     ttft_p95_s: np.ndarray
     tpot_p95_s: np.ndarray
+    #: what TTFT cannot go below: one prompt's prefill and a decode step, no queue (the
+    #: engine's chunked prefill batches waiting prompts, which the M/D/1 queue does not)
+    ttft_floor_s: np.ndarray
     prefill_share: np.ndarray  # ρ
     decode_share: np.ndarray  # share of time in decode steps
     stable: np.ndarray  # ρ < 1 and N finite
@@ -76,6 +79,7 @@ def aggregated_latency(g: GroupTable, lam: np.ndarray, gen: int) -> PoolLatency:
         concurrency=n,
         ttft_p95_s=np.where(stable, ttft, np.inf),
         tpot_p95_s=np.where(stable, tpot, np.inf),
+        ttft_floor_s=np.where(stable, g.t_prefill_s + t, np.inf),
         prefill_share=rho,
         decode_share=np.where(stable, decode, 0.0),
         stable=stable,
@@ -122,6 +126,7 @@ def decode_pool_latency(g: GroupTable, lam: np.ndarray, gen: int, prompt: int) -
         concurrency=n,
         ttft_p95_s=np.zeros_like(tpot),
         tpot_p95_s=tpot,
+        ttft_floor_s=np.zeros_like(tpot),
         prefill_share=np.zeros_like(tpot),
         decode_share=np.where(stable, decode, 0.0),
         stable=stable,

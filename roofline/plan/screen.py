@@ -51,6 +51,7 @@ class Points:
     tpot_p95_s: np.ndarray
     concurrency: np.ndarray
     status: np.ndarray
+    ttft_floor_s: np.ndarray  # the TTFT no queueing can go below (`PoolLatency.ttft_floor_s`)
 
     @property
     def size(self) -> int:
@@ -118,6 +119,9 @@ def aggregated_points(groups: Sequence[GroupTable], req: Requirement, space: Spa
                 tpot_p95_s=tpot.ravel(),
                 concurrency=np.broadcast_to(n, shape).ravel(),
                 status=status.ravel(),
+                ttft_floor_s=np.broadcast_to(
+                    (lat.ttft_floor_s * g.ttft_factor)[:, None], shape
+                ).ravel(),
             )
         )
     return Points.concat(parts)
@@ -190,6 +194,7 @@ def disaggregated_points(groups: Sequence[GroupTable], req: Requirement, space: 
                     tpot_p95_s=flat(tpot),
                     concurrency=flat(n),
                     status=flat(status),
+                    ttft_floor_s=flat(ttft * gp.ttft_factor),  # prefill-first, as simulated
                 )
             )
     return Points.concat(parts)
@@ -356,10 +361,28 @@ def candidate(points: Points, i: int, groups: Sequence[GroupTable]) -> Candidate
     )
 
 
-def shortlist(points: Points, groups: Sequence[GroupTable], k: int) -> list[Candidate]:
+def shortlist(
+    points: Points, groups: Sequence[GroupTable], k: int, req: Requirement | None = None
+) -> list[Candidate]:
     """The k cheapest analytically feasible deployments, one per shape (device(s), format,
-    layout, replicas): of the max batches of one shape, the one with the most SLO margin."""
+    layout, replicas): of the max batches of one shape, the one with the most SLO margin.
+    With `req`, also those cheaper than the cheapest feasible one that fail only on a TTFT
+    whose floor (`Points.ttft_floor_s`) meets the SLO: the M/D/1 queue serves prompts one at
+    a time where the engine's chunked prefill batches them, so the screen's TTFT is
+    pessimistic and the simulator decides."""
     ok = np.flatnonzero(points.status == OK)
+    if req is not None:
+        cheapest = points.cost_per_mtok[ok].min() if ok.size else np.inf
+        maybe = np.flatnonzero(
+            (points.status == TTFT)
+            & (points.ttft_floor_s <= req.slo_ttft_s)
+            & (
+                points.tpot_p95_s * np.array([groups[int(g)].tpot_factor for g in points.group])
+                <= req.slo_tpot_s
+            )
+            & (points.cost_per_mtok < cheapest)
+        )
+        ok = np.concatenate((ok, maybe))
     order = ok[
         np.lexsort(
             (np.maximum(points.ttft_p95_s[ok], points.tpot_p95_s[ok]), points.cost_per_mtok[ok])
