@@ -25,6 +25,12 @@ class DoesNotFitError(RooflineError):
     """A configuration whose memory exceeds the device and the caller asked for a hard check."""
 
 
+class InconclusiveError(RooflineError):
+    """A check that could not judge (its measurements disagree too much): exit status 2."""
+
+    exit_code = 2
+
+
 def field_error(e: Any) -> str:
     """A pydantic ValidationError as one phrase naming the first bad field:
     "field 'layers': Input should be greater than 0 (and 2 more)"."""

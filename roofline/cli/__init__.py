@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.stdout.flush()
     except RooflineError as e:
         print(f"error: {with_flags(str(e), _flags(argv))}", file=sys.stderr)
-        raise SystemExit(1) from None
+        raise SystemExit(getattr(e, "exit_code", 1)) from None
     except KeyboardInterrupt:
         raise _interrupted() from None
     except BrokenPipeError:

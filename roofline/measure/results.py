@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
 from ..errors import InvalidInputError, SpecError, field_error
@@ -171,6 +172,29 @@ class Results(Frozen):
 
     def family(self, family: str) -> list[Point]:
         return [p for p in self.points if p.family == family]
+
+
+#: Runs of one suite whose median point disagrees by more than this ((max − min) / median of
+#: a point's times over the runs) come from a machine too noisy to judge a miss against the
+#: bands: `check` measures again, then says so (exit 2) rather than fail or pass by luck.
+NOISY_SPREAD = 0.25
+
+
+def run_spread(runs: Sequence[Results]) -> float:
+    """How much the runs disagree: over the points every run measured, the median of
+    (max − min) / median of the point's per-run median times (0 for fewer than 2 runs)."""
+    if len(runs) < 2:
+        return 0.0
+    times: dict[str, list[float]] = {}
+    for r in runs:
+        for p in r.points:
+            times.setdefault(p.name, []).append(p.timing.median_s)
+    spreads = [
+        (max(t) - min(t)) / float(np.median(t))
+        for t in times.values()
+        if len(t) == len(runs) and np.median(t) > 0
+    ]
+    return float(np.median(spreads)) if spreads else 0.0
 
 
 def median_of_runs(runs: Sequence[Results]) -> Results:

@@ -1,0 +1,88 @@
+"""`roofline check` on a noisy machine (issue 26): runs that disagree by more than
+NOISY_SPREAD make a miss inconclusive (exit 2, after measuring twice more), never a pass or a
+failure by luck; runs that agree make a miss a failure (exit 1). The runs here are the
+committed CI measurement (docs/measurements/cpu-ci.json) with chosen points scaled, so the
+tests need no torch and no timing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roofline.measure.results import NOISY_SPREAD, Results, load_results, run_spread
+
+BASE = load_results(Path(__file__).resolve().parent.parent / "docs/measurements/cpu-ci.json")
+STEP = "decode_step tiny-llama-120m fp32 B=4 T=1 S=128"
+
+
+def scaled(r: Results, factor: float, names: set[str] | None = None) -> Results:
+    """`r` with the times of `names` (all points if None) multiplied by `factor`."""
+    pts = []
+    for p in r.points:
+        if names is None or p.name in names:
+            t = p.timing
+            p = p.model_copy(
+                update={
+                    "timing": t.model_copy(
+                        update={
+                            k: getattr(t, k) * factor
+                            for k in ("median_s", "p20_s", "p80_s", "min_s")
+                        }
+                    )
+                }
+            )
+        pts.append(p)
+    return r.model_copy(update={"points": tuple(pts)})
+
+
+def test_run_spread_by_hand():
+    """Three runs at 1.0x, 1.1x and 1.5x: every point spreads (1.5 − 1.0) / 1.1 = 45.5%."""
+    runs = [scaled(BASE, f) for f in (1.0, 1.1, 1.5)]
+    assert run_spread(runs) == pytest.approx(0.5 / 1.1)
+    assert run_spread(runs[:1]) == 0.0
+    assert run_spread([BASE, BASE]) == 0.0
+
+
+def _check(monkeypatch, capsys, tmp_path, runs: list[Results]) -> tuple[int, str, int]:
+    """Run `check` with `_measure` replaced by the given runs, in turn."""
+    from roofline.cli import main
+    from roofline.cli import measure as m
+
+    queue = list(runs)
+    calls = []
+
+    def fake(device, suite, out, threads):
+        calls.append(1)
+        return queue.pop(0) if queue else runs[-1]
+
+    monkeypatch.setattr(m, "_measure", fake)
+    try:
+        main(["check", "--device", "cpu", "--repeats", "3", "-o", str(tmp_path / "c.json")])
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    return code, capsys.readouterr().err, len(calls)
+
+
+def test_quiet_runs_that_pass_pass(monkeypatch, capsys, tmp_path):
+    code, _, calls = _check(monkeypatch, capsys, tmp_path, [BASE] * 3)
+    assert code == 0 and calls == 3
+
+
+def test_a_point_twice_as_slow_on_a_quiet_machine_fails(monkeypatch, capsys, tmp_path):
+    slow = scaled(BASE, 3.0, {STEP})
+    code, err, calls = _check(monkeypatch, capsys, tmp_path, [slow] * 3)
+    assert code == 1 and calls == 3 and "outside their band" in err
+
+
+def test_a_miss_on_a_noisy_machine_is_inconclusive_after_measuring_again(
+    monkeypatch, capsys, tmp_path
+):
+    """The point is out in every run, and the runs disagree by ~45%: measured 3 + 3 + 3 times,
+    then exit 2 with "too noisy to judge"."""
+    noisy = [scaled(scaled(BASE, 3.0, {STEP}), f) for f in (1.0, 1.1, 1.5)]
+    assert run_spread(noisy) > NOISY_SPREAD
+    code, err, calls = _check(monkeypatch, capsys, tmp_path, noisy * 3)
+    assert code == 2 and calls == 9 and "too noisy to judge" in err
+    assert err.strip().splitlines()[-1].startswith("error:")
