@@ -37,9 +37,12 @@ def scaled(r: Results, factor: float, names: set[str] | None = None) -> Results:
 
 
 def test_run_spread_by_hand():
-    """Three runs at 1.0x, 1.1x and 1.5x: every point spreads (1.5 − 1.0) / 1.1 = 45.5%."""
-    runs = [scaled(BASE, f) for f in (1.0, 1.1, 1.5)]
-    assert run_spread(runs) == pytest.approx(0.5 / 1.1)
+    """Three runs at 1.0x, 1.3x and 1.6x: every point's times t, 1.3t, 1.6t deviate from their
+    median 1.3t by 0.3t, 0 and 0.3t, whose median 0.3t is 23.1% of 1.3t."""
+    runs = [scaled(BASE, f) for f in (1.0, 1.3, 1.6)]
+    assert run_spread(runs) == pytest.approx(0.3 / 1.3)
+    # 1.0x, 1.1x, 1.5x: deviations 0.1t, 0, 0.4t, median 0.1t of 1.1t: 9.1%, under 10%
+    assert run_spread([scaled(BASE, f) for f in (1.0, 1.1, 1.5)]) == pytest.approx(0.1 / 1.1)
     assert run_spread(runs[:1]) == 0.0
     assert run_spread([BASE, BASE]) == 0.0
 
@@ -79,9 +82,9 @@ def test_a_point_twice_as_slow_on_a_quiet_machine_fails(monkeypatch, capsys, tmp
 def test_a_miss_on_a_noisy_machine_is_inconclusive_after_measuring_again(
     monkeypatch, capsys, tmp_path
 ):
-    """The point is out in every run, and the runs disagree by ~45%: measured 3 + 3 + 3 times,
+    """The point is out in every run, and the runs disagree by 23%: measured 3 + 3 + 3 times,
     then exit 2 with "too noisy to judge"."""
-    noisy = [scaled(scaled(BASE, 3.0, {STEP}), f) for f in (1.0, 1.1, 1.5)]
+    noisy = [scaled(scaled(BASE, 3.0, {STEP}), f) for f in (1.0, 1.3, 1.6)]
     assert run_spread(noisy) > NOISY_SPREAD
     code, err, calls = _check(monkeypatch, capsys, tmp_path, noisy * 3)
     assert code == 2 and calls == 9 and "too noisy to judge" in err

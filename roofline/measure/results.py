@@ -174,15 +174,19 @@ class Results(Frozen):
         return [p for p in self.points if p.family == family]
 
 
-#: Runs of one suite whose median point disagrees by more than this ((max − min) / median of
-#: a point's times over the runs) come from a machine too noisy to judge a miss against the
-#: bands: `check` measures again, then says so (exit 2) rather than fail or pass by luck.
-NOISY_SPREAD = 0.25
+#: Runs of one suite whose median point deviates by more than this from run to run (the
+#: median absolute deviation of its times over the runs, over their median) come from a
+#: machine too noisy to judge a miss: 10% is 40% of the tightest band (±25%), so a miss there
+#: could be the load as well as the code. `check` measures again, then says so (exit 2)
+#: rather than fail or pass by luck. The MAD does not grow with the number of runs, as the
+#: range does.
+NOISY_SPREAD = 0.10
 
 
 def run_spread(runs: Sequence[Results]) -> float:
-    """How much the runs disagree: over the points every run measured, the median of
-    (max − min) / median of the point's per-run median times (0 for fewer than 2 runs)."""
+    """How much the runs disagree: over the points every run measured, the median of each
+    point's median absolute deviation over its median, of its per-run median times (0 for
+    fewer than 2 runs)."""
     if len(runs) < 2:
         return 0.0
     times: dict[str, list[float]] = {}
@@ -190,7 +194,7 @@ def run_spread(runs: Sequence[Results]) -> float:
         for p in r.points:
             times.setdefault(p.name, []).append(p.timing.median_s)
     spreads = [
-        (max(t) - min(t)) / float(np.median(t))
+        float(np.median(np.abs(np.asarray(t) - np.median(t))) / np.median(t))
         for t in times.values()
         if len(t) == len(runs) and np.median(t) > 0
     ]
