@@ -79,13 +79,15 @@ class ServingComparison:
             "source": r.source,
             "format": r.format,
             "model_in_file": r.model,
+            # the keys of `serve --json`'s workload (ServeConfig.workload_dict) where they mean
+            # the same: mean lengths, the rate (null: all sent at once)
             "workload": {
                 "requests": r.requests,
-                "request_rate_per_s": None if math.isinf(r.request_rate) else r.request_rate,
+                "rate_per_s": None if math.isinf(r.request_rate) else r.request_rate,
                 "burstiness": r.burstiness,
                 "max_concurrency": r.max_concurrency,
-                "mean_input_tokens": r.mean_input_tokens,
-                "mean_output_tokens": r.mean_output_tokens,
+                "prompt_tokens": r.mean_input_tokens,
+                "gen_tokens": r.mean_output_tokens,
                 "lengths": "per request" if r.input_tokens is not None else "fixed at the means",
             },
             "policy": self.policy,
