@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+#: Control characters a message may quote from a user's file or flag (a key holding a newline),
+#: shown escaped so that every error stays one line.
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)} | {
+    0x0A: "\\n",
+    0x0D: "\\r",
+    0x09: "\\t",
+}
+
 
 class RooflineError(Exception):
-    """Base class: the message says what is wrong and what to do about it."""
+    """Base class: the message says what is wrong and what to do about it, on one line (any
+    control character it quotes from the input is shown escaped)."""
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        super().__init__(str(message).translate(_CONTROL), *args)
 
 
 class SpecError(RooflineError):

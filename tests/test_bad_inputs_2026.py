@@ -156,3 +156,16 @@ def test_impossible_fp4_pairs(capsys, bad, weights, activations, needle):  # noq
          activations],
         needle,
     )  # fmt: skip
+
+
+def test_an_error_quoting_a_newline_stays_one_line(capsys, bad, tmp_path):  # noqa: F811
+    """Found by tests/test_fuzz.py: an engine file whose `name` maps a key holding a newline
+    to a huge number made a two-line error (the key was quoted raw). Every RooflineError now
+    shows quoted control characters escaped."""
+    from roofline.errors import SpecError
+
+    e = SpecError("field 'a\nb\tc\x01': bad")
+    assert str(e) == "field 'a\\nb\\tc\\x01': bad"
+    f = tmp_path / "engine.yaml"
+    f.write_text('name: {"\\n": 100000000000000000000}\n')
+    refuse(capsys, bad, ["estimate", "llama-3.2-1b", "--engine", str(f)], "\\n")
