@@ -68,6 +68,7 @@ BAD_RESULTS = {
     "lens-zero": ({"input_lens": [0, 1, 1, 1], "output_lens": [1, 1, 1, 1]}, "no tokens"),
     "lens-text": ({"input_lens": "many", "output_lens": [1]}, "list of token counts"),
     "burst-neg": ({"burstiness": -1}, "finite number >= 0"),
+    "burst-zero": ({"burstiness": 0}, "'burstiness' must be positive"),
     "tokens-missing": ({"total_input_tokens": None}, "must be a number"),
     "model-unknown": ({"model_id": "no/such-model"}, "unknown model"),
     "too-long": ({"total_input_tokens": 4 * 200_000}, "exceeds"),

@@ -372,14 +372,12 @@ def shortlist(
     pessimistic and the simulator decides."""
     ok = np.flatnonzero(points.status == OK)
     if req is not None:
+        tpot_factor = np.array([g.tpot_factor for g in groups])
         cheapest = points.cost_per_mtok[ok].min() if ok.size else np.inf
         maybe = np.flatnonzero(
             (points.status == TTFT)
             & (points.ttft_floor_s <= req.slo_ttft_s)
-            & (
-                points.tpot_p95_s * np.array([groups[int(g)].tpot_factor for g in points.group])
-                <= req.slo_tpot_s
-            )
+            & (points.tpot_p95_s * tpot_factor[points.group.astype(int)] <= req.slo_tpot_s)
             & (points.cost_per_mtok < cheapest)
         )
         ok = np.concatenate((ok, maybe))

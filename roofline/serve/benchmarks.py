@@ -223,6 +223,9 @@ def _vllm(d: dict, src: str) -> BenchmarkRun:
             "request at the mean input and output lengths"
         )
     conc = d.get("max_concurrency")
+    burstiness = _number(d.get("burstiness", 1.0), "burstiness", src)
+    if burstiness <= 0:
+        raise InvalidInputError(f"{src}: 'burstiness' must be positive (1: Poisson), got 0")
     return BenchmarkRun(
         source=src,
         format="vllm bench serve",
@@ -232,7 +235,7 @@ def _vllm(d: dict, src: str) -> BenchmarkRun:
         metrics=metrics,
         mean_input_tokens=mean_in,
         mean_output_tokens=mean_out,
-        burstiness=_number(d.get("burstiness", 1.0), "burstiness", src) or 1.0,
+        burstiness=burstiness,
         max_concurrency=None if conc is None else _count(conc, "max_concurrency", src),
         input_tokens=inp,
         output_tokens=out,
