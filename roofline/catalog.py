@@ -26,7 +26,7 @@ from .engine import EngineSpec
 from .errors import SpecError, UnknownNameError, field_error
 from .files import is_regular_file, read_text
 from .hardware import HardwareSpec
-from .model import ModelSpec
+from .model import MAX_LAYERS, ModelSpec
 
 SPECS_PATH_ENV = "ROOFLINE_SPECS_PATH"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -114,8 +114,7 @@ def _read_yaml(path: Path) -> dict:
 
 
 #: Top-level sizes beyond which a spec cannot be real and would stall the calculator (it
-#: walks layers one by one): refused before validation.
-MAX_LAYERS = 100_000
+#: walks layers one by one, `model.MAX_LAYERS`): refused before validation.
 _SIZE_LIMITS: dict[type, dict[str, int]] = {ModelSpec: {"layers": MAX_LAYERS}}
 
 

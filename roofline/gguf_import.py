@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from . import llamacpp
 from .errors import SpecError, field_error
 from .memory import weights_bytes
-from .model import ModelSpec
+from .model import MAX_IMPORTED_SIZE, MAX_LAYERS, ModelSpec
 from .precision import Precision
 
 #: GGML tensor types with a format of the same meaning in `dtypes` (others are refused).
@@ -137,11 +137,6 @@ def read_gguf(path: Path) -> GgufFile:
     return GgufFile(meta, tensors)
 
 
-#: Largest layer count and size a GGUF header may give (as config.json, `hf_import`).
-MAX_GGUF_LAYERS = 100_000
-MAX_GGUF_SIZE = 2**40
-
-
 def _key(f: GgufFile, name: str, default: Any = None, low: int = 1) -> int:
     """`{arch}.{name}` as a whole number of at least `low` (a block count at most 100,000,
     any other size at most 2⁴⁰), or one line saying what the header holds instead."""
@@ -149,7 +144,7 @@ def _key(f: GgufFile, name: str, default: Any = None, low: int = 1) -> int:
     v = f.metadata.get(key, default)
     if v is None:
         raise SpecError(f"GGUF metadata has no '{key}'")
-    high = MAX_GGUF_LAYERS if name == "block_count" else MAX_GGUF_SIZE
+    high = MAX_LAYERS if name == "block_count" else MAX_IMPORTED_SIZE
     if isinstance(v, bool) or not isinstance(v, int | np.integer) or not low <= int(v) <= high:
         raise SpecError(
             f"GGUF metadata '{key}' must be a whole number from {low} to {high:,}, got "

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from .dtypes import bytes_per_element
 from .errors import SpecError, field_error
 from .memory import weights_bytes
-from .model import ModelSpec
+from .model import MAX_IMPORTED_SIZE, MAX_LAYERS, ModelSpec
 from .precision import Precision
 
 Config = dict[str, Any]
@@ -37,10 +37,6 @@ _DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 # ---- the schema of what is read: every key, its type and range, checked before use ---------
-#: The largest layer count a config may give (the calculator walks layers one by one).
-MAX_CONFIG_LAYERS = 100_000
-#: The largest size or count of any other kind (beyond it 64-bit arithmetic overflows).
-MAX_CONFIG_SIZE = 2**40
 #: layer counts, and the periods a layer pattern is built from (a list that long is built)
 _LAYER_KEYS = frozenset((
     "num_hidden_layers", "n_layer", "n_layers", "sliding_window_pattern",
@@ -104,7 +100,7 @@ def check_config(c: Config, source: str = "config.json", depth: int = 0) -> None
             continue
         if key in _POSITIVE or key in _NON_NEGATIVE:
             low = 1 if key in _POSITIVE else 0
-            high = MAX_CONFIG_LAYERS if key in _LAYER_KEYS else MAX_CONFIG_SIZE
+            high = MAX_LAYERS if key in _LAYER_KEYS else MAX_IMPORTED_SIZE
             if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
                 raise bad(key, v, f"a whole number from {low} to {high:,}")
         elif key == "group_size":
@@ -122,12 +118,11 @@ def check_config(c: Config, source: str = "config.json", depth: int = 0) -> None
         elif key in _TEXT_LISTS:
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
                 raise bad(key, v, "a list of names")
-            if len(v) > MAX_CONFIG_LAYERS:
-                raise bad(key, f"{len(v)} entries", f"at most {MAX_CONFIG_LAYERS:,} entries")
+            if len(v) > MAX_LAYERS:
+                raise bad(key, f"{len(v)} entries", f"at most {MAX_LAYERS:,} entries")
         elif key in _INT_LISTS:
             if not isinstance(v, list) or not all(
-                isinstance(x, int) and not isinstance(x, bool) and 0 <= x < MAX_CONFIG_LAYERS
-                for x in v
+                isinstance(x, int) and not isinstance(x, bool) and 0 <= x < MAX_LAYERS for x in v
             ):
                 raise bad(key, v, "a list of layer indices")
         elif key in _FRACTIONS:

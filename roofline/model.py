@@ -114,6 +114,14 @@ class LayerGroup:
     count: int
 
 
+#: The most layers a spec may have: the calculator walks layers one by one, so a count beyond
+#: any real model (the largest have about 100) would stall it. Every reader refuses more:
+#: spec files (`catalog`), config.json (`hf_import`) and GGUF headers (`gguf_import`).
+MAX_LAYERS = 100_000
+#: The largest other size or count an importer accepts (beyond it 64-bit arithmetic overflows).
+MAX_IMPORTED_SIZE = 2**40
+
+
 class ModelSpec(Frozen):
     """A decoder-only LM: dense transformer by default, other families through the blocks."""
 
