@@ -1,4 +1,5 @@
-"""Microbenchmarks: GEMM, streaming bandwidth, decode and prefill attention.
+"""Microbenchmarks: GEMM, streaming bandwidth, decode and prefill attention, and the eager
+chain of small operators between a decoder layer's GEMMs.
 
 Each `*_case` builds its tensors (randn, never zeros: data-dependent power) and returns the
 call to time, the calculator operator of the same shape, and the attention backend if any.
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from roofline.measure.kernel_ops import attention_op, gemm_op, stream_op
+from roofline.measure.kernel_ops import attention_op, eager_chain_op, gemm_op, stream_op
 from roofline.operators import Op
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -104,3 +105,32 @@ def attention_case(
         return F.scaled_dot_product_attention(q, k_cache, v_cache, is_causal=causal, enable_gqa=gqa)
 
     return Case(fn, attention_op(B, T, S, N, K, H), sdpa_backend(q, k_cache, v_cache, causal, gqa))
+
+
+def eager_chain_case(D: int, N: int, K: int, H: int, dtype: str, device: torch.device) -> Case:
+    """The small operators of one eager decoder layer on one token, without its GEMMs and
+    attention: an RMSNorm written out (pow, mean, add ε, rsqrt, 2 mul) and its residual add,
+    twice, and RoPE by rotate-half (neg, cat, 2 mul, add) on q (N heads) and k (K heads) with
+    the head split and transposes between, as a plain PyTorch decoder writes them. Timed as
+    one call: what each launch costs inside model code (allocating its output, dispatching
+    from Python), not in a tight loop over one preallocated kernel."""
+    t = TORCH_DTYPES[dtype]
+    x, residual = (torch.randn(1, 1, D, dtype=t, device=device) for _ in range(2))
+    weight = torch.ones(D, dtype=t, device=device)
+    q = torch.randn(1, 1, N * H, dtype=t, device=device)
+    k = torch.randn(1, 1, K * H, dtype=t, device=device)
+    cos, sin = (torch.randn(1, H, dtype=t, device=device) for _ in range(2))
+    half = H // 2
+
+    def norm(v: torch.Tensor) -> torch.Tensor:
+        return v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + 1e-5) * weight
+
+    def rope(v: torch.Tensor, heads: int) -> torch.Tensor:
+        v = v.view(1, 1, heads, H).transpose(1, 2)
+        return v * cos + torch.cat((-v[..., half:], v[..., :half]), dim=-1) * sin
+
+    def fn() -> tuple[torch.Tensor, ...]:
+        h = norm(x) + residual
+        return norm(h) + residual, rope(q, N), rope(k, K)
+
+    return Case(fn, eager_chain_op(D, N, K, H))

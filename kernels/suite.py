@@ -19,13 +19,13 @@ from roofline.catalog import load_model
 from roofline.errors import InvalidInputError
 from roofline.files import signals_deferred
 from roofline.measure.calibrate import CALIBRATION_FAMILIES
-from roofline.measure.kernel_ops import op_flops_bytes
+from roofline.measure.kernel_ops import decode_gemm_shapes, op_flops_bytes
 from roofline.measure.results import DeviceInfo, Environment, Family, Point, Results, Skipped
 from roofline.model import ModelSpec
 from roofline.operators import Step, operators
 
 from .llama import LlamaStack
-from .micro import TORCH_DTYPES, Case, attention_case, gemm_case, stream_case
+from .micro import TORCH_DTYPES, Case, attention_case, eager_chain_case, gemm_case, stream_case
 from .timing import Budget, time_cuda_graph, time_fn
 
 SUITES = ("ci", "quick", "full")
@@ -33,7 +33,7 @@ SUITES = ("ci", "quick", "full")
 GRAPH_BELOW_S = 50e-6
 #: Timed seconds at least, per calibration point: every prediction inherits its noise, so
 #: it is timed over long enough (≥ 0.5 s) for a short burst of other work to fall out of
-#: the median.
+#: the median. Not the `gemm_decode` sweep: its terms are medians over its many shapes.
 CALIBRATION_MEASURE_S = 0.5
 
 
@@ -86,6 +86,20 @@ def _steps(
     return pts
 
 
+def _decode_gemms(models: tuple[str, ...], dtype: str, batches: tuple[int, ...]) -> list[PointSpec]:
+    """`gemm_decode` points: each model's decode GEMM shapes at M = 1, 2, 4, … up to the
+    largest batch (once per shape the models share)."""
+    rows = [1]
+    while rows[-1] < max(batches):
+        rows.append(rows[-1] * 2)
+    shapes = dict.fromkeys(s for m in models for s in decode_gemm_shapes(load_model(m)))
+    return [
+        PointSpec("gemm_decode", "gemm", dtype, dict(M=M, N=N, K=K))
+        for N, K in shapes
+        for M in rows
+    ]
+
+
 def cpu_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
     """CPU: fp32 (bf16 is timed once, small, and flagged when the CPU emulates it)."""
     big = suite != "ci"
@@ -125,8 +139,15 @@ def cpu_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
         for T in ((128, 512) if big else (256,))
     ]
     models = ("tiny-llama-30m", "tiny-llama-120m")
+    batches = (1, 4, 16)
+    # calibration of M½ by M and of the gemv row cost at the shapes decode steps run: every
+    # GEMM of the models' decode step (their own N and K), M from 1 to the largest batch
+    pts += _decode_gemms(models, d, batches)
+    # calibration of the cost of one launch inside eager model code: the small operators of
+    # one layer on one token (D, heads and head size of neither model)
+    pts += [PointSpec("eager_ops", "eager", d, dict(D=640, N=10, K=2, H=64))]
     prompts: dict[str, tuple[int, ...]] = {m: (128, 512) if big else (128,) for m in models}
-    pts += _steps(models, d, (1, 4, 16), (128, 1024), prompts)
+    pts += _steps(models, d, batches, (128, 1024), prompts)
     budget = Budget(0.02, 0.15, min_repeats=3) if suite == "ci" else Budget(0.2, 1.0)
     return Plan(tuple(pts), budget, models)
 
@@ -232,6 +253,8 @@ def _case(p: PointSpec, device: torch.device, models: _Models, llc_bytes: int | 
         return gemm_case(s["M"], s["N"], s["K"], p.dtype, device, cold)
     if p.kernel in ("copy", "read", "triad"):
         return stream_case(p.kernel, s["elems"], p.dtype, device)
+    if p.kernel == "eager":
+        return eager_chain_case(s["D"], s["N"], s["K"], s["H"], p.dtype, device)
     if p.kernel == "sdpa":
         return attention_case(s["B"], s["T"], s["S"], s["N"], s["K"], s["H"], p.dtype, device)
     stack = models.get(p)
@@ -296,7 +319,7 @@ def run(
                 case = _case(ps, device, models, info.last_level_cache_bytes)
                 budget = (
                     replace(p.budget, measure_s=max(p.budget.measure_s, CALIBRATION_MEASURE_S))
-                    if ps.family in CALIBRATION_FAMILIES
+                    if ps.family in CALIBRATION_FAMILIES and ps.family != "gemm_decode"
                     else p.budget
                 )
                 timing = time_fn(case.fn, budget, device)

@@ -30,7 +30,8 @@ it) and, when an `EngineSpec` is given, the software stack's terms on top:
 
 CPU terms from `roofline calibrate` (module `roofline.measure.calibrate` says how each is
 measured): a GEMM with M ≥ 2 rows per weight element reaches M / (M + M½) of the matmul
-ceiling — compute time (FLOPs + 2·M½·weights) / peak — and a matrix-vector product (M < 2)
+ceiling — compute time (FLOPs + 2·M½·weights) / peak, M½ read off the table measured at the
+decode shapes when the spec has one (`half_rows_at`) — and a matrix-vector product (M < 2)
 pays `gemv_row_ns` per weight row on top of streaming its bytes.
 """
 
@@ -199,12 +200,28 @@ def gemm_shape_efficiency(
     return eff * K / (K + k0)
 
 
-def effective_flops(op: Op, half_rows: float) -> ArrayLike:
+def half_rows_at(t: Achievable, rows: ArrayLike) -> ArrayLike:
+    """M½ of a GEMM of `rows` rows per weight: the measured table (`matmul_half_rows_by_m`)
+    interpolated in log M and held at its ends, or the one `matmul_half_rows` without one."""
+    table = t.matmul_half_rows_by_m
+    if not table:
+        return t.matmul_half_rows
+    ms, halves = _table_arrays(tuple(table.items()))
+    return np.interp(np.log2(np.maximum(np.asarray(rows, dtype=float), 2.0)), ms, halves)
+
+
+@lru_cache(maxsize=64)
+def _table_arrays(items: tuple[tuple[int, float], ...]) -> tuple[np.ndarray, np.ndarray]:
+    return np.log2([m for m, _ in items]), np.asarray([h for _, h in items], dtype=float)
+
+
+def effective_flops(op: Op, t: Achievable) -> ArrayLike:
     """FLOPs the compute ceiling is charged for: the op's FLOPs, plus 2·M½ per weight element
     for a GEMM of M ≥ 2 rows (so it runs at M / (M + M½) of the ceiling; see module doc)."""
-    if half_rows == 0 or op.kind != "matmul":
+    if op.kind != "matmul" or (t.matmul_half_rows == 0 and not t.matmul_half_rows_by_m):
         return op.flops
-    return op.flops + np.where(gemm_rows(op) >= 2, 2 * half_rows * op.weight_elems, 0)
+    rows = gemm_rows(op)
+    return op.flops + np.where(rows >= 2, 2 * half_rows_at(t, rows) * op.weight_elems, 0)
 
 
 def gemv_rows_s(op: Op, row_s: float) -> ArrayLike:
@@ -345,7 +362,7 @@ def op_cost(
         w,
         a,
         kv,
-        compute_s=effective_flops(op, t.matmul_half_rows) / (c.flops_per_s * flop_eff),
+        compute_s=effective_flops(op, t) / (c.flops_per_s * flop_eff),
         memory_s=(w + a + kv) / (c.bytes_per_s * mem_eff) + gemv_rows_s(op, t.gemv_row_ns * 1e-9),
         overhead_s=fixed_s,
         host_s=host,

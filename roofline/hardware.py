@@ -132,6 +132,14 @@ class Achievable(Frozen):
             "M½: a GEMM of M ≥ 2 rows per weight reaches M / (M + M½) of the matmul ceiling"
         ),
     )
+    matmul_half_rows_by_m: dict[int, float] = Field(
+        default_factory=dict,
+        description=(
+            "M½ measured at these GEMM row counts M ≥ 2 (the decode shapes of a calibration "
+            "sweep): interpolated in log M between them and held at the nearest outside; "
+            "empty: `matmul_half_rows` at every M"
+        ),
+    )
     attention_memory_fraction: Fraction = Field(
         default=1.0,
         gt=0,
@@ -160,6 +168,16 @@ class Achievable(Frozen):
             if not 0 < f <= 1:
                 raise ValueError(f"fraction for {dtype} must be in (0, 1], got {f}")
         return v
+
+    @field_validator("matmul_half_rows_by_m")
+    @classmethod
+    def _half_rows_table(cls, v: dict[int, float]) -> dict[int, float]:
+        for rows, half in v.items():
+            if rows < 2 or not 0 <= half < 1e9:
+                raise ValueError(
+                    f"M½ table entries need M ≥ 2 and 0 ≤ M½ < 1e9, got {rows}: {half}"
+                )
+        return dict(sorted(v.items()))
 
     @field_validator("gemm_tile")
     @classmethod

@@ -89,3 +89,28 @@ def test_a_miss_on_a_noisy_machine_is_inconclusive_after_measuring_again(
     code, err, calls = _check(monkeypatch, capsys, tmp_path, noisy * 3)
     assert code == 2 and calls == 9 and "too noisy to judge" in err
     assert err.strip().splitlines()[-1].startswith("error:")
+
+
+def test_steps_made_30_percent_slower_fail_at_the_median(monkeypatch, capsys, tmp_path):
+    """Every decode step 1.3x slower (a regression in the step's code, its kernels unchanged):
+    each error e becomes (1 + e) / 1.3 - 1, which moves the family's median by about -23%,
+    beyond its ±20% bias band, whatever the per-point bands say; quiet runs: exit 1."""
+    steps = {p.name for p in BASE.family("decode_step")}
+    code, err, _ = _check(monkeypatch, capsys, tmp_path, [scaled(BASE, 1.3, steps)] * 3)
+    assert code == 1 and "decode_step off by" in err
+
+
+def test_the_bias_band_by_hand():
+    """The committed run's decode-step median error m, and the same run with the steps 1.3x
+    slower: its median is (1 + m) / 1.3 - 1 (the median commutes with that monotone map)."""
+    from roofline.measure.calibrate import calibrated_spec
+    from roofline.measure.validate import BIAS_BANDS, validate
+
+    hw = calibrated_spec(BASE, "cpu-ci.json")
+    base = {s.family: s for s in validate(BASE, hw).summaries()}["decode_step"]
+    steps = {p.name for p in BASE.family("decode_step")}
+    slow = {s.family: s for s in validate(scaled(BASE, 1.3, steps), hw).summaries()}
+    m = base.median_error
+    assert abs(m) <= BIAS_BANDS["decode_step"] and not base.biased
+    assert slow["decode_step"].median_error == pytest.approx((1 + m) / 1.3 - 1)
+    assert slow["decode_step"].biased

@@ -52,7 +52,7 @@ def test_small_m_gemm_time_by_hand():
     # M=8, N=K=1000, M½=42: FLOPs 2·8·1e6 = 1.6e7, charged 1.6e7 + 2·42·1e6 = 1.0e8
     # -> 1.0e8 / 1e11 = 1.0 ms compute; bytes 4·(1e6 + 8·2000) = 4.064e6 -> 0.4064 ms
     op = gemm_op(8, 1000, 1000)
-    assert effective_flops(op, 42) == pytest.approx(1.0e8)
+    assert effective_flops(op, _hw(42).achievable) == pytest.approx(1.0e8)
     c = op_cost(op, FP32, Ceilings.of(_hw(42), "fp32", "achievable"))
     assert float(c.time_s) == pytest.approx(1.0e-3)
     # efficiency M / (M + M½) = 8/50: 1.6e7 FLOPs at 0.16 · 1e11
@@ -61,7 +61,7 @@ def test_small_m_gemm_time_by_hand():
 
 def test_gemv_and_datasheet_are_untouched():
     gemv = gemm_op(1, 1000, 1000)  # M = 1: a gemv streams its weights, no packing term
-    assert effective_flops(gemv, 42) == gemv.flops
+    assert effective_flops(gemv, _hw(42).achievable) == gemv.flops
     big = gemm_op(8, 1000, 1000)
     datasheet = op_cost(big, FP32, Ceilings.of(_hw(42), "fp32", "datasheet"))
     assert float(datasheet.compute_s) == pytest.approx(1.6e7 / 1e11)

@@ -206,10 +206,18 @@ def _validation_tables(v: Validation) -> list[Table]:
             f"±{100 * r.band:.0f}%",
             result,
         )
-    fam = Table(title="per family: |error| of the gated points")
-    for col in ("family", "points", "median |error|", "worst |error|", "band", "failures"):
+    fam = Table(
+        title="per family: |error| of the gated points",
+        caption="median error: signed, of the family; a whole-step family whose median leaves "
+        "its bias band fails (every step slower together: a regression, not noise)",
+        caption_justify="left",
+    )
+    cols = ("family", "points", "median |error|", "worst |error|", "band", "failures")
+    for col in cols + ("median error", "bias band"):
         fam.add_column(col, justify="left" if col == "family" else "right")
     for s in v.summaries():
+        bias = "—" if s.bias_band is None else f"±{100 * s.bias_band:.0f}%"
+        median = f"{100 * s.median_error:+.0f}%"
         fam.add_row(
             s.family,
             str(s.points),
@@ -217,6 +225,8 @@ def _validation_tables(v: Validation) -> list[Table]:
             f"{100 * s.worst_abs_error:.0f}%",
             f"±{100 * s.band:.0f}%",
             str(s.failures),
+            f"[red]{median} FAIL[/red]" if s.biased else median,
+            bias,
         )
     return [pts, fam]
 
@@ -247,7 +257,13 @@ def _validate(
             )
     if not v.passed:
         failed = sum(not row.passed for row in v.rows)
-        raise InvalidInputError(f"{failed} point(s) outside their band; see the table")
+        biased = [s for s in v.summaries() if s.biased]
+        what = [f"{failed} point(s) outside their band"] if failed else []
+        what += [
+            f"{s.family} off by {s.median_error:+.0%} at the median (bias band ±{s.bias_band:.0%})"
+            for s in biased
+        ]
+        raise InvalidInputError("; ".join(what) + "; see the tables")
 
 
 Hardware = Annotated[
@@ -394,7 +410,8 @@ def check(
     ] = 3,
 ) -> None:
     """Measure the ci suite and validate it in one command (for your CI). Exit 0: every point
-    in its band; 1: a point is out on a machine whose runs agree; 2: out, but the runs
+    in its band and every whole-step family's median in its bias band; 1: a point or a median
+    is out on a machine whose runs agree; 2: out, but the runs
     disagree by more than NOISY_SPREAD even after measuring twice more (too noisy to judge)."""
     common.check_output(output, "results file")
     runs: list[Results] = []

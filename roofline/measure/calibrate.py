@@ -1,24 +1,32 @@
 """Calibration: turn a results file into a HardwareSpec of what this machine achieves.
 
-Held-out protocol: only the peak GEMMs, the bandwidth kernels and four single calibration
+Held-out protocol: only the peak GEMMs, the bandwidth kernels, four single calibration
 shapes that no validated point uses (`gemm_small`, `gemv_small`, `attention_small`,
-`prefill_attention_small`) are used here. The GEMM sweep, attention and whole decode/prefill
-steps are left for `validate`.
+`prefill_attention_small`), the sweep of the GEMMs decode steps run (`gemm_decode`) and the
+eager chain of small operators (`eager_ops`) are used here. The GEMM sweep at N = K = 4096,
+attention and whole decode/prefill steps are left for `validate`.
 
 - matmul fraction per dtype = best achieved peak GEMM FLOP/s / datasheet peak (native dtypes
   only: an emulated bf16 on a CPU is reported by measure, never calibrated);
 - bandwidth fraction = achieved read-only bandwidth over buffers ≥ 4x the last-level cache /
   datasheet bandwidth (decode streams weights and KV read-mostly, so the read kernel is the
   one it resembles);
-- kernel overhead = time of the smallest bandwidth point (a few KiB: pure launch and
-  dispatch cost) less its bytes at the achieved bandwidth;
-- small-M GEMM efficiency M½ (`roofline.cost`): from the one `gemm_small` point (M = 8, a
-  shape neither the sweep nor the models use), solving
-  t = (FLOPs + 2·M½·weights) / achieved peak + overhead for M½; 0 when that GEMM ran at
-  its memory roofline (no evidence of a compute shortfall, the usual case on GPUs).
-- gemv row cost (`roofline.cost`): from the one `gemv_small` point (M = 1, rows shorter than
-  any model's: K = 384 on CPUs, 256 on GPUs), (t - overhead - bytes / bandwidth) / N rows,
-  0 when it streamed at the read bandwidth;
+- kernel overhead = the cost of one launch inside eager model code: the `eager_ops` chain
+  (two RMSNorms with their residual adds and RoPE on q and k on one token: 24 launches as
+  the calculator counts them) less its bytes, per launch; without that point (older results
+  files), the smallest bandwidth point (a few KiB in a tight loop: launch and dispatch
+  alone) less its bytes, which is also the floor every other fit here subtracts;
+- small-M GEMM efficiency M½ (`roofline.cost`): solving t = (FLOPs + 2·M½·weights) /
+  achieved peak + overhead for M½, pooled over the points (Σ excess FLOPs / Σ 2·weights: the
+  large matrices, which take most of a step, weigh as much as they cost); from the one
+  `gemm_small` point (M = 8, a shape neither the sweep nor the models use) as
+  `matmul_half_rows`, and per M from the `gemm_decode` sweep (every GEMM shape of the suite
+  models' decode steps, M = 2, 4, … up to the largest batch) as `matmul_half_rows_by_m`,
+  which the calculator reads instead when present; 0 when the GEMMs ran at their memory
+  roofline (no evidence of a compute shortfall, the usual case on GPUs);
+- gemv row cost (`roofline.cost`): from the `gemv_small` point (M = 1, rows shorter than any
+  model's: K = 384 on CPUs, 256 on GPUs) and the sweep's M = 1 points, pooled:
+  Σ (t - overhead - bytes / bandwidth) / Σ N rows, 0 when they streamed at the bandwidth;
 - attention memory fraction: from the one `attention_small` point (a decode shape, B = 8
   S = 2048 on CPUs: memory-bound), its memory roofline time bytes / bandwidth over
   (t - launches · overhead), capped at 1;
@@ -37,13 +45,15 @@ from pathlib import Path
 from ..catalog import load_hardware
 from ..errors import InvalidInputError
 from ..hardware import Achievable, HardwareSpec
-from .kernel_ops import attention_op
+from .kernel_ops import attention_op, eager_chain_op
 from .results import Point, Results
 
 CALIBRATION_FAMILIES = (
     "gemm_peak",
     "gemm_small",
     "gemv_small",
+    "gemm_decode",
+    "eager_ops",
     "attention_small",
     "prefill_attention_small",
     "bandwidth",
@@ -59,7 +69,7 @@ class Achieved:
 
     matmul_flops_per_s: dict[str, float]
     bandwidth_bytes_per_s: float
-    terms: dict[str, float]
+    terms: dict[str, float | dict[int, float]]
 
     def __post_init__(self) -> None:
         unknown = set(self.terms) - set(Achievable.model_fields)
@@ -90,13 +100,16 @@ def achieved(results: Results) -> Achieved:
     bw = max(p.bytes_per_s for p in reads)
     smallest = min(bw_points, key=lambda p: p.bytes)
     overhead = max(smallest.timing.median_s - smallest.bytes / bw, 0.0)
+    sweep = results.family("gemm_decode")
+    gemvs = results.family("gemv_small") + [p for p in sweep if p.shape["M"] == 1]
     return Achieved(
         peaks,
         bw,
         terms={
-            "kernel_overhead_us": overhead * 1e6,
+            "kernel_overhead_us": eager_launch_s(results.family("eager_ops"), bw, overhead) * 1e6,
             "matmul_half_rows": half_rows(results.family("gemm_small"), peaks, bw, overhead),
-            "gemv_row_ns": gemv_row_s(results.family("gemv_small"), bw, overhead) * 1e9,
+            "matmul_half_rows_by_m": half_rows_by_m(sweep, peaks, bw, overhead),
+            "gemv_row_ns": gemv_row_s(gemvs, bw, overhead) * 1e9,
             "attention_memory_fraction": attention_fraction(
                 results.family("attention_small"), "memory", peaks, bw, overhead
             ),
@@ -111,13 +124,36 @@ def _median(xs: list[float], default: float) -> float:
     return float(sorted(xs)[len(xs) // 2]) if xs else default
 
 
+def eager_launch_s(points: list[Point], bw: float, floor_s: float) -> float:
+    """Cost of one launch inside eager model code: the median over `eager_ops` points of
+    (t - bytes / bw) / launches, at least the tight-loop floor `floor_s` (the floor itself
+    without points: results written before the chain was measured)."""
+    fits = []
+    for p in points:
+        op = eager_chain_op(**{d: p.shape[d] for d in ("D", "N", "K", "H")})
+        fits.append(max((p.timing.median_s - p.bytes / bw) / op.launches, floor_s))
+    return _median(fits, floor_s)
+
+
+def half_rows_by_m(
+    points: list[Point], peaks: dict[str, float], bw: float, overhead_s: float
+) -> dict[int, float]:
+    """M½ at each M ≥ 2 of the decode sweep: `half_rows` over that M's shapes."""
+    by_m: dict[int, list[Point]] = {}
+    for p in points:
+        if p.shape["M"] >= 2 and p.dtype in peaks:
+            by_m.setdefault(p.shape["M"], []).append(p)
+    return {m: half_rows(ps, peaks, bw, overhead_s) for m, ps in sorted(by_m.items())}
+
+
 def gemv_row_s(points: list[Point], bw: float, overhead_s: float) -> float:
-    """Fixed cost per weight row of a gemv: the median over points of
-    (t - overhead - bytes / bw) / N, at least 0 (0 without points)."""
-    return _median(
-        [max((p.timing.median_s - overhead_s - p.bytes / bw) / p.shape["N"], 0.0) for p in points],
-        0.0,
-    )
+    """Fixed cost per weight row of a gemv, pooled over the points: Σ max(t - overhead -
+    bytes / bw, 0) / Σ N (0 without points). Pooled, not a median of per-point fits, so that
+    the rows of the larger matrices, which take most of a decode step, weigh as much as they
+    cost."""
+    rows = sum(p.shape["N"] for p in points)
+    excess = sum(max(p.timing.median_s - overhead_s - p.bytes / bw, 0.0) for p in points)
+    return excess / rows if rows else 0.0
 
 
 def attention_fraction(
@@ -138,19 +174,22 @@ def attention_fraction(
 
 
 def half_rows(points: list[Point], peaks: dict[str, float], bw: float, overhead_s: float) -> float:
-    """M½ from skinny GEMMs: the median over points of ((t - overhead)·peak - FLOPs) / (2·W),
-    W = K·N weight elements, M = FLOPs / (2·W); a point at or under its memory time gives 0."""
-    fits = []
+    """M½ from skinny GEMMs, pooled over the points: Σ ((t - overhead)·peak - FLOPs) / Σ 2·W
+    (W = K·N weight elements; M = FLOPs / (2·W)), a point at or under its memory time adding
+    nothing to the numerator; pooled, as `gemv_row_s` is, so it reproduces their summed time."""
+    excess = weights = 0.0
     for p in points:
         if p.dtype not in peaks:
             continue
         t = p.timing.median_s - overhead_s
-        weights = p.shape["N"] * p.shape["K"]
-        if t <= p.bytes / bw:
-            fits.append(0.0)
-        else:
-            fits.append(max((t * peaks[p.dtype] - p.flops) / (2 * weights), 0.0))
-    return _median(fits, 0.0)
+        weights += 2 * p.shape["N"] * p.shape["K"]
+        if t > p.bytes / bw:
+            excess += max(t * peaks[p.dtype] - p.flops, 0.0)
+    return excess / weights if weights else 0.0
+
+
+def _rounded(v: float | dict[int, float]) -> float | dict[int, float]:
+    return {k: round(x, 4) for k, x in v.items()} if isinstance(v, dict) else round(v, 4)
 
 
 def _base(results: Results) -> tuple[dict[str, float], float | None, str, str]:
@@ -194,8 +233,10 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
         f"roofline calibrate {source}: measured {env.started_at} on {env.device.name}, "
         f"torch {env.torch_version}, {env.threads} threads; matmul = best peak GEMM per "
         "dtype, bandwidth = read-only kernel over buffers >= 4x LLC, kernel overhead = "
-        "smallest bandwidth point, matmul_half_rows = the M=8 gemm_small point, "
-        "gemv_row_ns = the M=1 gemv_small point, attention_memory_fraction = the decode "
+        "smallest bandwidth point or, when measured, the eager_ops chain per launch, "
+        "matmul_half_rows = the M=8 gemm_small point, matmul_half_rows_by_m = the "
+        "gemm_decode sweep per M (median over its shapes), gemv_row_ns = the M=1 gemv_small "
+        "and gemm_decode points, attention_memory_fraction = the decode "
         "attention_small point, attention_compute_fraction = the causal "
         "prefill_attention_small point"
     )
@@ -216,7 +257,7 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
         achievable=Achievable(
             matmul_fraction=fractions,
             memory_bandwidth_fraction=round(a.bandwidth_bytes_per_s / bw, 4),
-            **{k: round(v, 4) for k, v in a.terms.items()},  # type: ignore[arg-type]  # float terms, by name
+            **{k: _rounded(v) for k, v in a.terms.items()},  # type: ignore[arg-type]  # terms, by name
             source=src,
         ),
         confidence="measured",

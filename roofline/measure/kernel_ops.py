@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ..cost import Ceilings, activation_bytes, op_cost
 from ..hardware import HardwareSpec
-from ..operators import Op, sdpa_op
+from ..model import ModelSpec
+from ..operators import NORM_LAUNCHES, ROPE_LAUNCHES, Op, Step, operators, sdpa_op
 from ..precision import Precision
 
 #: Elements each streaming kernel moves per element of its buffers, and its FLOPs per element.
@@ -32,6 +33,18 @@ def gemm_op(M: int, N: int, K: int) -> Op:
     )
 
 
+def decode_gemm_shapes(m: ModelSpec) -> list[tuple[int, int]]:
+    """(N, K) of every GEMM of one decode step of `m`, per instance, in step order."""
+    shapes: list[tuple[int, int]] = []
+    for op in operators(m, Step(1, 1, 1)):
+        if op.kind == "matmul" and op.weight_rows:
+            n = int(op.weight_rows) // op.instances
+            shape = (n, int(op.weight_elems) // int(op.weight_rows))
+            if shape not in shapes:
+                shapes.append(shape)
+    return shapes
+
+
 def stream_op(kernel: str, elems: int) -> Op:
     """A bandwidth kernel over buffers of `elems` elements each."""
     return Op(
@@ -40,6 +53,23 @@ def stream_op(kernel: str, elems: int) -> Op:
         flops=STREAM_FLOPS_PER_ELEM[kernel] * elems,
         act_elems=STREAM_ELEMS_MOVED[kernel] * elems,
     )
+
+
+#: Launches of the eager chain (`kernels.micro.eager_chain_case`), counted as the calculator
+#: counts them (`roofline.operators`): two RMSNorms of NORM_LAUNCHES each plus their residual
+#: adds, and RoPE on q and k (ROPE_LAUNCHES).
+EAGER_CHAIN_LAUNCHES = 2 * (NORM_LAUNCHES["rmsnorm"] + 1) + ROPE_LAUNCHES  # 24
+
+
+def eager_chain_op(D: int, N: int, K: int, H: int) -> Op:
+    """The elementwise work of one eager decoder layer on one token (the norms, residual adds
+    and RoPE of `kernels.micro.eager_chain_case`): each launch reads its input and writes its
+    output — a norm's 6 on D elements plus its add (2 in, 1 out), RoPE's 5 on q (N·H) and k
+    (K·H) — and no FLOP worth counting (each is a few thousand)."""
+    norm = NORM_LAUNCHES["rmsnorm"] * 2 * D + 3 * D
+    rope = (ROPE_LAUNCHES // 2) * 2 * (N + K) * H
+    elems = 2 * norm + rope
+    return Op("eager/chain", "elementwise", flops=0, act_elems=elems, launches=EAGER_CHAIN_LAUNCHES)
 
 
 def attention_op(B: int, T: int, S: int, N: int, K: int, H: int) -> Op:

@@ -33,6 +33,8 @@ Family = Literal[
     "gemv_small",
     "attention_small",
     "prefill_attention_small",
+    "gemm_decode",
+    "eager_ops",
     "gemm_sweep",
     "bandwidth",
     "decode_attention",
@@ -46,6 +48,8 @@ FAMILIES: tuple[str, ...] = (
     "gemv_small",
     "attention_small",
     "prefill_attention_small",
+    "gemm_decode",
+    "eager_ops",
     "gemm_sweep",
     "bandwidth",
     "decode_attention",
@@ -66,11 +70,23 @@ class Timing(Frozen):
     method: str = Field(description="perf_counter, cuda_events or cuda_graph")
 
 
+#: The shape dimensions each kernel's point carries (validate rebuilds its operator from them).
+KERNEL_DIMS: dict[str, tuple[str, ...]] = {
+    "gemm": ("M", "N", "K"),
+    "copy": ("elems",),
+    "read": ("elems",),
+    "triad": ("elems",),
+    "sdpa": ("B", "T", "S", "N", "K", "H"),
+    "eager": ("D", "N", "K", "H"),
+    "model": ("B", "T", "S"),
+}
+
+
 class Point(Frozen):
     """One measured shape. FLOPs and bytes are the calculator's counts for this shape."""
 
     family: Family
-    kernel: str = Field(description="gemm, copy, read, triad, sdpa, model")
+    kernel: str = Field(description="gemm, copy, read, triad, sdpa, eager, model")
     name: str
     dtype: str
     shape: dict[str, int]
@@ -81,6 +97,19 @@ class Point(Frozen):
     graph_timing: Timing | None = Field(default=None, description="CUDA-graph replay (GPU)")
     backend: str = ""
     native: bool = Field(default=True, description="False: dtype emulated on this device")
+
+    @model_validator(mode="after")
+    def _shape_of_kernel(self) -> Point:
+        dims = KERNEL_DIMS.get(self.kernel)
+        if dims is None:
+            raise ValueError(f"unknown kernel '{self.kernel}'; known: {', '.join(KERNEL_DIMS)}")
+        missing = [d for d in dims if d not in self.shape]
+        if missing:
+            raise ValueError(f"a {self.kernel} point needs shape {', '.join(missing)}")
+        low = [d for d in dims if self.shape[d] < (0 if d == "S" else 1)]
+        if low:
+            raise ValueError(f"shape {low[0]} = {self.shape[low[0]]} of a {self.kernel} point")
+        return self
 
     @property
     def flops_per_s(self) -> float:

@@ -236,7 +236,12 @@ def serving_features(
 
 
 #: Device terms that are step functions of a GEMM's rows, off in the serving simulator.
-NON_AFFINE_TERMS = {"gemm_tile": None, "matmul_half_rows": 0.0, "gemv_row_ns": 0.0}
+NON_AFFINE_TERMS: dict[str, object] = {
+    "gemm_tile": None,
+    "matmul_half_rows": 0.0,
+    "matmul_half_rows_by_m": {},
+    "gemv_row_ns": 0.0,
+}
 
 
 def affine_spec(hw: HardwareSpec) -> HardwareSpec:
