@@ -69,6 +69,15 @@ class Timing(Frozen):
     repeats: int = Field(ge=1, le=10**9)
     method: str = Field(description="perf_counter, cuda_events or cuda_graph")
 
+    @model_validator(mode="after")
+    def _ordered(self) -> Timing:
+        if not self.min_s <= self.p20_s <= self.median_s <= self.p80_s:
+            raise ValueError(
+                "times must be ordered min <= p20 <= median <= p80, got "
+                f"{self.min_s:g} / {self.p20_s:g} / {self.median_s:g} / {self.p80_s:g} s"
+            )
+        return self
+
 
 #: The shape dimensions each kernel's point carries (validate rebuilds its operator from them).
 KERNEL_DIMS: dict[str, tuple[str, ...]] = {
@@ -79,6 +88,22 @@ KERNEL_DIMS: dict[str, tuple[str, ...]] = {
     "sdpa": ("B", "T", "S", "N", "K", "H"),
     "eager": ("D", "N", "K", "H"),
     "model": ("B", "T", "S"),
+}
+
+
+#: The kernel each family times (a decode step timed as a GEMM would be predicted as one).
+FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(
+        ("gemm_peak", "gemm_small", "gemv_small", "gemm_decode", "gemm_sweep"), ("gemm",)
+    ),
+    "bandwidth": ("copy", "read", "triad"),
+    **dict.fromkeys(
+        ("attention_small", "prefill_attention_small", "decode_attention", "prefill_attention"),
+        ("sdpa",),
+    ),
+    "eager_ops": ("eager",),
+    "decode_step": ("model",),
+    "prefill_step": ("model",),
 }
 
 
@@ -109,6 +134,11 @@ class Point(Frozen):
         low = [d for d in dims if self.shape[d] < (0 if d == "S" else 1)]
         if low:
             raise ValueError(f"shape {low[0]} = {self.shape[low[0]]} of a {self.kernel} point")
+        if self.kernel not in FAMILY_KERNELS[self.family]:
+            raise ValueError(
+                f"a {self.family} point times {' or '.join(FAMILY_KERNELS[self.family])}, "
+                f"not '{self.kernel}'"
+            )
         return self
 
     @property

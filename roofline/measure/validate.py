@@ -29,7 +29,8 @@ from .results import FAMILIES, Point, Results
 #: |signed error| allowed per family for the calibrated prediction: the worst |error| the CPU
 #: gate (`roofline check --device cpu`) has seen in that family plus a margin, since every
 #: prediction inherits the machine's drift between its calibration point and itself. The runs
-#: each band comes from: docs/measurement.md.
+#: each band comes from: docs/measurement.md (whole steps: ten checks with one core busy,
+#: decode worst 14–26%, prefill worst 1–21%; a regression is caught by `BIAS_BANDS`).
 BANDS: dict[str, float] = {
     "gemm_peak": 0.25,
     "gemm_small": 0.25,
@@ -42,7 +43,7 @@ BANDS: dict[str, float] = {
     "gemm_sweep": 0.50,
     "decode_attention": 0.50,
     "prefill_attention": 0.45,
-    "decode_step": 0.25,
+    "decode_step": 0.30,
     "prefill_step": 0.25,
 }
 
