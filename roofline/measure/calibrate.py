@@ -235,7 +235,7 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
         "dtype, bandwidth = read-only kernel over buffers >= 4x LLC, kernel overhead = "
         "smallest bandwidth point or, when measured, the eager_ops chain per launch, "
         "matmul_half_rows = the M=8 gemm_small point, matmul_half_rows_by_m = the "
-        "gemm_decode sweep per M (median over its shapes), gemv_row_ns = the M=1 gemv_small "
+        "gemm_decode sweep per M (pooled over its points), gemv_row_ns = the M=1 gemv_small "
         "and gemm_decode points, attention_memory_fraction = the decode "
         "attention_small point, attention_compute_fraction = the causal "
         "prefill_attention_small point"
