@@ -33,7 +33,7 @@ SUITES = ("ci", "quick", "full")
 GRAPH_BELOW_S = 50e-6
 #: Timed seconds at least, per calibration point: every prediction inherits its noise, so
 #: it is timed over long enough (≥ 0.5 s) for a short burst of other work to fall out of
-#: the median. Not the `gemm_decode` sweep: its terms are medians over its many shapes.
+#: the median. Not the `gemm_decode` sweep: its terms are pooled over its many shapes.
 CALIBRATION_MEASURE_S = 0.5
 
 

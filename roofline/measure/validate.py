@@ -50,8 +50,8 @@ BANDS: dict[str, float] = {
 #: |median signed error| allowed for a whole-step family: a regression makes every step slower
 #: together, so it moves the family's median, which noise at one point does not. Steps made
 #: 30% slower move a median m to (1 + m) / 1.3 - 1, 23 points lower; the decode-step median of
-#: the CI gate was -3% and -14% in two checks of this machine (docs/measurement.md), from
-#: where a 30% regression lands at -25% and -34%, outside ±20%.
+#: the CI gate stayed within -3% to -14% in 13 checks of this machine, quiet and with one core
+#: busy (docs/measurement.md), from where a 30% regression lands at -25% to -34%, outside ±20%.
 BIAS_BANDS: dict[str, float] = {"decode_step": 0.20, "prefill_step": 0.20}
 
 PROTOCOL = (
