@@ -29,8 +29,9 @@ from .results import FAMILIES, Point, Results
 #: |signed error| allowed per family for the calibrated prediction: the worst |error| the CPU
 #: gate (`roofline check --device cpu`) has seen in that family plus a margin, since every
 #: prediction inherits the machine's drift between its calibration point and itself. The runs
-#: each band comes from: docs/measurement.md (whole steps: ten checks with one core busy,
-#: decode worst 14–26%, prefill worst 1–21%; a regression is caught by `BIAS_BANDS`).
+#: each band comes from: docs/measurement.md (whole steps, 14 checks of this release: decode
+#: worst 10–35%, the 35% one memory-bound B = 1 step of the CI run; prefill worst 1–21%. A
+#: regression is caught by `BIAS_BANDS`, which a single point's drift does not move).
 BANDS: dict[str, float] = {
     "gemm_peak": 0.25,
     "gemm_small": 0.25,
@@ -43,7 +44,7 @@ BANDS: dict[str, float] = {
     "gemm_sweep": 0.50,
     "decode_attention": 0.50,
     "prefill_attention": 0.45,
-    "decode_step": 0.30,
+    "decode_step": 0.40,
     "prefill_step": 0.25,
 }
 
