@@ -14,6 +14,8 @@ import torch.nn.functional as F
 from roofline.errors import InvalidInputError
 from roofline.model import ModelSpec
 
+from .micro import rope
+
 
 def _check_supported(m: ModelSpec) -> None:
     unsupported = [
@@ -83,10 +85,8 @@ class LlamaStack:
         return [self.embedding, *per_layer, self.final_norm, self.lm_head]
 
     def _rope(self, x: torch.Tensor, start: int) -> torch.Tensor:
-        T, half = x.shape[2], x.shape[3] // 2
-        cos, sin = self.cos[start : start + T], self.sin[start : start + T]
-        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-        return x * cos + rotated * sin
+        T = x.shape[2]
+        return rope(x, self.cos[start : start + T], self.sin[start : start + T])
 
     @torch.inference_mode()
     def forward(self, tokens: torch.Tensor, start: int) -> torch.Tensor:

@@ -107,6 +107,13 @@ def attention_case(
     return Case(fn, attention_op(B, T, S, N, K, H), sdpa_backend(q, k_cache, v_cache, causal, gqa))
 
 
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary positions by rotate-half, as eager Llama code applies them (5 launches: neg,
+    cat, 2 mul, add; `roofline.operators.ROPE_LAUNCHES` counts them for q and k)."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
 def eager_chain_case(D: int, N: int, K: int, H: int, dtype: str, device: torch.device) -> Case:
     """The small operators of one eager decoder layer on one token, without its GEMMs and
     attention: an RMSNorm written out (pow, mean, add ε, rsqrt, 2 mul) and its residual add,
@@ -120,17 +127,15 @@ def eager_chain_case(D: int, N: int, K: int, H: int, dtype: str, device: torch.d
     q = torch.randn(1, 1, N * H, dtype=t, device=device)
     k = torch.randn(1, 1, K * H, dtype=t, device=device)
     cos, sin = (torch.randn(1, H, dtype=t, device=device) for _ in range(2))
-    half = H // 2
 
     def norm(v: torch.Tensor) -> torch.Tensor:
         return v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + 1e-5) * weight
 
-    def rope(v: torch.Tensor, heads: int) -> torch.Tensor:
-        v = v.view(1, 1, heads, H).transpose(1, 2)
-        return v * cos + torch.cat((-v[..., half:], v[..., :half]), dim=-1) * sin
+    def heads(v: torch.Tensor, n: int) -> torch.Tensor:
+        return v.view(1, 1, n, H).transpose(1, 2)
 
     def fn() -> tuple[torch.Tensor, ...]:
         h = norm(x) + residual
-        return norm(h) + residual, rope(q, N), rope(k, K)
+        return norm(h) + residual, rope(heads(q, N), cos, sin), rope(heads(k, K), cos, sin)
 
     return Case(fn, eager_chain_op(D, N, K, H))
