@@ -159,7 +159,7 @@ def mtp_projection(target: ModelSpec, batch: ArrayLike) -> Op:
     return projection("mtp_eh_proj", np.asarray(batch), 2 * D, D)
 
 
-def _check_pair(target: ModelSpec, draft: ModelSpec) -> None:
+def check_pair(target: ModelSpec, draft: ModelSpec) -> None:
     if draft.vocab_size != target.vocab_size:
         raise InvalidInputError(
             f"draft {draft.name} has a {draft.vocab_size:,}-token vocabulary but target "
@@ -240,16 +240,24 @@ def pair_fit(
     draft_bytes = extra = 0.0
     if draft is not None:
         d = memory.held(draft, stack.for_model(draft), batch, context, reach)
-        draft_bytes = float(d.weights_bytes + d.kv_cache_bytes)
+        draft_bytes = draft_weights_bytes(target, draft, stack, mtp) + float(d.kv_cache_bytes)
         extra = max(float(d.activation_bytes - t.activation_bytes), 0.0)
-        if mtp:
-            p, prec, tp = draft.params, stack.precision, stack.parallel.tp
-            shared = p.embedding * prec.weight_bytes_for("embedding") + p.lm_head * (
-                prec.weight_bytes_for("lm_head")
-            )
-            eh = mtp_projection(target, batch).weight_elems * prec.weight_bytes_for(None)
-            draft_bytes += float(eh) - shared / tp
     return PairFit(float(t.total_bytes), draft_bytes, extra, stack.budget)
+
+
+def draft_weights_bytes(target: ModelSpec, draft: ModelSpec, stack: Stack, mtp: bool) -> float:
+    """The draft's weights on the fullest GPU of `stack` (sharded like the target); an MTP
+    module (`mtp`) without the target's embedding and LM head, which it shares (1/tp of each
+    per GPU), and with its unsharded eh_proj."""
+    weights = float(memory.held(draft, stack.for_model(draft), 1, 1, 1).weights_bytes)
+    if not mtp:
+        return weights
+    p, prec, tp = draft.params, stack.precision, stack.parallel.tp
+    shared = p.embedding * prec.weight_bytes_for("embedding") + p.lm_head * (
+        prec.weight_bytes_for("lm_head")
+    )
+    eh = mtp_projection(target, 1).weight_elems * prec.weight_bytes_for(None)
+    return weights + float(eh) - shared / tp
 
 
 def speculative_cost(
@@ -275,7 +283,7 @@ def speculative_cost(
     target_step_s = float(_step_s(target, stack, plain))
     verify_s = float(_step_s(target, stack, Step(batch, k + 1, context, logits="all")))
     if drafter.model is not None:
-        _check_pair(target, drafter.model)
+        check_pair(target, drafter.model)
         S = context + np.arange(k)  # the draft's cache grows by one per proposal
         draft_s = float(
             np.sum(_draft_step_s(drafter.model, stack.for_model(drafter.model), Step(batch, 1, S)))

@@ -23,6 +23,10 @@ Opt = typer.Option
 
 #: Options that shape the synthetic workload, which a trace or a benchmark file replaces.
 SYNTHETIC = ("rate", "requests", "arrivals", "lengths", "input_tokens", "output_tokens", "sigma")
+#: Options only speculative decoding reads.
+SPECULATION = ("acceptance", "acceptance_sd")
+#: Draft tokens per step at most (`speculative.speculative_cost`'s range).
+MAX_SPECULATE = 64
 #: Options only the disaggregated policy reads.
 DISAGGREGATED = ("prefill_replicas", "decode_replicas", "prefill_hardware", "decode_hardware")
 
@@ -151,6 +155,45 @@ def serve(
     ep: common.Ep = 1,
     ceiling: common.Ceiling = "achievable",
     engine: common.EngineOpt = common.DEFAULT_ENGINE,
+    speculate: Annotated[
+        int | None,
+        Opt(
+            "--speculate",
+            help="speculative decoding: K tokens drafted and verified per decode step "
+            "(with --draft, --mtp or --heads)",
+            callback=common.in_range(1, MAX_SPECULATE),
+        ),
+    ] = None,
+    draft: Annotated[
+        str | None, Opt(help="--speculate: the draft model (the target's vocabulary)")
+    ] = None,
+    mtp: Annotated[
+        bool,
+        Opt("--mtp", help="--speculate: draft with the target's multi-token-prediction module"),
+    ] = False,
+    heads: Annotated[
+        float | None,
+        Opt(
+            help="--speculate: draft heads (Medusa/EAGLE), each costing this fraction of a "
+            "target layer",
+            callback=common.in_range(0, 100, open_low=True),
+        ),
+    ] = None,
+    acceptance: Annotated[
+        float,
+        Opt(
+            help="--speculate: mean per-token acceptance α over requests",
+            callback=common.in_range(0, 1),
+        ),
+    ] = 0.7,
+    acceptance_sd: Annotated[
+        float,
+        Opt(
+            help="--speculate: standard deviation of α across requests (beta-distributed; "
+            "0: every request at the mean)",
+            callback=common.in_range(0, 0.5),
+        ),
+    ] = 0.0,
     slo_ttft: common.SloTtft = 1.0,
     slo_tpot: common.SloTpot = 0.1,
     sweep: Annotated[bool, Opt("--sweep-rate", help="highest rate meeting the SLO")] = False,
@@ -173,6 +216,11 @@ def serve(
             f"{', '.join(extra)} {'shapes' if len(extra) == 1 else 'shape'} the synthetic "
             "workload, which "
             f"{'--trace' if trace else '--from'} replaces; drop them"
+        )
+    if speculate is None and (extra := _given(ctx, SPECULATION)):
+        raise InvalidInputError(
+            f"{', '.join(extra)} {'applies' if len(extra) == 1 else 'apply'} to speculative "
+            "decoding; add --speculate K or drop them"
         )
     named = {policy_name, *(compare.split(",") if compare else [])}
     if "disaggregated" not in named and (extra := _given(ctx, DISAGGREGATED)):
@@ -222,6 +270,12 @@ def serve(
         overrides=overrides,
         parallel=Parallel(tp, pp, ep),
         engine=engine,
+        speculate=speculate,
+        acceptance=acceptance,
+        acceptance_sd=acceptance_sd,
+        draft=draft,
+        mtp=mtp,
+        heads=heads,
     )
     runs = serve_runs(config, common.NOTES)
     common.check_price_names(prices, runs.devices)

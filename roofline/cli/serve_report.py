@@ -89,6 +89,24 @@ def timeline_lines(s: Summary) -> list[str]:
         f"{sparkline(tl['kv_allocated_bytes'])}",
         f"span {seconds(tl['time_s'][-1] - tl['time_s'][0])}; prefix-cache hits "
         f"{s.result.counters.prefix_hit_tokens:,} prompt tokens",
+        *speculation_lines(s),
+    ]
+
+
+def speculation_lines(s: Summary) -> list[str]:
+    """What the drafts did, when the replica speculates."""
+    spec = s.result.deployment.speculation
+    if spec is None:
+        return []
+    d = s.speculation()
+    if not d["verifications"]:
+        return [f"speculation: K = {spec.k} drafted by {spec.drafted_by}; no decode step ran"]
+    spread = f" (sd {spec.acceptance_sd:g} across requests)" if spec.acceptance_sd else ""
+    return [
+        f"speculation: K = {spec.k} drafted by {spec.drafted_by}, per-token acceptance "
+        f"{spec.acceptance:g}{spread}: {d['accepted_tokens']:,} of {d['drafted_tokens']:,} drafts "
+        f"accepted ({d['acceptance_rate']:.1%}), {d['tokens_per_verification']:.2f} tokens per "
+        "verification"
     ]
 
 

@@ -12,15 +12,18 @@ from typing import Any
 from ..catalog import load_engine_or_none, load_hardware, load_model
 from ..cost import Ceiling
 from ..engine import EngineSpec
+from ..errors import InvalidInputError
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
 from ..placement import Parallel
 from ..precision import Precision
+from ..speculative import Drafter, check_pair
 from ..stack import Stack
 from .benchmarks import BenchmarkRun, read_benchmarks
 from .metrics import Summary
 from .policy import Policy, policy
 from .simulate import Deployment, build_deployment, simulate
+from .speculation import Speculation
 from .workload import Arrivals, LengthKind, Lengths, Workload, from_trace, synthetic
 
 
@@ -60,6 +63,12 @@ class ServeConfig:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     parallel: Parallel = Parallel()
     engine: str = "vllm"
+    speculate: int | None = None  # K drafted tokens per decode step (None: no speculation)
+    acceptance: float = 0.7  # mean per-token acceptance α across requests
+    acceptance_sd: float = 0.0  # its standard deviation across requests
+    draft: str | None = None  # the draft model, or
+    mtp: bool = False  # the target's multi-token-prediction module, or
+    heads: float | None = None  # heads costing this fraction of a target layer each
 
     def workload_dict(self, rate_per_s: float) -> dict:
         """The workload this config simulates at `rate_per_s`, as the JSON reports it."""
@@ -76,6 +85,40 @@ class ServeConfig:
             "prefix_tokens": self.prefix_tokens,
             "seed": self.seed,
         }
+
+    def speculation(self, model: ModelSpec) -> Speculation | None:
+        """The speculation of `speculate` with its drafter (exactly one of `draft`, `mtp`,
+        `heads`), or None; a drafter named without `speculate` is refused."""
+        named = [
+            n
+            for n, v in (
+                ("`draft`", self.draft),
+                ("`mtp`", self.mtp or None),
+                ("`heads`", self.heads),
+            )
+            if v is not None
+        ]
+        if self.speculate is None:
+            if named:
+                raise InvalidInputError(
+                    f"{', '.join(named)} names a drafter; add `speculate` (K draft tokens per "
+                    "step) to speculate, or drop it"
+                )
+            return None
+        if len(named) != 1:
+            raise InvalidInputError(
+                "`speculate` needs one drafter: `draft` (a model), `mtp` or `heads` (a layer "
+                "fraction)" + (f" (got {', '.join(named)})" if named else "")
+            )
+        if self.mtp:
+            drafter = Drafter.mtp_of(model)
+        elif self.draft is not None:
+            draft = load_model(self.draft, self.specs_dir)
+            check_pair(model, draft)
+            drafter = Drafter(model=draft)
+        else:
+            drafter = Drafter(head_layer_fraction=self.heads)
+        return Speculation(self.speculate, self.acceptance, drafter, self.acceptance_sd)
 
     def workload_label(self, rate_per_s: float) -> str:
         """One line naming the workload (a table title's)."""
@@ -178,6 +221,7 @@ class ServeRuns:
             self.deployments[i],
             c.max_seq_len,
             self.max_concurrency,
+            c.seed,
         )
         return Summary(result, c.slo_ttft, c.slo_tpot)
 
@@ -202,9 +246,10 @@ def serve_runs(c: ServeConfig, notes: list[str] | None = None) -> ServeRuns:
         policy(n.strip(), stack.engine).with_overrides(**c.overrides).on(stack.memory)
         for n in c.policies
     ]
+    spec = c.speculation(m)
     deployments = [
         build_deployment(
-            m, stack, p, c.replicas, pre_hw, dec_hw, c.prefill_replicas, c.decode_replicas
+            m, stack, p, c.replicas, pre_hw, dec_hw, c.prefill_replicas, c.decode_replicas, spec
         )
         for p in policies
     ]

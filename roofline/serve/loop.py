@@ -22,14 +22,16 @@ import numpy as np
 from .blocks import BlockAllocator
 from .policy import Policy
 from .schedulers import scheduler_for
+from .speculation import Speculation, inverse_log
 from .workload import Workload
 
 
 class StepTimer(Protocol):
     """Step times from the sequences' shapes (see `roofline.serve.stepcost`)."""
 
-    def step_s(self, T: np.ndarray, S: np.ndarray) -> float:
-        """One step over sequences with T_i new tokens on S_i cached."""
+    def step_s(self, T: np.ndarray, S: np.ndarray, verify: int = 0) -> float:
+        """One step over sequences with T_i new tokens on S_i cached, the first `verify` of
+        them speculative verifications."""
 
     def decode_s(self, S: np.ndarray, steps: int) -> np.ndarray:
         """`steps` consecutive decode steps of sequences starting at contexts S_i."""
@@ -38,10 +40,23 @@ class StepTimer(Protocol):
 class Requests:
     """Mutable per-request state of one simulation, as parallel arrays indexed by request id."""
 
-    def __init__(self, w: Workload, first_token_from_decode: bool = False) -> None:
+    def __init__(
+        self,
+        w: Workload,
+        first_token_from_decode: bool = False,
+        speculation: Speculation | None = None,
+        seed: int = 0,
+    ) -> None:
         n = w.requests
         self.w = w
         self.decode_first = first_token_from_decode
+        self.speculation = speculation
+        # per-request acceptance and each step's draws, from the workload's seed
+        self.rng = np.random.default_rng([seed, 0x5BEC])
+        self.acceptance = (
+            speculation.per_request(n, self.rng) if speculation is not None else np.zeros(n)
+        )
+        self.inv_log_acceptance = inverse_log(self.acceptance)  # the form the draws take
         self.ready_s = w.arrival_s.astype(float).copy()  # when the holding replica may start it
         self.computed = np.zeros(n, np.int64)  # tokens in KV
         self.target = w.input_tokens.astype(np.int64) - self.skipped(w.input_tokens)
@@ -76,6 +91,9 @@ class Counters:
     padding_tokens: int = 0  # static batching: steps of sequences already finished
     recomputed_tokens: int = 0  # KV dropped by recompute preemptions (re-prefilled later)
     prefix_hit_tokens: int = 0  # prompt tokens served from the prefix cache
+    drafted_tokens: int = 0  # speculation: tokens drafted for live sequences
+    accepted_tokens: int = 0  # of them, accepted and kept (within the request's output)
+    verifications: int = 0  # sequence-steps that verified drafts
     preemptions: int = 0
     swap_s: float = 0.0
 

@@ -195,6 +195,20 @@ class Summary:
             } | {"coverage": coverage, "basis": band.basis + STEP_BAND_NOTE}
         return out
 
+    def speculation(self) -> dict:
+        """What the verifications did: drafts accepted of those made (vLLM's acceptance rate)
+        and tokens each verification yielded (its mean acceptance length)."""
+        c = self.result.counters
+        return {
+            "verifications": c.verifications,
+            "drafted_tokens": c.drafted_tokens,
+            "accepted_tokens": c.accepted_tokens,
+            "acceptance_rate": c.accepted_tokens / c.drafted_tokens if c.drafted_tokens else None,
+            "tokens_per_verification": (
+                (c.accepted_tokens + c.verifications) / c.verifications if c.verifications else None
+            ),
+        }
+
     def as_dict(self, timeline: bool = True) -> dict:
         r, c = self.result, self.result.counters
         mean_batch, max_batch = self._weighted(None, "seqs")
@@ -224,6 +238,8 @@ class Summary:
             "padding_tokens": c.padding_tokens,
             "swap_s": c.swap_s,
         }
+        if (spec := r.deployment.speculation) is not None:
+            out["speculation"] = spec.as_dict() | self.speculation()
         if timeline:
             out["timeline"] = self.timeline()
         return out

@@ -4,16 +4,20 @@ A new policy is one subclass of `Scheduler` and one line in `SCHEDULERS`."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from .policy import Policy
+from .speculation import accepted
 
 if TYPE_CHECKING:
     from .loop import ServingLoop
+    from .speculation import SpeculativeTimer
 
 Chunks = list[tuple[int, int]]  # (request, prompt tokens computed this step)
+#: Speculative steps drawn at once at most (`Continuous._verify_stretch`): bounds its arrays.
+MAX_STRETCH_STEPS = 512
 
 
 class Scheduler(ABC):
@@ -49,6 +53,10 @@ class Continuous(Scheduler):
         self.prefilling: list[int] = []  # admitted, prompt partly computed (chunked)
         self.admitted: dict[int, int] = {}  # admission order of the admitted, for preemption
         self._admissions = 0
+        self.spec = self.r.speculation
+        # positions a decoding sequence runs per step: its last token (and K drafts to verify)
+        self.width = 1 if self.spec is None else self.spec.k + 1
+        self._verify_s = 0.0  # the last verify stretch's first step (s), 0 before any
 
     @property
     def sequences(self) -> int:
@@ -74,7 +82,8 @@ class Continuous(Scheduler):
         if self.run.size and ((not loop.waiting and not self.prefilling) or drains):
             if loop.pending:
                 horizon = min(horizon, float(self.r.ready_s[loop.pending[0]]))
-            if self._decode_stretch(horizon):
+            stretch = self._decode_stretch if self.spec is None else self._verify_stretch
+            if stretch(horizon):
                 return True
         decode, chunks = self.batch()
         if not chunks and not decode.size:
@@ -86,11 +95,11 @@ class Continuous(Scheduler):
             return True
         r = self.r
         T_c = np.array([c for _, c in chunks], dtype=float)
-        T = np.concatenate((np.ones(decode.size), T_c))
+        T = np.concatenate((np.full(decode.size, float(self.width)), T_c))
         S = np.concatenate((r.computed[decode], [r.computed[i] for i, _ in chunks])).astype(float)
-        dt = loop.timer.step_s(T, S)
+        dt = loop.timer.step_s(T, S, decode.size) if self.spec else loop.timer.step_s(T, S)
         loop.advance(dt)
-        loop.c.decode_tokens += decode.size
+        loop.c.decode_tokens += decode.size * self.width
         loop.c.prefill_tokens += int(T_c.sum())
         self._finish_decodes(decode)
         self._finish_chunks(chunks)
@@ -122,6 +131,54 @@ class Continuous(Scheduler):
         loop.c.decode_tokens += n * steps
         self._finish_decodes(run)
         loop.record(start, n, n * steps)
+        return True
+
+    def _verify_stretch(self, horizon: float) -> bool:
+        """With speculation, `_decode_stretch`'s counterpart: verify every running sequence for
+        the steps that start before `horizon` and end no later than the first finish, each step
+        drawing every sequence's acceptances (`speculation.accepted`), if the KV blocks of the
+        furthest step are free now."""
+        loop, r, run, spec = self.loop, self.r, self.run, self.spec
+        assert spec is not None
+        n, width = run.size, self.width
+        S0 = r.computed[run]
+        left = r.w.output_tokens[run] - r.generated[run]
+        k = min(int(left.min()), MAX_STRETCH_STEPS)  # every step yields at least one token
+        if horizon < np.inf and self._verify_s:  # draw about as many steps as fit before it:
+            # too few only ends the stretch early (the next one goes on), never changes a step
+            k = max(1, min(k, int((horizon - loop.clock) / self._verify_s) + 1))
+        draws = accepted(np.repeat(r.inv_log_acceptance[run], k), spec.k, r.rng)
+        cum = np.cumsum(draws.reshape(n, k) + 1, axis=1)
+        done_at = np.where(
+            (cum >= left[:, None]).any(axis=1), np.argmax(cum >= left[:, None], 1), k
+        )
+        k = min(k, int(done_at.min()) + 1)  # up to the first finish
+        S = (S0[:, None] + np.concatenate((np.zeros((n, 1), np.int64), cum[:, : k - 1]), 1)).T
+        timer = cast("SpeculativeTimer", loop.timer)  # a speculating replica's
+        dt = timer.verify_steps_s(S.astype(float))
+        ends = loop.clock + np.cumsum(dt)
+        steps = max(1, int(np.count_nonzero(ends - dt < horizon)))
+        self._verify_s = float(dt[0])  # the next stretch's estimate of its step
+        if int(self.kv.needed(run, S[steps - 1] + width).sum()) > self.kv.free_blocks:
+            return False
+        start = loop.clock
+        loop.advance_to(float(ends[steps - 1]))
+        self.kv.grow(run, S[steps - 1] + width)
+        gained = np.minimum(cum[:, steps - 1], left)
+        fresh = run[np.isnan(r.first_token_s[run])]  # first token from this stretch's step 1
+        r.first_token_s[fresh] = ends[0]
+        r.computed[run] += gained
+        r.generated[run] += gained
+        c = loop.c
+        c.decode_tokens += n * width * steps
+        c.verifications += n * steps
+        c.drafted_tokens += n * spec.k * steps
+        c.accepted_tokens += int(gained.sum()) - n * steps
+        done = r.generated[run] >= r.w.output_tokens[run]
+        for rid in run[done]:
+            self._complete(int(rid))
+        self.run = run[~done]
+        loop.record(start, n, n * width * steps)
         return True
 
     def _schedule_prefill(self, budget: int) -> Chunks:
@@ -205,9 +262,10 @@ class Continuous(Scheduler):
         loop.waiting.appendleft(rid)
 
     def _grow_decodes(self) -> np.ndarray:
-        """Blocks for each running sequence's next token; preempt the newest until they fit."""
+        """Blocks for each running sequence's next token (and the K drafts it verifies);
+        preempt the newest until they fit."""
         r = self.r
-        while self.run.size and not self.kv.grow(self.run, r.computed[self.run] + 1):
+        while self.run.size and not self.kv.grow(self.run, r.computed[self.run] + self.width):
             self._preempt_newest()
         return self.run
 
@@ -217,8 +275,9 @@ class Continuous(Scheduler):
         if not decode.size:
             return
         r = self.r
-        r.computed[decode] += 1
-        r.generated[decode] += 1
+        y = self._yields(decode)
+        r.computed[decode] += y
+        r.generated[decode] += y
         fresh = decode[np.isnan(r.first_token_s[decode])]  # first_token: decode
         r.first_token_s[fresh] = self.loop.clock
         done = r.generated[decode] >= r.w.output_tokens[decode]
@@ -226,6 +285,19 @@ class Continuous(Scheduler):
             for rid in decode[done]:
                 self._complete(int(rid))
             self.run = np.concatenate((decode[~done], self.run[decode.size :]))
+
+    def _yields(self, decode: np.ndarray) -> np.ndarray:
+        """Tokens each decoding sequence gains this step: 1, or with speculation the accepted
+        drafts and the target's own token, within what the request still generates."""
+        if self.spec is None:
+            return np.ones(decode.size, np.int64)
+        r, c = self.r, self.loop.c
+        left = r.w.output_tokens[decode] - r.generated[decode]
+        y = np.minimum(accepted(r.inv_log_acceptance[decode], self.spec.k, r.rng) + 1, left)
+        c.verifications += decode.size
+        c.drafted_tokens += decode.size * self.spec.k
+        c.accepted_tokens += int((y - 1).sum())
+        return y
 
     def _finish_chunks(self, chunks: Chunks) -> None:
         loop, r = self.loop, self.r
@@ -291,7 +363,8 @@ class Chunked(Continuous):
 
     def batch(self) -> tuple[np.ndarray, Chunks]:
         decode = self._grow_decodes()
-        return decode, self._schedule_prefill(self.p.step_tokens - decode.size)
+        budget = max(self.p.step_tokens - decode.size * self.width, 0)  # verifications count K + 1
+        return decode, self._schedule_prefill(budget)
 
 
 class Static(Scheduler):

@@ -23,6 +23,7 @@ from ..placement import pp_stage, stage_memory, stages_of, tp_shard
 from ..stack import MemoryPolicy, Stack
 from .loop import Counters, Requests, ServingLoop, StepTimer, Timeline
 from .policy import Policy
+from .speculation import Speculation, draft_memory, speculative_timer
 from .stepcost import mixed_step_cost
 from .workload import Workload
 
@@ -62,13 +63,20 @@ class Deployment:
     kv_equivalents: Callable[[np.ndarray], np.ndarray] | None = None
     first_token_from_decode: bool = False  # the engine's `first_token` is `decode`
     memory: MemoryPolicy = MemoryPolicy()  # the stack's: fixes a policy's token budget
+    speculation: Speculation | None = None  # every decode step verifies K drafted tokens
 
     @property
     def pools(self) -> tuple[Pool, ...]:
         return (self.pool,) if self.decode_pool is None else (self.pool, self.decode_pool)
 
 
-def kv_capacity_tokens(model: ModelSpec, stack: Stack, policy: Policy) -> int:
+def kv_capacity_tokens(
+    model: ModelSpec,
+    stack: Stack,
+    policy: Policy,
+    draft_weights_bytes: float = 0.0,
+    draft_kv_bytes_per_token: float = 0.0,
+) -> int:
     """KV tokens one replica holds, from its fullest GPU by the rules of `memory.batch_fit`
     (`Stack.budget`, `placement.memory_per_gpu`): (usable = fraction · capacity − weights
     per GPU − the activations of a full step of `token_budget` tokens over `max_seqs` sequences
@@ -81,7 +89,8 @@ def kv_capacity_tokens(model: ModelSpec, stack: Stack, policy: Policy) -> int:
     a sequence's local (sliding-window) layers take min(S, W) more of them
     (`footprint.kv_token_equivalents`, applied by the block allocator), as vLLM V1's hybrid
     allocator frees the blocks a window has left: the batch it holds at S tokens is the one
-    `memory.batch_fit` counts."""
+    `memory.batch_fit` counts. A speculative drafter's weights (per GPU) come off the free
+    memory and its KV per token is held beside the target's (`speculation.draft_memory`)."""
     hw, precision, par = stack.hardware, stack.precision, stack.parallel
     policy = policy.on(stack.memory)
     budget = stack.budget
@@ -99,11 +108,12 @@ def kv_capacity_tokens(model: ModelSpec, stack: Stack, policy: Policy) -> int:
             * stage.state_elems_per_sequence
             * precision.kv_bytes
         )
+        weights += draft_weights_bytes
         free = budget.usable_bytes - weights - act - state
         # per token of the global layers; local layers' windows count as that many tokens more
         # per sequence (`footprint.kv_token_equivalents`), as vLLM's hybrid allocator frees
         # the blocks a window has left
-        per_token = kv_growth_elems_per_token(stage) * precision.kv_bytes
+        per_token = kv_growth_elems_per_token(stage) * precision.kv_bytes + draft_kv_bytes_per_token
         tokens = (
             UNBOUNDED_KV_TOKENS
             if per_token == 0 and free >= 0
@@ -137,11 +147,13 @@ def build_deployment(
     decode_hw: HardwareSpec | None = None,
     prefill_replicas: int = 1,
     decode_replicas: int = 1,
+    speculation: Speculation | None = None,
 ) -> Deployment:
     """Pools whose step times come from the calculator for `model` on `stack`, each pool on its
     own device (`Stack.on`), every replica a group of the stack's tp·pp·ep GPUs (its
     `replicas` is not used: each pool has its own replica count). KV bytes per token are one
-    GPU's (each GPU moves its own share)."""
+    GPU's (each GPU moves its own share). With `speculation` every pool drafts and verifies
+    (`roofline.serve.speculation`) and holds the drafter beside the target."""
     if model.diffusion is not None:
         raise InvalidInputError(
             f"{model.name} is a diffusion LM (it denoises blocks of tokens, not one token per "
@@ -157,20 +169,36 @@ def build_deployment(
             raise InvalidInputError(f"`{what}` must be at least 1, got {n}")
 
     par, precision, hw = stack.parallel, stack.precision, stack.hardware
+    if speculation is not None and policy.batching == "static":
+        raise InvalidInputError(
+            "speculative serving needs continuous batching (each sequence advances by what "
+            "its step accepts); drop `speculate` or choose another policy"
+        )
 
     def pool(name: str, device: HardwareSpec, n: int) -> Pool:
         check(model, device, par)
         on = stack.on(device)
+        if speculation is None:
+            return Pool(
+                name,
+                mixed_step_cost(model, on),
+                kv_capacity_tokens(model, on, policy),
+                n,
+                device.name,
+            )
+        draft_weights, draft_kv = draft_memory(model, on, speculation)
         return Pool(
             name,
-            mixed_step_cost(model, on),
-            kv_capacity_tokens(model, on, policy),
+            speculative_timer(model, on, speculation),
+            kv_capacity_tokens(model, on, policy, draft_weights, draft_kv),
             n,
             device.name,
         )
 
     kv_model = pp_stage(tp_shard(model, par.tp), par.pp)
     kv_per_token = kv_growth_elems_per_token(kv_model) * precision.kv_bytes
+    if speculation is not None:
+        kv_per_token += draft_memory(model, stack, speculation)[1]  # moved with the target's
     state = model.state_elems_per_sequence * precision.kv_bytes
     probe = np.array([1, kv_model.max_context])
     equivalents: Callable[[np.ndarray], np.ndarray] | None = None
@@ -188,6 +216,7 @@ def build_deployment(
             first_token_from_decode=decode_first,
             memory=stack.memory,
             kv_equivalents=equivalents,
+            speculation=speculation,
         )
     src = prefill_hw or hw
     link = src.interconnect
@@ -206,6 +235,7 @@ def build_deployment(
         first_token_from_decode=decode_first,
         memory=stack.memory,
         kv_equivalents=equivalents,
+        speculation=speculation,
     )
 
 
@@ -291,11 +321,12 @@ def simulate(
     d: Deployment,
     max_seq_len: int | None = None,
     max_concurrency: int | None = None,
+    seed: int = 0,
 ) -> ServeResult:
     """Serve every request of `w` under `policy` on `d`. `max_seq_len` (contiguous KV: the
     tokens reserved per sequence) defaults to the longest input + output in the workload.
     `max_concurrency`: a closed loop of that many clients (`_serve_closed`); the result's
-    workload then holds the send times as arrivals."""
+    workload then holds the send times as arrivals. `seed` draws the speculative acceptances."""
     if max_concurrency is not None:
         if max_concurrency < 1:
             raise InvalidInputError(f"`max_concurrency` must be at least 1, got {max_concurrency}")
@@ -313,7 +344,7 @@ def simulate(
             f"({longest} tokens); raise it"
         )
     policy = policy.on(d.memory)
-    reqs, counters = Requests(w, d.first_token_from_decode), Counters()
+    reqs, counters = Requests(w, d.first_token_from_decode, d.speculation, seed), Counters()
     events: list[tuple[float, int, int]] = []  # (time, order, request) into the decode pool
     order = iter(range(1 << 62))
 

@@ -56,6 +56,7 @@ from functools import cached_property
 
 import numpy as np
 
+from ..cost import MAX_VERIFY_TOKENS
 from ..errors import InvalidInputError
 from ..hardware import HardwareSpec
 from ..mixers import mla_naive_is_cheaper
@@ -112,14 +113,15 @@ def _window_probes(W: int) -> list[tuple[int, int, int]]:
 class Feature:
     """One batch total the operators' times are affine in, written once for the three shapes a
     step comes in: `uniform(b, T, S, n)`, b sequences of T new tokens on S cached (arrays);
-    `mixed(T, S)`, one step over sequences (T_i, S_i); `decode(S, j)`, consecutive decode steps
+    `mixed(T, S)`, one step over sequences (T_i, S_i) (the last axis; leading axes are steps);
+    `decode(S, j)`, consecutive decode steps
     j = 0, 1, … of sequences whose contexts start at S_i (T = 1). n is the replica's new tokens
     (the expert-parallel group's). `per_sequence`: a sum over the replica's sequences, of which
     the fullest GPU runs ⌈B/ep⌉ (its share is applied outside)."""
 
     name: str
     uniform: Callable[..., ArrayLike]
-    mixed: Callable[[np.ndarray, np.ndarray], float]
+    mixed: Callable[[np.ndarray, np.ndarray], ArrayLike]
     decode: Callable[[np.ndarray, np.ndarray], ArrayLike]
     per_sequence: bool = True
 
@@ -146,38 +148,38 @@ BASE_FEATURES: tuple[Feature, ...] = (
     Feature(
         "constant",
         uniform=lambda b, T, S, n: np.ones_like(b),
-        mixed=lambda T, S: 1.0,
+        mixed=lambda T, S: np.ones(T.shape[:-1]),
         decode=lambda S, j: 1.0,
         per_sequence=False,
     ),
     Feature(
         "tokens",
         uniform=lambda b, T, S, n: b * T,
-        mixed=lambda T, S: float(T.sum()),
+        mixed=lambda T, S: T.sum(axis=-1),
         decode=lambda S, j: float(S.size),
     ),
     Feature(
         "sequences",
         uniform=lambda b, T, S, n: b,
-        mixed=lambda T, S: float(T.size),
+        mixed=lambda T, S: np.full(T.shape[:-1], float(T.shape[-1])),
         decode=lambda S, j: float(S.size),
     ),
     Feature(
         "pairs",
         uniform=lambda b, T, S, n: b * attended_pairs(T, S),
-        mixed=lambda T, S: float((T * S + T * (T + 1) / 2).sum()),
+        mixed=lambda T, S: (T * S + T * (T + 1) / 2).sum(axis=-1),
         decode=_decode_pairs,
     ),
     Feature(
         "context",
         uniform=lambda b, T, S, n: b * (S + T),
-        mixed=lambda T, S: float((S + T).sum()),
+        mixed=lambda T, S: (S + T).sum(axis=-1),
         decode=_decode_pairs,
     ),
     Feature(
         "t_max",
         uniform=lambda b, T, S, n: T,
-        mixed=lambda T, S: float(T.max()),
+        mixed=lambda T, S: T.max(axis=-1),
         decode=lambda S, j: 1.0,
         per_sequence=False,
     ),
@@ -191,13 +193,13 @@ def window_features(W: int) -> tuple[Feature, ...]:
         Feature(
             "local_pairs",
             uniform=lambda b, T, S, n: b * attended_pairs(T, S, W),
-            mixed=lambda T, S: float(np.sum(attended_pairs(T, S, W))),
+            mixed=lambda T, S: np.sum(attended_pairs(T, S, W), axis=-1),
             decode=decode,
         ),
         Feature(
             "local_context",
             uniform=lambda b, T, S, n: b * kv_tokens_read(T, S, W),
-            mixed=lambda T, S: float(np.sum(kv_tokens_read(T, S, W))),
+            mixed=lambda T, S: np.sum(kv_tokens_read(T, S, W), axis=-1),
             decode=decode,
         ),
     )
@@ -209,14 +211,14 @@ def expert_features(E: int, k: int, ep: int) -> tuple[Feature, ...]:
     pairs = Feature(
         "expert_pairs",
         uniform=lambda b, T, S, n: busiest_rank_pairs(k, n, ep),
-        mixed=lambda T, S: float(busiest_rank_pairs(k, float(T.sum()), ep)),
+        mixed=lambda T, S: busiest_rank_pairs(k, T.sum(axis=-1), ep),
         decode=lambda S, j: float(busiest_rank_pairs(k, float(S.size), ep)),
         per_sequence=False,
     )
     touched = Feature(
         "experts",
         uniform=lambda b, T, S, n: busiest_rank_experts(E, k, n, ep),
-        mixed=lambda T, S: float(busiest_rank_experts(E, k, float(T.sum()), ep)),
+        mixed=lambda T, S: busiest_rank_experts(E, k, T.sum(axis=-1), ep),
         decode=lambda S, j: float(busiest_rank_experts(E, k, float(S.size), ep)),
         per_sequence=False,
     )
@@ -314,10 +316,31 @@ class MixedStepCost:
             [np.broadcast_to(f.uniform(b, T, S, n), B.shape) for f in self.table], axis=-1
         )
 
-    def _times(self, x: np.ndarray, decode: bool = False) -> np.ndarray:
-        """Step times of feature rows x (..., features); `decode`: every sequence has T=1."""
+    @cached_property
+    def _lm_head(self) -> int | None:
+        """Row of the LM head, whose rows are the logits (one per sequence unless verifying)."""
+        return self.names.index("lm_head") if "lm_head" in self.names else None
+
+    def _op_s(self, x: np.ndarray, logit_rows: float | None = None) -> np.ndarray:
+        """max(compute, memory) of every operator row for feature rows x (..., ops); with
+        `logit_rows`, the LM head runs over that many rows instead of one per sequence (a
+        verification's logits at every position; the fullest GPU's share with EP)."""
+        ops = np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T)
+        lm = self._lm_head
+        if logit_rows is not None and lm is not None:
+            col = [f.name for f in self.table].index("sequences")
+            rows = np.array(x, dtype=float, copy=True)
+            rows[..., col] = logit_rows
+            ops[..., lm] = np.maximum(rows @ self.compute_coef[lm], rows @ self.memory_coef[lm])
+        return ops
+
+    def _times(
+        self, x: np.ndarray, decode: bool = False, logit_rows: float | None = None
+    ) -> np.ndarray:
+        """Step times of feature rows x (..., features); `decode`: every sequence has T=1 (or
+        is a speculative verification); `logit_rows` as in `_op_s`."""
         device = (
-            np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T).sum(axis=-1)
+            self._op_s(x, logit_rows).sum(axis=-1)
             + self.overhead_s
             + (self.decode_overhead_s if decode else 0.0)
         )
@@ -329,20 +352,33 @@ class MixedStepCost:
         """Host launch time of a step (graphs replay a pure-decode step without it)."""
         return 0.0 if decode and self.graphs else self.host_launch_s
 
-    def op_times(self, T: np.ndarray, S: np.ndarray) -> np.ndarray:
+    def op_times(self, T: np.ndarray, S: np.ndarray, verify: int = 0) -> np.ndarray:
         """Per-row device times (fixed per-kernel times included) of one step over the
-        sequences (T_i, S_i), not a pure decode; all zeros for no sequences."""
+        sequences (T_i, S_i), not a pure decode (`step_s` for `verify`); all zeros for no
+        sequences."""
         if T.size == 0:
             return np.zeros(len(self.names))
         x = self.step_features(T, S)
-        ops = np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T) + np.asarray(
-            self.op_overhead_s
-        )
+        ops = self._op_s(x, self._logit_rows(T, verify)) + np.asarray(self.op_overhead_s)
         return np.concatenate([ops, [float(c.time_s(x[1])) for c in self.collectives]])
 
-    def step_s(self, T: np.ndarray, S: np.ndarray) -> float:
-        """Time of one step over sequences with new tokens T_i on top of S_i cached."""
-        return float(self._times(self.step_features(T, S), decode=bool(np.all(T == 1))))
+    def _logit_rows(self, T: np.ndarray, verify: int) -> float | None:
+        """LM-head rows of a step whose first `verify` sequences are verifications (None:
+        one per sequence), on the fullest GPU."""
+        if not verify:
+            return None
+        return float(T[:verify].sum() + (T.size - verify)) * self._share(T.size)
+
+    def step_s(self, T: np.ndarray, S: np.ndarray, verify: int = 0) -> float:
+        """Time of one step over sequences with new tokens T_i on top of S_i cached. The first
+        `verify` of them are speculative verifications (T_i = K + 1 positions, logits at each):
+        a step of verifications only is a decode step (`cost.is_decode`: the decode attention
+        kernel under the CUDA graph), so it never costs less than a plain decode step."""
+        decode = bool(np.all(T == 1)) or (
+            verify == T.size and bool(np.all(T <= MAX_VERIFY_TOKENS)) and bool(np.all(S > 0))
+        )
+        x = self.step_features(T, S)
+        return float(self._times(x, decode, self._logit_rows(T, verify)))
 
     def host_s(self, device_s: float, decode: bool) -> float:
         """A step's time from its device time: the host launches overlap it (graphs replay a
@@ -350,11 +386,30 @@ class MixedStepCost:
         return max(device_s, self._host_launch_s(decode)) + self.host_step_s
 
     def step_features(self, T: np.ndarray, S: np.ndarray) -> np.ndarray:
-        """The feature vector of one step over sequences with T_i new tokens on S_i cached."""
-        x = np.array([f.mixed(T, S) for f in self.table])
+        """The feature vector of one step over sequences with T_i new tokens on S_i cached
+        (the last axis; with leading axes, one vector per step: (..., features))."""
+        T, S = np.asarray(T, dtype=float), np.asarray(S, dtype=float)
+        if T.shape != S.shape:
+            T, S = np.broadcast_arrays(T, S)
+        x = np.empty((*T.shape[:-1], len(self.table)))
+        for col, f in enumerate(self.table):
+            x[..., col] = f.mixed(T, S)
         if self.ep > 1:
-            x = np.where(self._per_sequence, x * self._share(T.size), x)
+            x = np.where(self._per_sequence, x * self._share(T.shape[-1]), x)
         return x
+
+    def verify_s(self, S: np.ndarray, width: int) -> np.ndarray:
+        """Times of steps (rows of S: (steps, sequences)) in which every sequence verifies
+        `width` − 1 drafts: `width` positions over its S_i, logits at each (`step_s`)."""
+        n = S.shape[-1]
+        x = self.step_features(np.full(S.shape, float(width)), S)
+        return self._times(
+            x, decode=width <= MAX_VERIFY_TOKENS, logit_rows=n * width * self._share(n)
+        )
+
+    def passes_s(self, S: np.ndarray) -> np.ndarray:
+        """Times of decode steps (T = 1) over the rows of S ((steps, sequences))."""
+        return self._times(self.step_features(np.ones(S.shape), S), decode=True)
 
     def decode_s(self, S: np.ndarray, steps: int) -> np.ndarray:
         """Times of `steps` consecutive decode steps (T=1) of the sequences whose contexts
@@ -384,19 +439,38 @@ class MlaPathsStepCost:
         W = self.model.attention.sliding_window if self.model.layers_with("local") else None
         return np.asarray(mla_naive_is_cheaper(self.model, T, S, W), dtype=bool)
 
-    def step_s(self, T: np.ndarray, S: np.ndarray) -> float:
+    @property
+    def host_step_s(self) -> float:
+        return self.absorbed.host_step_s
+
+    def step_s(self, T: np.ndarray, S: np.ndarray, verify: int = 0) -> float:
         naive = self._naive(T, S)
         if naive.all() or not naive.any():
-            return (self.naive if naive.all() else self.absorbed).step_s(T, S)
+            return (self.naive if naive.all() else self.absorbed).step_s(T, S, verify)
         a, n = self.absorbed, self.naive
         shared = np.array([name in n.names for name in a.names])
         own = np.array([name not in a.names for name in n.names])
+        first = np.arange(T.size) < verify  # verifications, which come first
         device = float(
-            a.op_times(T, S)[shared].sum()
-            + a.op_times(T[~naive], S[~naive])[~shared].sum()
-            + n.op_times(T[naive], S[naive])[own].sum()
+            a.op_times(T, S, verify)[shared].sum()
+            + a.op_times(T[~naive], S[~naive], int(first[~naive].sum()))[~shared].sum()
+            + n.op_times(T[naive], S[naive], int(first[naive].sum()))[own].sum()
         )
         return a.host_s(device, decode=False)  # a prefill chunk is in the step
+
+    def verify_s(self, S: np.ndarray, width: int) -> np.ndarray:
+        """`MixedStepCost.verify_s`, each sequence on its cheaper path."""
+        T = np.full(S.shape, float(width))
+        if not self._naive(T, S).any():
+            return self.absorbed.verify_s(S, width)
+        return np.array([self.step_s(T[j], S[j], S.shape[-1]) for j in range(S.shape[0])])
+
+    def passes_s(self, S: np.ndarray) -> np.ndarray:
+        """`MixedStepCost.passes_s`, each sequence on its cheaper path."""
+        one = np.ones(S.shape)
+        if not self._naive(one, S).any():
+            return self.absorbed.passes_s(S)
+        return np.array([self.step_s(one[j], S[j]) for j in range(S.shape[0])])
 
     def decode_s(self, S: np.ndarray, steps: int) -> np.ndarray:
         one = np.ones_like(S, dtype=float)
