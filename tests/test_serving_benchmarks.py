@@ -17,10 +17,10 @@ from roofline.cli import main
 from roofline.errors import InvalidInputError
 from roofline.precision import released
 from roofline.serve.benchmarks import read_benchmarks
-from roofline.serve.metrics import Summary
+from roofline.serve.metrics import Summary, weighted_percentile
 from roofline.serve.policy import policy
 from roofline.serve.simulate import build_deployment, simulate
-from roofline.serve.validation import _weighted_percentile, compare
+from roofline.serve.validation import compare
 from roofline.stack import Stack
 
 
@@ -177,7 +177,7 @@ def test_weighted_percentile_is_the_repeated_samples():
     for _ in range(100):
         n = int(rng.integers(1, 20))
         x, w, q = rng.random(n), rng.integers(1, 9, n), float(rng.uniform(0, 100))
-        assert _weighted_percentile(x, w.astype(float), q) == pytest.approx(
+        assert weighted_percentile(x, w.astype(float), q) == pytest.approx(
             float(np.percentile(np.repeat(x, w), q)), abs=1e-12
         )
 

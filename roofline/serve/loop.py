@@ -37,6 +37,36 @@ class StepTimer(Protocol):
         """`steps` consecutive decode steps of sequences starting at contexts S_i."""
 
 
+class Gaps:
+    """Every inter-token gap of a run, kept as (gap, count) chunks: one gap each time a request
+    streams output after its first token (a token, or with speculation all that one
+    verification yields), measured from its previous output: the samples `vllm bench serve`
+    takes its ITL percentiles over. A request's gaps add up to its finish − first token."""
+
+    def __init__(self) -> None:
+        self._chunks: list[tuple[Any, Any]] = []  # (gaps, their count: a number or per gap)
+
+    def add(self, values: Any, counts: Any = 1.0) -> None:
+        """Gaps (s; NaN: none, a first output) that occurred `counts` times each; kept as
+        given (the loop's hot path) and shaped in `arrays`."""
+        self._chunks.append((values, counts))
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(gaps s, how many times each occurred), the NaN and never-occurring ones dropped."""
+        if not self._chunks:
+            return np.zeros(0), np.zeros(0)
+        values = [np.ravel(v) for v, _ in self._chunks]
+        sizes = np.array([x.size for x in values])
+        each = np.array([c if np.ndim(c) == 0 else 0.0 for _, c in self._chunks], dtype=float)
+        v, c = np.concatenate(values).astype(float), np.repeat(each, sizes)
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        for (_, counts), start, size in zip(self._chunks, starts, sizes, strict=True):
+            if np.ndim(counts):  # a count per gap (static batching's steps)
+                c[start : start + size] = counts
+        keep = (c > 0) & ~np.isnan(v)
+        return v[keep], c[keep]
+
+
 class Requests:
     """Mutable per-request state of one simulation, as parallel arrays indexed by request id."""
 
@@ -65,8 +95,16 @@ class Requests:
         self.shared_tokens = np.zeros(n, np.int64)  # prefix tokens read from the prefix cache
         self.swapped = np.zeros(n, bool)  # KV sits in host memory, to be swapped back in
         self.first_token_s = np.full(n, np.nan)
+        self.last_output_s = np.full(n, np.nan)  # when each last streamed output (`streamed`)
+        self.gaps = Gaps()
         self.finish_s = np.full(n, np.nan)
         self.completions = np.zeros(n, np.int64)  # times each request finished (must be 1)
+
+    def streamed(self, rids: np.ndarray | int, at_s: float) -> None:
+        """The requests output at `at_s`: a gap from each one's previous output (none for a
+        first token, which TTFT times), which this output becomes."""
+        self.gaps.add(at_s - self.last_output_s[rids])  # NaN where there was none
+        self.last_output_s[rids] = at_s
 
     def skipped(self, tokens: np.ndarray) -> np.ndarray:
         """1 where a (re-)prefill of `tokens` leaves its last token to a decode step (the

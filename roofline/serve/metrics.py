@@ -41,6 +41,33 @@ def percentiles(x: np.ndarray) -> dict[str, float | None]:
     }
 
 
+def weighted_percentile(x: np.ndarray, w: np.ndarray, q: float) -> float:
+    """The q-th percentile (linear interpolation, numpy's default) of the sample in which
+    each x_i appears w_i times (whole-number weights), without building it: element k of the
+    sorted repeated sample is the x whose cumulative count first exceeds k."""
+    order = np.argsort(x, kind="stable")
+    x, cum = x[order], np.cumsum(w[order])
+    rank = q / 100 * (cum[-1] - 1)
+
+    def at(k: int) -> float:
+        return float(x[np.searchsorted(cum, k, side="right")])
+
+    lo, hi = at(math.floor(rank)), at(math.ceil(rank))
+    return lo + (hi - lo) * (rank - math.floor(rank))
+
+
+def weighted_percentiles(x: np.ndarray, w: np.ndarray) -> dict[str, float | None]:
+    """`percentiles` of the sample in which each x_i appears w_i times."""
+    keep = w > 0
+    x, w = x[keep], w[keep]
+    if not x.size:
+        return percentiles(x)
+    return {
+        **{f"p{q}": weighted_percentile(x, w, q) for q in PERCENTILES},
+        "mean": float(np.average(x, weights=w)),
+    }
+
+
 LATENCY_METRICS = ("ttft", "tpot", "e2e")
 
 
@@ -68,6 +95,12 @@ class Summary:
     @property
     def e2e_s(self) -> np.ndarray:
         return self.result.finish_s - self.result.workload.arrival_s
+
+    @property
+    def itl_s(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every inter-token gap (s) and its count (`loop.Gaps`): one per streamed output
+        after a request's first, as `vllm bench serve` records ITL."""
+        return self.result.gaps
 
     def latency_samples_s(self, metric: str) -> np.ndarray:
         """Defined samples of `ttft`, `tpot` or `e2e` (TPOT: requests with ≥ 2 tokens)."""
@@ -222,6 +255,7 @@ class Summary:
             "ttft_s": percentiles(self.ttft_s),
             "tpot_s": percentiles(self.tpot_s[~np.isnan(self.tpot_s)]),
             "e2e_s": percentiles(self.e2e_s),
+            "itl_s": weighted_percentiles(*self.itl_s),
             "slo": {
                 "ttft_s": self.slo_ttft_s,
                 "tpot_s": self.slo_tpot_s,

@@ -126,6 +126,10 @@ class Continuous(Scheduler):
         self.kv.grow(run, S + steps)
         fresh = run[np.isnan(r.first_token_s[run])]  # first token from this stretch's step 1
         r.first_token_s[fresh] = ends[0]
+        if steps > 1:  # outputs at ends[0 .. steps − 2]; _finish_decodes streams the last
+            r.streamed(run, float(ends[0]))
+            r.gaps.add(dt[1 : steps - 1], n)
+            r.last_output_s[run] = ends[steps - 2]
         r.computed[run] += steps - 1  # the last step is counted by _finish_decodes
         r.generated[run] += steps - 1
         loop.c.decode_tokens += n * steps
@@ -167,6 +171,9 @@ class Continuous(Scheduler):
         gained = np.minimum(cum[:, steps - 1], left)
         fresh = run[np.isnan(r.first_token_s[run])]  # first token from this stretch's step 1
         r.first_token_s[fresh] = ends[0]
+        r.streamed(run, float(ends[0]))  # every sequence outputs at every step's end
+        r.gaps.add(dt[1:steps], n)
+        r.last_output_s[run] = ends[steps - 1]
         r.computed[run] += gained
         r.generated[run] += gained
         c = loop.c
@@ -280,6 +287,7 @@ class Continuous(Scheduler):
         r.generated[decode] += y
         fresh = decode[np.isnan(r.first_token_s[decode])]  # first_token: decode
         r.first_token_s[fresh] = self.loop.clock
+        r.streamed(decode, self.loop.clock)
         done = r.generated[decode] >= r.w.output_tokens[decode]
         if done.any():
             for rid in decode[done]:
@@ -311,6 +319,7 @@ class Continuous(Scheduler):
                 r.generated[rid] += 1
                 if np.isnan(r.first_token_s[rid]):
                     r.first_token_s[rid] = loop.clock
+                r.streamed(rid, loop.clock)  # a re-prefill's token: a gap over the preemption
             if r.generated[rid] >= r.w.output_tokens[rid]:
                 self._complete(rid)
             elif loop.handoff is not None:
@@ -399,6 +408,7 @@ class Static(Scheduler):
             r.computed[batch] = T.astype(np.int64)
             r.generated[batch] = 1 - skip
             r.first_token_s[batch[skip == 0]] = loop.clock
+            r.streamed(batch[skip == 0], loop.clock)
             self.batch, self.ctx = batch, r.computed[batch].astype(float)
             loop.finish(batch[(r.w.output_tokens[batch] <= 1) & (skip == 0)], loop.clock)
             loop.record(loop.clock - dt, n, int(T.sum()))
@@ -413,6 +423,8 @@ class Static(Scheduler):
             loop.finish(batch[live], ends[steps[live] - 1])  # its last token: step `steps`
             fresh = batch[np.isnan(r.first_token_s[batch])]  # first token from decode step 1
             r.first_token_s[fresh] = ends[0]
+            r.streamed(batch[live], float(ends[0]))  # then one gap per step while live
+            r.gaps.add(np.diff(ends), (steps[live, None] > np.arange(1, k)).sum(axis=0))
             r.computed[batch] += steps
             r.generated[batch] = out
             loop.c.decode_tokens += int(steps.sum())

@@ -260,6 +260,7 @@ class ServeResult:
     completions: np.ndarray
     counters: Counters
     engines: tuple[ReplicaUsage, ...]
+    gaps: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))  # inter-token gaps, counts
 
 
 def _route(engines: list[ServingLoop], policy: Policy, turn: int) -> ServingLoop:
@@ -401,5 +402,13 @@ def simulate(
         for e in engines
     )
     return ServeResult(
-        policy, d, w, reqs.first_token_s, reqs.finish_s, reqs.completions, counters, usage
+        policy,
+        d,
+        w,
+        reqs.first_token_s,
+        reqs.finish_s,
+        reqs.completions,
+        counters,
+        usage,
+        reqs.gaps.arrays(),
     )

@@ -5,10 +5,9 @@ under the engine's own scheduler; every metric the file reports beside its predi
 Metrics and how the simulator gives each (`metrics.Summary`):
 - TTFT, TPOT, E2E: per request, from the send time (the benchmark's clock), percentiles as the
   benchmark takes them (numpy's linear interpolation, as vLLM and genai-perf use);
-- ITL (vLLM: every gap between streamed tokens): the simulator keeps each request's mean gap,
-  not every gap, so ITL is the token-weighted distribution of per-request TPOT: its mean is
-  exact, its tail is too light (a decode step that a prefill chunk lengthens shows in the
-  measured p99, not here) — said in each row's note;
+- ITL (vLLM: every gap between streamed outputs): every gap the simulator's requests stream
+  (`loop.Gaps`): a decode step a prefill chunk lengthens, a preemption, a hand-off show in its
+  tail as in the measured one;
 - throughputs: output tokens and completed requests over the span from the first send to the
   last finish (vLLM's benchmark duration).
 """
@@ -24,14 +23,12 @@ from ..errors import InvalidInputError
 from ..model import ModelSpec
 from ..stack import Stack
 from .benchmarks import BenchmarkRun
-from .metrics import Summary
+from .metrics import Summary, weighted_percentile
 from .policy import engine_default, policy
 from .simulate import build_deployment, simulate
 
 #: what each metric's prediction rests on, when it is not the direct per-request figure
-NOTES = {
-    "itl": "token-weighted per-request TPOT (no per-token gaps simulated: the tail is light)",
-}
+NOTES: dict[str, str] = {}
 #: the metrics a gate checks by default: medians and throughput, the figures a serving
 #: predictor is judged by (tails depend on the benchmark's own noise)
 GATED = ("ttft_p50", "tpot_p50", "itl_p50", "e2el_p50", "output_throughput")
@@ -96,30 +93,14 @@ class ServingComparison:
         }
 
 
-def _weighted_percentile(x: np.ndarray, w: np.ndarray, q: float) -> float:
-    """The q-th percentile (linear interpolation, numpy's default) of the sample in which
-    each x_i appears w_i times (whole-number weights), without building it: element k of the
-    sorted repeated sample is the x whose cumulative count first exceeds k."""
-    order = np.argsort(x, kind="stable")
-    x, cum = x[order], np.cumsum(w[order])
-    rank = q / 100 * (cum[-1] - 1)
-
-    def at(k: int) -> float:
-        return float(x[np.searchsorted(cum, k, side="right")])
-
-    lo, hi = at(math.floor(rank)), at(math.ceil(rank))
-    return lo + (hi - lo) * (rank - math.floor(rank))
-
-
 def _samples(s: Summary) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
     """Per-request samples of each latency and their weights (None: one per request)."""
-    g = s.result.workload.output_tokens
     tpot = s.tpot_s
     many = ~np.isnan(tpot)
     return {
         "ttft": (s.ttft_s, None),
         "tpot": (tpot[many], None),
-        "itl": (tpot[many], (g[many] - 1).astype(float)),
+        "itl": s.itl_s,
         "e2el": (s.e2e_s, None),
     }
 
@@ -136,7 +117,7 @@ def _predict(s: Summary, metric: str) -> float:
     if stat == "mean":
         return float(np.average(x, weights=w))
     q = float(stat[1:])
-    return float(np.percentile(x, q)) if w is None else _weighted_percentile(x, w, q)
+    return float(np.percentile(x, q)) if w is None else weighted_percentile(x, w, q)
 
 
 def compare(
