@@ -56,7 +56,7 @@ class Continuous(Scheduler):
         self.spec = self.r.speculation
         # positions a decoding sequence runs per step: its last token (and K drafts to verify)
         self.width = 1 if self.spec is None else self.spec.k + 1
-        self._verify_s = 0.0  # the last verify stretch's first step (s), 0 before any
+        self._last_step_s = 0.0  # the last stretch's first step (s), 0 before any
 
     @property
     def sequences(self) -> int:
@@ -115,12 +115,11 @@ class Continuous(Scheduler):
         k = int((r.w.output_tokens[run] - r.generated[run]).min())
         if int(self.kv.needed(run, S + k).sum()) > self.kv.free_blocks:
             return False
-        if horizon < np.inf:  # steps only lengthen as contexts grow: bound k by the first
-            first = float(loop.timer.decode_s(S, 1)[0])
-            k = min(k, int((horizon - loop.clock) / first) + 1)
+        k = self._steps_before(horizon, k)
         dt = loop.timer.decode_s(S, k)
         ends = loop.clock + np.cumsum(dt)
         steps = max(1, int(np.count_nonzero(ends - dt < horizon)))
+        self._last_step_s = float(dt[0])
         start = loop.clock
         loop.advance_to(float(ends[steps - 1]))
         self.kv.grow(run, S + steps)
@@ -137,6 +136,14 @@ class Continuous(Scheduler):
         loop.record(start, n, n * steps)
         return True
 
+    def _steps_before(self, horizon: float, k: int) -> int:
+        """At most k steps of a stretch, about as many as start before `horizon`, from the last
+        stretch's first step (halved: steps shorten when sequences finish). Too few only ends
+        the stretch early, and the next one goes on from there: no step changes."""
+        if horizon == np.inf or not self._last_step_s:
+            return k
+        return max(1, min(k, int((horizon - self.loop.clock) / (0.5 * self._last_step_s)) + 1))
+
     def _verify_stretch(self, horizon: float) -> bool:
         """With speculation, `_decode_stretch`'s counterpart: verify every running sequence for
         the steps that start before `horizon` and end no later than the first finish, each step
@@ -147,10 +154,7 @@ class Continuous(Scheduler):
         n, width = run.size, self.width
         S0 = r.computed[run]
         left = r.w.output_tokens[run] - r.generated[run]
-        k = min(int(left.min()), MAX_STRETCH_STEPS)  # every step yields at least one token
-        if horizon < np.inf and self._verify_s:  # draw about as many steps as fit before it:
-            # too few only ends the stretch early (the next one goes on), never changes a step
-            k = max(1, min(k, int((horizon - loop.clock) / self._verify_s) + 1))
+        k = self._steps_before(horizon, min(int(left.min()), MAX_STRETCH_STEPS))
         draws = accepted(np.repeat(r.inv_log_acceptance[run], k), spec.k, r.rng)
         cum = np.cumsum(draws.reshape(n, k) + 1, axis=1)
         done_at = np.where(
@@ -162,7 +166,7 @@ class Continuous(Scheduler):
         dt = timer.verify_steps_s(S.astype(float))
         ends = loop.clock + np.cumsum(dt)
         steps = max(1, int(np.count_nonzero(ends - dt < horizon)))
-        self._verify_s = float(dt[0])  # the next stretch's estimate of its step
+        self._last_step_s = float(dt[0])
         if int(self.kv.needed(run, S[steps - 1] + width).sum()) > self.kv.free_blocks:
             return False
         start = loop.clock
