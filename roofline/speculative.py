@@ -103,12 +103,14 @@ class SpeculativeCost:
 @dataclass(frozen=True)
 class Drafter:
     """Where the K proposals come from: a draft model, `heads` on the target costing
-    `head_layer_fraction` of one target layer each, or the target's MTP module (`mtp`: a
-    draft model that shares the target's embedding and LM head and adds its eh_proj)."""
+    `head_layer_fraction` of one target layer each, or a module on the target's hidden state
+    that shares the target's embedding and LM head and adds a 2D → D projection (`mtp`): the
+    checkpoint's MTP module (`mtp_of`) or an EAGLE head (`eagle_of`)."""
 
     model: ModelSpec | None = None
     head_layer_fraction: float | None = None
     mtp: bool = False
+    eagle: bool = False  # the module is an EAGLE head (`mtp` is then true too)
 
     def __post_init__(self) -> None:
         if (self.model is None) == (self.head_layer_fraction is None):
@@ -119,6 +121,21 @@ class Drafter:
     @classmethod
     def mtp_of(cls, target: ModelSpec) -> Drafter:
         return cls(model=mtp_module(target), mtp=True)
+
+    @classmethod
+    def eagle_of(cls, target: ModelSpec) -> Drafter:
+        return cls(model=eagle_module(target), mtp=True, eagle=True)
+
+    @property
+    def name(self) -> str:
+        """What drafts, as a report says it."""
+        if self.eagle:
+            return "an EAGLE head (one decoder layer of the target's, and its fc)"
+        if self.mtp and self.model is not None:
+            return f"its multi-token-prediction module ({self.model.layers} layer)"
+        if self.model is not None:
+            return self.model.name
+        return f"heads at {self.head_layer_fraction} of a layer each"
 
 
 def mtp_module(target: ModelSpec) -> ModelSpec:
@@ -143,6 +160,33 @@ def mtp_module(target: ModelSpec) -> ModelSpec:
     return ModelSpec.model_validate(fields)
 
 
+def eagle_module(target: ModelSpec) -> ModelSpec:
+    """An EAGLE draft head for `target` as a model (Li et al. 2024, "EAGLE: Speculative Sampling
+    Requires Rethinking Feature Uncertainty", §3: an FC layer taking the target's feature and
+    the next token's embedding, 2D → D, then one decoder layer, through the target's frozen
+    LM head): one layer of the target's own attention and dense FFN on its vocabulary. The fc
+    and the sharing of the embedding and LM head are added by the callers, as for an MTP module
+    (`mtp_projection`, `pair_fit`). Targets whose layers are not all full attention with a
+    dense FFN (MoE, sliding or chunked windows, SSM and linear mixers) are refused: their
+    heads' layer is not one the calculator can read off the target."""
+    kinds = {(k.mixer, k.ffn) for k in target.layer_kinds}
+    if kinds != {("global", "dense")} or target.diffusion is not None:
+        raise InvalidInputError(
+            f"{target.name} is not a stack of full-attention layers with dense FFNs; an EAGLE "
+            "head of it is not modelled: draft with a model (`draft`) or heads (`heads`)"
+        )
+    fields = target.model_dump() | {
+        "name": f"{target.name}-eagle",
+        "display_name": f"{target.display_name} EAGLE head",
+        "aliases": (),
+        "layers": 1,
+        "mtp_layers": 0,
+        "published_params": None,
+        "published_params_source": "",
+    }
+    return ModelSpec.model_validate(fields)
+
+
 def mtp_projection_s(target: ModelSpec, stack: Stack, batch: ArrayLike) -> float:
     """One eh_proj GEMM on `stack`'s ceilings, inside the decode step's graph."""
     from .cost import Ceilings, op_cost
@@ -154,7 +198,8 @@ def mtp_projection_s(target: ModelSpec, stack: Stack, batch: ArrayLike) -> float
 
 def mtp_projection(target: ModelSpec, batch: ArrayLike) -> Op:
     """eh_proj of one MTP pass: [norm(embedding); norm(hidden)] (2D) -> D for B tokens, one
-    unsharded matrix on every GPU (vLLM's DeepSeekMTP builds it as a plain nn.Linear)."""
+    unsharded matrix on every GPU (vLLM's DeepSeekMTP builds it as a plain nn.Linear); an
+    EAGLE head's fc is the same 2D -> D matrix."""
     D = target.d_model
     return projection("mtp_eh_proj", np.asarray(batch), 2 * D, D)
 
@@ -345,10 +390,7 @@ class SpeculationStudy:
 
     @property
     def drafted_by(self) -> str:
-        d = self.drafter
-        if d.mtp:
-            return f"its multi-token-prediction module ({self.target.mtp_layers} layer)"
-        return d.model.name if d.model else f"heads at {d.head_layer_fraction} of a layer each"
+        return self.drafter.name
 
     def best(self, batch: int, alpha: float) -> SpeculativeCost:
         """The cycle of the K with the largest speed-up at (B, α)."""

@@ -373,3 +373,45 @@ def test_mtp_needs_a_module(capsys) -> None:
     with pytest.raises(SystemExit) as e:
         main(["speculate", "deepseek-v3", "--mtp", "--heads", "0.5"])
     assert e.value.code == 1 and "one of them" in capsys.readouterr().err
+
+
+# ---- EAGLE heads ---------------------------------------------------------------------------
+def test_an_eagle_head_is_one_target_layer_and_its_fc():
+    """Llama 3.1 8B's EAGLE head: one of its decoder layers, q 4096·4096 = 16,777,216,
+    k and v 4096·1024 = 4,194,304 each, o 16,777,216 (attention 41,943,040), gate, up and down
+    3·4096·14336 = 176,160,768; norms 2 per layer + the final one, 3·4096 = 12,288. Beside the
+    target on one GPU in bf16 it holds those and its fc, 2·4096·4096 = 33,554,432, not the
+    embedding or LM head it shares: 251,670,528 · 2 B = 503,341,056 B."""
+    from roofline.speculative import Drafter, draft_weights_bytes
+
+    m = load_model("llama-3.1-8b")
+    d = Drafter.eagle_of(m)
+    p = d.model.params
+    assert (d.model.layers, p.attention, p.mlp, p.norms) == (1, 41_943_040, 176_160_768, 12_288)
+    stack = Stack.resolve(m, load_hardware("h100-sxm"))
+    assert draft_weights_bytes(m, d.model, stack, mtp=True) == 503_341_056
+
+
+@pytest.mark.parametrize("target", ["mixtral-8x7b", "gemma-2-9b", "mamba-2.8b", "llama-4-scout"])
+def test_an_eagle_head_of_a_target_it_cannot_read_is_refused(refused, target):
+    refused(["speculate", target, "--eagle"], "EAGLE head of it is not modelled")
+    refused(["serve", target, "--speculate", "2", "--eagle"], "EAGLE head of it is not modelled")
+
+
+def test_eagle_drafts_in_speculate_and_serve(capsys):
+    """A pass of the head (its layer, fc and the shared LM head) costs less than the plain
+    target step of 32 layers; `serve` drafts with it too."""
+    from conftest import run_cli
+
+    code, out, err = run_cli(
+        capsys, "speculate", "llama-3.1-8b", "--eagle", "--k", "1", "--acceptance", "0.7", "--json"
+    )
+    assert code == 0, err
+    case = json.loads(out)["cases"][0]
+    assert 0 < case["draft_s"] < case["target_step_s"]
+    assert json.loads(out)["draft"].startswith("an EAGLE head")
+    code, out, err = run_cli(
+        capsys, "serve", "llama-3.1-8b", "--requests", "30", "--speculate", "3", "--eagle", "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["speculation"]["draft"].startswith("an EAGLE head")

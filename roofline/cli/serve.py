@@ -171,11 +171,14 @@ def serve(
         bool,
         Opt("--mtp", help="--speculate: draft with the target's multi-token-prediction module"),
     ] = False,
+    eagle: Annotated[
+        bool,
+        Opt("--eagle", help="--speculate: draft with an EAGLE head (one layer of the target's)"),
+    ] = False,
     heads: Annotated[
         float | None,
         Opt(
-            help="--speculate: draft heads (Medusa/EAGLE), each costing this fraction of a "
-            "target layer",
+            help="--speculate: draft heads (Medusa), each costing this fraction of a target layer",
             callback=common.in_range(0, 100, open_low=True),
         ),
     ] = None,
@@ -275,6 +278,7 @@ def serve(
         acceptance_sd=acceptance_sd,
         draft=draft,
         mtp=mtp,
+        eagle=eagle,
         heads=heads,
     )
     runs = serve_runs(config, common.NOTES)

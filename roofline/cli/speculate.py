@@ -85,6 +85,14 @@ def speculate(
             "layer sharing the target's embedding and LM head)",
         ),
     ] = False,
+    eagle: Annotated[
+        bool,
+        Opt(
+            "--eagle",
+            help="draft with an EAGLE head: one decoder layer of the target's and a 2D→D fc, "
+            "sharing the target's embedding and LM head",
+        ),
+    ] = False,
     hardware: common.Hardware = "h100-sxm",
     k: Annotated[str, Opt("--k", help="draft tokens per step K: a range 1..8 or a list")] = "1..8",
     acceptance: Annotated[
@@ -122,16 +130,17 @@ def speculate(
     specs_dir: SpecsDir = None,
 ) -> None:
     """Expected tokens per target step, speed-up, best K and break-even acceptance."""
-    if (draft is not None) + (heads is not None) + mtp != 1:
-        raise InvalidInputError("give --draft MODEL, --heads FRACTION or --mtp (one of them)")
+    if (draft is not None) + (heads is not None) + mtp + eagle != 1:
+        raise InvalidInputError(
+            "give --draft MODEL, --heads FRACTION, --mtp or --eagle (one of them)"
+        )
     t = load_model(target, specs_dir or ())
-    drafter = (
-        Drafter.mtp_of(t)
-        if mtp
-        else Drafter(
+    if mtp or eagle:
+        drafter = Drafter.mtp_of(t) if mtp else Drafter.eagle_of(t)
+    else:
+        drafter = Drafter(
             model=load_model(draft, specs_dir or ()) if draft else None, head_layer_fraction=heads
         )
-    )
     hw = load_hardware(hardware, specs_dir or ())
     ks, alphas, batches = k_values(k), probabilities(acceptance), int_list(batch, "batch size")
     precision = common.precision(dtype, weights, activations, common.kv_format(kv_format, kv), t)

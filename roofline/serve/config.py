@@ -68,6 +68,7 @@ class ServeConfig:
     acceptance_sd: float = 0.0  # its standard deviation across requests
     draft: str | None = None  # the draft model, or
     mtp: bool = False  # the target's multi-token-prediction module, or
+    eagle: bool = False  # an EAGLE head on the target, or
     heads: float | None = None  # heads costing this fraction of a target layer each
 
     def workload_dict(self, rate_per_s: float) -> dict:
@@ -88,12 +89,13 @@ class ServeConfig:
 
     def speculation(self, model: ModelSpec) -> Speculation | None:
         """The speculation of `speculate` with its drafter (exactly one of `draft`, `mtp`,
-        `heads`), or None; a drafter named without `speculate` is refused."""
+        `eagle`, `heads`), or None; a drafter named without `speculate` is refused."""
         named = [
             n
             for n, v in (
                 ("`draft`", self.draft),
                 ("`mtp`", self.mtp or None),
+                ("`eagle`", self.eagle or None),
                 ("`heads`", self.heads),
             )
             if v is not None
@@ -107,11 +109,13 @@ class ServeConfig:
             return None
         if len(named) != 1:
             raise InvalidInputError(
-                "`speculate` needs one drafter: `draft` (a model), `mtp` or `heads` (a layer "
-                "fraction)" + (f" (got {', '.join(named)})" if named else "")
+                "`speculate` needs one drafter: `draft` (a model), `mtp`, `eagle` or `heads` (a "
+                "layer fraction)" + (f" (got {', '.join(named)})" if named else "")
             )
         if self.mtp:
             drafter = Drafter.mtp_of(model)
+        elif self.eagle:
+            drafter = Drafter.eagle_of(model)
         elif self.draft is not None:
             draft = load_model(self.draft, self.specs_dir)
             check_pair(model, draft)

@@ -74,10 +74,7 @@ class Speculation:
 
     @property
     def drafted_by(self) -> str:
-        d = self.drafter
-        if d.mtp:
-            return "the target's multi-token-prediction module"
-        return d.model.name if d.model else f"heads at {d.head_layer_fraction} of a layer each"
+        return self.drafter.name
 
     def as_dict(self) -> dict:
         return {
