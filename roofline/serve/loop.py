@@ -44,25 +44,29 @@ class Gaps:
     takes its ITL percentiles over. A request's gaps add up to its finish − first token."""
 
     def __init__(self) -> None:
-        self._chunks: list[tuple[Any, Any]] = []  # (gaps, their count: a number or per gap)
+        self._values: list[np.ndarray] = []  # 1-D arrays of gaps (s; NaN: none, a first output)
+        self._counts: list[float] = []  # how many times each gap of the matching array occurred
+        self._per_gap: list[tuple[np.ndarray, np.ndarray]] = []  # (gaps, a count for each)
 
-    def add(self, values: Any, counts: Any = 1.0) -> None:
-        """Gaps (s; NaN: none, a first output) that occurred `counts` times each; kept as
-        given (the loop's hot path) and shaped in `arrays`."""
-        self._chunks.append((values, counts))
+    def add(self, values: np.ndarray, counts: float | np.ndarray = 1.0) -> None:
+        """Gaps that occurred `counts` times each (a number, or one per gap); kept as given
+        (the loop's hot path) and joined in `arrays`."""
+        if np.ndim(counts):
+            self._per_gap.append((values, np.asarray(counts, dtype=float)))
+        else:
+            self._values.append(values)
+            self._counts.append(float(counts))
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(gaps s, how many times each occurred), the NaN and never-occurring ones dropped."""
-        if not self._chunks:
+        values = self._values + [v for v, _ in self._per_gap]
+        if not values:
             return np.zeros(0), np.zeros(0)
-        values = [np.ravel(v) for v, _ in self._chunks]
-        sizes = np.array([x.size for x in values])
-        each = np.array([c if np.ndim(c) == 0 else 0.0 for _, c in self._chunks], dtype=float)
-        v, c = np.concatenate(values).astype(float), np.repeat(each, sizes)
-        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        for (_, counts), start, size in zip(self._chunks, starts, sizes, strict=True):
-            if np.ndim(counts):  # a count per gap (static batching's steps)
-                c[start : start + size] = counts
+        sizes = np.fromiter((v.size for v in self._values), int, len(self._values))
+        c = np.concatenate(
+            [np.repeat(np.asarray(self._counts), sizes), *(c for _, c in self._per_gap)]
+        )
+        v = np.concatenate(values).astype(float)
         keep = (c > 0) & ~np.isnan(v)
         return v[keep], c[keep]
 
@@ -103,6 +107,7 @@ class Requests:
     def streamed(self, rids: np.ndarray | int, at_s: float) -> None:
         """The requests output at `at_s`: a gap from each one's previous output (none for a
         first token, which TTFT times), which this output becomes."""
+        rids = np.atleast_1d(rids)
         self.gaps.add(at_s - self.last_output_s[rids])  # NaN where there was none
         self.last_output_s[rids] = at_s
 
