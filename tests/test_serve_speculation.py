@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from roofline.catalog import engine_catalog, load_engine, load_hardware, load_model
 from roofline.placement import Parallel
@@ -60,6 +62,9 @@ def test_per_request_acceptance_has_the_stated_mean_and_spread():
     assert a.std() == pytest.approx(0.1, abs=0.003)
     assert (a >= 0).all() and (a <= 1).all()
     np.testing.assert_array_equal(Speculation(3, 0.7, HEADS).per_request(10, rng), 0.7)
+    # a spread too small to square is none (found by the property below: 1e-308² is 0)
+    tiny = Speculation(3, 0.5, HEADS, acceptance_sd=1e-200)
+    np.testing.assert_array_equal(tiny.per_request(10, rng), 0.5)
 
 
 @pytest.mark.parametrize(
@@ -291,3 +296,47 @@ def test_serve_speculates_and_reports_what_the_drafts_did(capsys):
     code, out, err = run_cli(capsys, *BASE, "--speculate", "2", "--heads", "0.2")
     assert code == 0, err
     assert "drafts accepted" in out
+
+
+# ---- properties over random workloads ------------------------------------------------------
+@pytest.fixture(scope="module")
+def eight_b():
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    return m, Stack.resolve(m, hw, engine=load_engine("vllm"))
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    k=st.integers(1, 8),
+    alpha=st.floats(0.0, 1.0),
+    sd=st.floats(0.0, 0.3),
+    policy=st.sampled_from(["continuous", "chunked", "decode-first"]),
+    lengths=st.lists(st.tuples(st.integers(1, 3000), st.integers(1, 300)), min_size=1, max_size=12),
+    gap=st.floats(0.0, 0.2),
+    seed=st.integers(0, 2**16),
+)
+def test_speculative_serving_conserves_tokens(eight_b, k, alpha, sd, policy, lengths, gap, seed):
+    """Whatever the K, acceptance, spread, policy and requests: every request finishes once,
+    after its first token; the tokens the verifications yield (accepted drafts + one each) are
+    the G − 1 each request generates after its prefill's token (no preemption: the KV pool is
+    far larger than these requests); K drafts per verification; a request's gaps add up to
+    its finish − first token."""
+    from hypothesis import assume
+
+    assume(sd == 0 or sd**2 < alpha * (1 - alpha))
+    m, stack = eight_b
+    spec = Speculation(k, alpha, HEADS, acceptance_sd=sd)
+    w = workload(np.arange(len(lengths)) * gap, [p for p, _ in lengths], [g for _, g in lengths])
+    p = POLICIES[policy]
+    r = simulate(w, p, build_deployment(m, stack, p, speculation=spec), seed=seed)
+    c = r.counters
+    assert (r.completions == 1).all() and c.preemptions == 0
+    assert (r.finish_s >= r.first_token_s).all() and (r.first_token_s >= w.arrival_s).all()
+    assert c.accepted_tokens + c.verifications == int((w.output_tokens - 1).sum())
+    assert c.drafted_tokens == k * c.verifications and c.accepted_tokens <= c.drafted_tokens
+    gaps, counts = r.gaps
+    assert float((gaps * counts).sum()) == pytest.approx(
+        float((r.finish_s - r.first_token_s).sum()), rel=1e-9, abs=1e-12
+    )

@@ -66,10 +66,10 @@ class Speculation:
 
     def per_request(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """α_i of n requests: beta of the mean and spread, or the mean for all."""
-        a, sd = self.acceptance, self.acceptance_sd
-        if sd == 0:
+        a, var = self.acceptance, self.acceptance_sd**2
+        if var == 0:  # no spread (or one too small to square)
             return np.full(n, a)
-        concentration = a * (1 - a) / sd**2 - 1
+        concentration = a * (1 - a) / var - 1
         return rng.beta(a * concentration, (1 - a) * concentration, n)
 
     @property
