@@ -85,7 +85,7 @@ class Requests:
         self.w = w
         self.decode_first = first_token_from_decode
         self.speculation = speculation
-        # per-request acceptance and each step's draws, from the workload's seed
+        # per-request acceptance and each step's draws, from the simulation's `seed`
         self.rng = np.random.default_rng([seed, 0x5BEC])
         self.acceptance = (
             speculation.per_request(n, self.rng) if speculation is not None else np.zeros(n)

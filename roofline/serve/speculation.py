@@ -105,9 +105,10 @@ def accepted(inv_log_alpha: np.ndarray, k: int, rng: np.random.Generator) -> np.
 @dataclass(frozen=True)
 class SpeculativeTimer:
     """Step times of a replica that speculates: the target's verification step plus the
-    drafter's K passes (module docstring). `draft` is the draft model's (or MTP module's) step
-    cost, `eh_proj_s` the MTP projection of B rows, `layer` a target of one layer fewer (heads:
-    a layer's time is the difference)."""
+    drafter's K passes (module docstring). `draft` is the step cost of the draft model (or of
+    the MTP module or EAGLE head), `eh_proj_s` the time of that module's 2D → D projection over
+    B rows, `fewer_layers` the target with one layer fewer (heads: a layer's time is the
+    difference)."""
 
     target: StepTimer
     k: int
@@ -140,9 +141,9 @@ class SpeculativeTimer:
         total = self.draft.step_s(first, S) - host
         if self.eh_proj_s is not None:
             total += self.eh_proj_s(float(first.sum()))
-        if verify and self.k > 1:
-            passes = self.draft.decode_s(S_dec + 1, self.k - 1) - host
-            total += float(passes.sum())
+        if verify and self.k > 1:  # passes 1 .. K − 1 over the decoding sequences alone
+            later = S_dec[None, :] + np.arange(1, self.k)[:, None]
+            total += float((self.draft.passes_s(later) - host).sum())
             if self.eh_proj_s is not None:
                 total += (self.k - 1) * self.eh_proj_s(float(verify))
         return float(total)
