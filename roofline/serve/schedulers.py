@@ -120,21 +120,32 @@ class Continuous(Scheduler):
         ends = loop.clock + np.cumsum(dt)
         steps = max(1, int(np.count_nonzero(ends - dt < horizon)))
         self._last_step_s = float(dt[0])
-        start = loop.clock
-        loop.advance_to(float(ends[steps - 1]))
         self.kv.grow(run, S + steps)
+        self._close_stretch(ends, dt, steps, np.full(n, steps))
+        return True
+
+    def _close_stretch(
+        self, ends: np.ndarray, dt: np.ndarray, steps: int, gained: np.ndarray
+    ) -> None:
+        """Book the first `steps` steps of a stretch over the whole running set (`ends`, `dt`:
+        each step's end and time): first tokens at step 1's end, an output of every sequence
+        at each step's end (its ITL gaps), `gained` tokens each, then the finishes."""
+        loop, r, run = self.loop, self.r, self.run
+        n, start = run.size, loop.clock
+        loop.advance_to(float(ends[steps - 1]))
         fresh = run[np.isnan(r.first_token_s[run])]  # first token from this stretch's step 1
         r.first_token_s[fresh] = ends[0]
-        if steps > 1:  # outputs at ends[0 .. steps − 2]; _finish_decodes streams the last
-            r.streamed(run, float(ends[0]))
-            r.gaps.add(dt[1 : steps - 1], n)
-            r.last_output_s[run] = ends[steps - 2]
-        r.computed[run] += steps - 1  # the last step is counted by _finish_decodes
-        r.generated[run] += steps - 1
-        loop.c.decode_tokens += n * steps
-        self._finish_decodes(run)
-        loop.record(start, n, n * steps)
-        return True
+        r.streamed(run, float(ends[0]))
+        r.gaps.add(dt[1:steps], n)
+        r.last_output_s[run] = ends[steps - 1]
+        r.computed[run] += gained
+        r.generated[run] += gained
+        loop.c.decode_tokens += n * self.width * steps
+        done = r.generated[run] >= r.w.output_tokens[run]
+        for rid in run[done]:
+            self._complete(int(rid))
+        self.run = run[~done]
+        loop.record(start, n, n * self.width * steps)
 
     def _steps_before(self, horizon: float, k: int) -> int:
         """At most k steps of a stretch, about as many as start before `horizon`, from the last
@@ -169,27 +180,13 @@ class Continuous(Scheduler):
         self._last_step_s = float(dt[0])
         if int(self.kv.needed(run, S[steps - 1] + width).sum()) > self.kv.free_blocks:
             return False
-        start = loop.clock
-        loop.advance_to(float(ends[steps - 1]))
         self.kv.grow(run, S[steps - 1] + width)
         gained = np.minimum(cum[:, steps - 1], left)
-        fresh = run[np.isnan(r.first_token_s[run])]  # first token from this stretch's step 1
-        r.first_token_s[fresh] = ends[0]
-        r.streamed(run, float(ends[0]))  # every sequence outputs at every step's end
-        r.gaps.add(dt[1:steps], n)
-        r.last_output_s[run] = ends[steps - 1]
-        r.computed[run] += gained
-        r.generated[run] += gained
         c = loop.c
-        c.decode_tokens += n * width * steps
         c.verifications += n * steps
         c.drafted_tokens += n * spec.k * steps
         c.accepted_tokens += int(gained.sum()) - n * steps
-        done = r.generated[run] >= r.w.output_tokens[run]
-        for rid in run[done]:
-            self._complete(int(rid))
-        self.run = run[~done]
-        loop.record(start, n, n * width * steps)
+        self._close_stretch(ends, dt, steps, gained)
         return True
 
     def _schedule_prefill(self, budget: int) -> Chunks:
