@@ -13,7 +13,7 @@ E ≤ K+1 and verifying K+1 tokens costs at least one plain step (`cost.is_decod
 step runs the decode attention kernel under the same CUDA graph). The K draft passes run
 inside one engine step, so the engine's per-step host time is paid once, by the verify step.
 
-Draft-free heads (Medusa, EAGLE): K extra heads on the target, each costing a fraction f of
+Draft-free heads (Medusa-style): K extra heads on the target, each costing a fraction f of
 one target layer's decode time; they are evaluated beside the verification step, so a cycle
 is K·f·t_layer + t_verify. The same E applies with α the per-head acceptance.
 
@@ -22,7 +22,8 @@ transformer layer of the target's MoE kind, drafts the next token from the targe
 state and the embedding of the token before: concatenated (2D), projected back to D (eh_proj),
 run through the layer and the target's shared LM head. K > 1 reuses the module K times (as
 vLLM's deepseek_mtp does). Its weights live beside the target's; the embedding and LM head
-are the target's own and are not held twice.
+are the target's own and are not held twice. An EAGLE head (`eagle_module`) is drafted the
+same way: one decoder layer of the target's own dense kind behind a 2D → D fc.
 
 Both models run on the same deployment (`Parallel`: the draft is sharded like the target) and
 must fit on it together: the fullest GPU holds both models' weights and KV caches at S + K + 1

@@ -72,7 +72,7 @@ def speculate(
     heads: Annotated[
         float | None,
         Opt(
-            help="draft-free heads (Medusa/EAGLE) instead of a draft: cost of one head as a "
+            help="draft-free heads (Medusa-style) instead of a draft: cost of one head as a "
             "fraction of one target layer",
             callback=common.in_range(0, 100, open_low=True),
         ),
