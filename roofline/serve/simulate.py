@@ -179,21 +179,13 @@ def build_deployment(
         check(model, device, par)
         on = stack.on(device)
         if speculation is None:
-            return Pool(
-                name,
-                mixed_step_cost(model, on),
-                kv_capacity_tokens(model, on, policy),
-                n,
-                device.name,
-            )
-        draft_weights, draft_kv = draft_memory(model, on, speculation)
-        return Pool(
-            name,
-            speculative_timer(model, on, speculation),
-            kv_capacity_tokens(model, on, policy, draft_weights, draft_kv),
-            n,
-            device.name,
-        )
+            timer: StepTimer = mixed_step_cost(model, on)
+            draft_weights = draft_kv = 0.0
+        else:
+            timer = speculative_timer(model, on, speculation)
+            draft_weights, draft_kv = draft_memory(model, on, speculation)
+        capacity = kv_capacity_tokens(model, on, policy, draft_weights, draft_kv)
+        return Pool(name, timer, capacity, n, device.name)
 
     kv_model = pp_stage(tp_shard(model, par.tp), par.pp)
     kv_per_token = kv_growth_elems_per_token(kv_model) * precision.kv_bytes

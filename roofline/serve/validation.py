@@ -27,8 +27,6 @@ from .metrics import Summary, weighted_percentile
 from .policy import engine_default, policy
 from .simulate import build_deployment, simulate
 
-#: what each metric's prediction rests on, when it is not the direct per-request figure
-NOTES: dict[str, str] = {}
 #: the metrics a gate checks by default: medians and throughput, the figures a serving
 #: predictor is judged by (tails depend on the benchmark's own noise)
 GATED = ("ttft_p50", "tpot_p50", "itl_p50", "e2el_p50", "output_throughput")
@@ -137,8 +135,7 @@ def compare(
         unit = {"output_throughput": "tokens/s", "request_throughput": "requests/s"}.get(
             metric, "s"
         )
-        note = NOTES.get(metric.partition("_")[0], "")
-        rows.append(MetricRow(metric, _predict(s, metric), measured, unit, note))
+        rows.append(MetricRow(metric, _predict(s, metric), measured, unit))
     notes = list(run.notes)
     if not math.isinf(run.request_rate) and run.burstiness != 1.0:
         notes.append(f"gamma arrivals of shape {run.burstiness:g} (vllm bench's burstiness)")
