@@ -38,11 +38,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import memory
+from .cost import MAX_VERIFY_TOKENS
 from .errors import DoesNotFitError, InvalidInputError
 from .model import ModelSpec
 from .operators import ArrayLike, Op, Step, projection
 from .parallel import parallel_step_cost
 from .stack import Stack
+
+#: Draft tokens per cycle at most: a verification of K + 1 positions is costed as a decode
+#: step up to `cost.MAX_VERIFY_TOKENS` positions.
+MAX_DRAFT_TOKENS = MAX_VERIFY_TOKENS - 1
+
+
+def check_k(k: int) -> None:
+    if not 1 <= k <= MAX_DRAFT_TOKENS:
+        raise InvalidInputError(
+            f"K (draft tokens per step) must be in 1..{MAX_DRAFT_TOKENS}, got {k}"
+        )
 
 
 def check_acceptance(alpha: ArrayLike) -> None:
@@ -317,8 +329,7 @@ def speculative_cost(
 ) -> SpeculativeCost:
     """One cycle of K proposals verified by the target, for B sequences at S cached tokens,
     both models on `stack`'s deployment."""
-    if not 1 <= k <= 64:
-        raise InvalidInputError(f"K (draft tokens per step) must be in 1..64, got {k}")
+    check_k(k)
     check_acceptance(acceptance)
     if context + k + 1 > target.max_context:
         raise InvalidInputError(

@@ -14,6 +14,7 @@ from ..serve.config import ServeConfig, serve_runs
 from ..serve.metrics import Summary
 from ..serve.policy import ENGINE_POLICY, POLICIES
 from ..serve.sweep import sweep_rate
+from ..speculative import MAX_DRAFT_TOKENS
 from . import app, common
 from .common import JsonFlag, SpecsDir, console, print_json
 from .serve_report import interval_line, summary_table, sweep_table, timeline_lines
@@ -25,8 +26,6 @@ Opt = typer.Option
 SYNTHETIC = ("rate", "requests", "arrivals", "lengths", "input_tokens", "output_tokens", "sigma")
 #: Options only speculative decoding reads.
 SPECULATION = ("acceptance", "acceptance_sd")
-#: Draft tokens per step at most (`speculative.speculative_cost`'s range).
-MAX_SPECULATE = 64
 #: Options only the disaggregated policy reads.
 DISAGGREGATED = ("prefill_replicas", "decode_replicas", "prefill_hardware", "decode_hardware")
 
@@ -161,7 +160,7 @@ def serve(
             "--speculate",
             help="speculative decoding: K tokens drafted and verified per decode step "
             "(with --draft, --mtp or --heads)",
-            callback=common.in_range(1, MAX_SPECULATE),
+            callback=common.in_range(1, MAX_DRAFT_TOKENS),
         ),
     ] = None,
     draft: Annotated[

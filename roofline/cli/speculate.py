@@ -10,7 +10,7 @@ from rich.table import Table
 from ..catalog import load_hardware, load_model
 from ..errors import InvalidInputError
 from ..placement import Parallel
-from ..speculative import Drafter, SpeculationStudy, check_acceptance, study
+from ..speculative import MAX_DRAFT_TOKENS, Drafter, SpeculationStudy, check_acceptance, study
 from ..units import seconds, si
 from . import app, common
 from .common import (
@@ -27,8 +27,8 @@ from .common import (
 Opt = typer.Option
 
 
-#: Draft tokens per cycle beyond this never pay (acceptance α^K vanishes); refused up front.
-MAX_K = 256
+#: Draft tokens per cycle at most (`speculative.MAX_DRAFT_TOKENS`), refused up front as --k.
+MAX_K = MAX_DRAFT_TOKENS
 
 
 def k_values(text: str) -> list[int]:

@@ -28,12 +28,15 @@ from ..errors import InvalidInputError
 from ..footprint import kv_growth_elems_per_token
 from ..model import ModelSpec
 from ..placement import pp_stage, tp_shard
-from ..speculative import Drafter, check_acceptance, draft_weights_bytes, mtp_projection_s
+from ..speculative import (
+    Drafter,
+    check_acceptance,
+    check_k,
+    draft_weights_bytes,
+    mtp_projection_s,
+)
 from ..stack import Stack
 from .stepcost import MixedStepCost, MlaPathsStepCost, mixed_step_cost
-
-#: Draft tokens per step at most (`speculative.speculative_cost`'s range).
-MAX_K = 64
 
 StepTimer = MixedStepCost | MlaPathsStepCost
 
@@ -49,10 +52,7 @@ class Speculation:
     acceptance_sd: float = 0.0
 
     def __post_init__(self) -> None:
-        if not 1 <= self.k <= MAX_K:
-            raise InvalidInputError(
-                f"K (draft tokens per step) must be in 1..{MAX_K}, got {self.k}"
-            )
+        check_k(self.k)
         check_acceptance(self.acceptance)
         sd, a = self.acceptance_sd, self.acceptance
         if not (np.isfinite(sd) and sd >= 0):
