@@ -70,16 +70,53 @@ def kv_growth_elems_per_token(m: ModelSpec) -> float:
     return float((kv_elems_per_sequence(m, 2 * S) - kv_elems_per_sequence(m, S)) / S)
 
 
-def kv_token_equivalents(m: ModelSpec, context: ArrayLike) -> ArrayLike:
+@dataclass(frozen=True)
+class TokenEquivalents:
     """What a sequence of S tokens holds in units of one token of the global layers' KV:
-    S plus its local (sliding-window) and chunked layers' min(S, W) values over the global
-    per-token ones. This is the block budget an engine's hybrid allocator spends on it (vLLM
-    V1 frees the blocks a window has left), so one definition serves `kv` and `serve`."""
-    g = kv_growth_elems_per_token(m)
-    S = np.asarray(context)
-    bounded = kv_elems_per_sequence(m, S) - m.state_elems_per_sequence - g * S
-    extra = np.ceil(np.maximum(bounded, 0) / g) if g else 0
-    return np.asarray(S + extra, dtype=np.int64)
+    S plus its local (sliding-window) and chunked layers' Σ_L a_L · min(S, L) values over the
+    global per-token ones g, rounded up (a_L: the values per token of the layers that stop
+    growing at L, `MixerBlock.kv_limit`). This is the block budget an engine's hybrid
+    allocator spends on it (vLLM V1 frees the blocks a window has left), so one definition
+    serves `kv` and `serve`; the terms are read from the model once, for the serving loop,
+    which asks at every step."""
+
+    limits: np.ndarray  # (n,) tokens at which the bounded layers stop growing, ascending
+    per_token: np.ndarray  # (n,) values per token of the layers bounded at each limit
+    growth: float  # g, values per token of the global layers (`kv_growth_elems_per_token`)
+
+    @classmethod
+    def of(cls, m: ModelSpec) -> TokenEquivalents:
+        bounded: dict[int, int] = {}
+        for g in m.layer_groups:
+            block = m.mixer_block(g.kind.mixer)
+            limit = block.kv_limit(g.kind)
+            if g.kind.owns_kv and limit is not None:
+                e = g.count * block.kv_elems_per_token(m, g.kind)
+                bounded[limit] = bounded.get(limit, 0) + e
+        limits = sorted(bounded)
+        return cls(
+            np.array(limits, dtype=np.int64),
+            np.array([bounded[L] for L in limits], dtype=float),
+            kv_growth_elems_per_token(m),
+        )
+
+    @property
+    def identity(self) -> bool:
+        """Whether every sequence is worth its own tokens (no bounded layer beside a global
+        one)."""
+        return not self.growth or not np.any(self.per_token)
+
+    def __call__(self, context: ArrayLike) -> np.ndarray:
+        S = np.asarray(context, dtype=np.int64)
+        if self.identity:
+            return S
+        held = np.minimum(S[..., None], self.limits) @ self.per_token
+        return np.asarray(S + np.ceil(held / self.growth), dtype=np.int64)
+
+
+def kv_token_equivalents(m: ModelSpec, context: ArrayLike) -> np.ndarray:
+    """`TokenEquivalents` of `m` at S = `context` (one sequence, or an array of them)."""
+    return TokenEquivalents.of(m)(context)
 
 
 def kv_cache_bytes(m: ModelSpec, p: Precision, batch: ArrayLike, context: ArrayLike) -> ArrayLike:

@@ -83,10 +83,17 @@ class MixerBlock(Frozen):
         tensor of all its weights at the file's base type, role `<param_group>_<mixer>`."""
         return [(f"{self.param_group}_{kind.mixer}", m.d_model, self.params(m, kind))]
 
+    def kv_limit(self, kind: LayerKind) -> int | None:
+        """Context beyond which a layer of `kind` caches no more tokens (None: it never stops
+        growing)."""
+        return None
+
     def kv_elems(self, m: ModelSpec, kind: LayerKind, context: ArrayLike) -> ArrayLike:
-        """Values one layer of `kind` holds for one sequence of `context` tokens: every token's
-        by default; a windowed mixer stops growing at its window."""
-        return context * self.kv_elems_per_token(m, kind)
+        """Values one layer of `kind` holds for one sequence of `context` tokens: min(S, limit)
+        tokens' (`kv_limit`), every token's when it has none."""
+        e = self.kv_elems_per_token(m, kind)
+        limit = self.kv_limit(kind)
+        return (context if limit is None else np.minimum(context, limit)) * e
 
     def check(self, m: ModelSpec, mixers: frozenset[str]) -> None:
         """Refuse a model this block cannot run (`mixers`: the layer_pattern's)."""
@@ -132,14 +139,13 @@ class _Attention(MixerBlock):
     def kv_elems_per_token(self, m: ModelSpec, kind: LayerKind) -> int:
         return self.kv_elems_per_token_layer(m) if kind.owns_kv else 0
 
-    def kv_elems(self, m: ModelSpec, kind: LayerKind, context: ArrayLike) -> ArrayLike:
-        """S·e on a global layer, min(S, W)·e on a local one, min(S, C)·e on a chunked one. A
-        chunked layer needs only the current chunk's S mod C cached tokens, but that falls to 0
-        at every chunk boundary; it is sized by the allocation bound min(S, C), the most it
-        holds at any point up to S, so the size grows monotonically with S."""
-        e = self.kv_elems_per_token(m, kind)
-        limit = {"local": self.sliding_window, "chunked": self.attention_chunk_size}.get(kind.mixer)
-        return (context if limit is None else np.minimum(context, limit)) * e
+    def kv_limit(self, kind: LayerKind) -> int | None:
+        """None on a global layer (S·e), W on a local one (min(S, W)·e), C on a chunked one
+        (min(S, C)·e). A chunked layer needs only the current chunk's S mod C cached tokens,
+        but that falls to 0 at every chunk boundary; it is sized by the allocation bound
+        min(S, C), the most it holds at any point up to S, so the size grows monotonically
+        with S."""
+        return {"local": self.sliding_window, "chunked": self.attention_chunk_size}.get(kind.mixer)
 
     def owns_kv(self, i: int, nth: int) -> bool:
         """Whether layer i, the nth of its mixer, stores its own KV (the first of each share

@@ -368,6 +368,43 @@ def test_kv_token_equivalents_of_gpt_oss_20b_by_hand() -> None:
     assert kv_token_equivalents(llama, S).tolist() == S.tolist()
 
 
+def test_kv_token_equivalents_of_llama_4_scout_by_hand() -> None:
+    """Llama 4 Scout: 48 layers, three chunked (C = 8,192) to one global, 8 kv heads of 128.
+    36 chunked layers hold min(S, 8,192)·e and 12 global ones S·e, so a sequence is worth
+    S + 36/12 · min(S, 8,192) = S + 3·min(S, 8,192) global tokens."""
+    from roofline.footprint import kv_token_equivalents
+
+    m = load_model("llama-4-scout")
+    S = np.array([1, 8_191, 8_192, 8_193, 131_072])
+    assert kv_token_equivalents(m, S).tolist() == [4, 32_764, 32_768, 32_769, 155_648]
+
+
+def test_token_equivalents_read_once_match_what_a_sequence_holds() -> None:
+    """The serving loop's `TokenEquivalents`, whose terms are read from the model once, is the
+    KV a sequence holds (`kv_elems_per_sequence`, layer by layer through each mixer) less the
+    constant state, over the global per-token g, rounded up: for every bundled model, on both
+    sides of every window and chunk size and at the longest context."""
+    from roofline.catalog import model_catalog
+    from roofline.footprint import (
+        TokenEquivalents,
+        kv_elems_per_sequence,
+        kv_growth_elems_per_token,
+    )
+
+    bounded = 0
+    for name in model_catalog().names():
+        m = load_model(name)
+        worth = TokenEquivalents.of(m)
+        bounded += not worth.identity
+        edges = [L + d for L in worth.limits.tolist() for d in (-1, 0, 1)]
+        S = np.array([1, 2, 1000, *edges, m.max_context - 1, m.max_context])
+        g = kv_growth_elems_per_token(m)
+        held = kv_elems_per_sequence(m, S) - m.state_elems_per_sequence - g * S
+        expected = S + (np.ceil(held / g) if g else 0)
+        assert worth(S).tolist() == expected.astype(np.int64).tolist(), name
+    assert bounded >= 5  # gpt-oss, Gemma 2 and 3, Llama 4, Mistral-style windows
+
+
 @pytest.mark.parametrize(
     ("model", "context"), [("gpt-oss-20b", 32_768), ("gemma-3-12b", 32_768), ("llama-3.1-8b", 1280)]
 )

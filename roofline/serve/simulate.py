@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..errors import DoesNotFitError, InvalidInputError
-from ..footprint import kv_growth_elems_per_token, kv_token_equivalents
+from ..footprint import TokenEquivalents, kv_growth_elems_per_token
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
 from ..parallel import check
@@ -192,13 +192,8 @@ def build_deployment(
     if speculation is not None:
         kv_per_token += draft_memory(model, stack, speculation)[1]  # moved with the target's
     state = model.state_elems_per_sequence * precision.kv_bytes
-    probe = np.array([1, kv_model.max_context])
-    equivalents: Callable[[np.ndarray], np.ndarray] | None = None
-    if kv_per_token and np.any(np.asarray(kv_token_equivalents(kv_model, probe)) != probe):
-
-        def equivalents(S: np.ndarray) -> np.ndarray:
-            return np.asarray(kv_token_equivalents(kv_model, S))
-
+    worth = TokenEquivalents.of(kv_model)
+    equivalents = None if not kv_per_token or worth.identity else worth
     decode_first = stack.first_token_from_decode
     if not policy.disaggregated:
         return Deployment(
