@@ -321,11 +321,18 @@ class MixedStepCost:
         """Row of the LM head, whose rows are the logits (one per sequence unless verifying)."""
         return self.names.index("lm_head") if "lm_head" in self.names else None
 
+    @cached_property
+    def _both_coef(self) -> np.ndarray:
+        """(features, 2·ops): the compute and memory coefficients side by side, one product."""
+        return np.ascontiguousarray(np.concatenate((self.compute_coef, self.memory_coef)).T)
+
     def _op_s(self, x: np.ndarray, logit_rows: float | None = None) -> np.ndarray:
         """max(compute, memory) of every operator row for feature rows x (..., ops); with
         `logit_rows`, the LM head runs over that many rows instead of one per sequence (a
         verification's logits at every position; the fullest GPU's share with EP)."""
-        ops = np.maximum(x @ self.compute_coef.T, x @ self.memory_coef.T)
+        both = x @ self._both_coef  # (..., 2·ops): compute, then memory
+        n = self.compute_coef.shape[0]
+        ops = np.maximum(both[..., :n], both[..., n:])
         lm = self._lm_head
         if logit_rows is not None and lm is not None:
             col = [f.name for f in self.table].index("sequences")
@@ -416,8 +423,12 @@ class MixedStepCost:
         start at S_i: step j runs every sequence over S_i + j cached tokens."""
         j = np.arange(steps, dtype=float)
         x = np.empty((steps, len(self.table)))
+        done: dict[int, ArrayLike] = {}  # a window's pairs and KV read share one sum
         for col, f in enumerate(self.table):
-            x[:, col] = f.decode(S, j)
+            key = id(f.decode)
+            if key not in done:
+                done[key] = f.decode(S, j)
+            x[:, col] = done[key]
         if self.ep > 1:
             x[:, self._per_sequence] *= self._share(float(S.size))
         return self._times(x, decode=True)
