@@ -32,7 +32,8 @@ CPU terms from `roofline calibrate` (module `roofline.measure.calibrate` says ho
 measured): a GEMM with M ≥ 2 rows per weight element reaches M / (M + M½) of the matmul
 ceiling — compute time (FLOPs + 2·M½·weights) / peak, M½ read off the table measured at the
 decode shapes when the spec has one (`half_rows_at`) — and a matrix-vector product (M < 2)
-pays `gemv_row_ns` per weight row on top of streaming its bytes.
+pays `gemv_row_ns` per weight row on top of streaming its weights at `gemv_memory_fraction` of
+the memory ceiling.
 """
 
 from __future__ import annotations
@@ -224,12 +225,16 @@ def effective_flops(op: Op, t: Achievable) -> ArrayLike:
     return op.flops + np.where(rows >= 2, 2 * half_rows_at(t, rows) * op.weight_elems, 0)
 
 
-def gemv_rows_s(op: Op, row_s: float) -> ArrayLike:
-    """Row cost of a matrix-vector product: `Op.weight_rows` x `row_s` when M < 2, else 0
-    (GEMMs of M ≥ 2 are charged through M½ instead; see module doc)."""
-    if row_s == 0 or op.kind != "matmul":
+def gemv_rows_s(
+    op: Op, row_s: float, weight_s: ArrayLike = 0.0, fraction: float = 1.0
+) -> ArrayLike:
+    """What a matrix-vector product (M < 2) costs beyond streaming its bytes at the memory
+    ceiling: `Op.weight_rows` x `row_s`, and its weights (`weight_s` at the ceiling) streamed
+    at `fraction` of it; 0 for GEMMs of M ≥ 2 (charged through M½ instead; see module doc)."""
+    if (row_s == 0 and fraction == 1) or op.kind != "matmul":
         return 0
-    return np.where(gemm_rows(op) < 2, op.weight_rows * row_s, 0)
+    slower = np.asarray(weight_s) * (1 / fraction - 1)
+    return np.where(gemm_rows(op) < 2, op.weight_rows * row_s + slower, 0)
 
 
 def activation_bytes(op: Op, p: Precision) -> ArrayLike:
@@ -363,7 +368,10 @@ def op_cost(
         a,
         kv,
         compute_s=effective_flops(op, t) / (c.flops_per_s * flop_eff),
-        memory_s=(w + a + kv) / (c.bytes_per_s * mem_eff) + gemv_rows_s(op, t.gemv_row_ns * 1e-9),
+        memory_s=(w + a + kv) / (c.bytes_per_s * mem_eff)
+        + gemv_rows_s(
+            op, t.gemv_row_ns * 1e-9, w / (c.bytes_per_s * mem_eff), t.gemv_memory_fraction
+        ),
         overhead_s=fixed_s,
         host_s=host,
     )

@@ -157,6 +157,15 @@ class Achievable(Frozen):
         ge=0,
         description=("fixed cost per weight row of a matrix-vector product (M < 2), nanoseconds"),
     )
+    gemv_memory_fraction: Fraction = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description=(
+            "fraction of the memory ceiling a matrix-vector product (M < 2) streams its "
+            "weights at (a CPU GEMV, row by row, reads slower than a vectorised sum)"
+        ),
+    )
     source: str = DEFAULT_ACHIEVABLE_SOURCE
 
     @field_validator("matmul_fraction")

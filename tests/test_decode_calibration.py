@@ -13,7 +13,7 @@ from roofline.catalog import load_model
 from roofline.cost import Ceilings, effective_flops, half_rows_at, op_cost
 from roofline.errors import RooflineError
 from roofline.hardware import Achievable
-from roofline.measure.calibrate import achieved, gemv_row_s, half_rows, half_rows_by_m
+from roofline.measure.calibrate import achieved, gemv_terms, half_rows, half_rows_by_m
 from roofline.measure.kernel_ops import (
     EAGER_CHAIN_LAUNCHES,
     decode_gemm_shapes,
@@ -55,9 +55,11 @@ def test_half_rows_by_m_keys_each_row_count():
 def test_gemv_row_cost_is_pooled_over_rows():
     # N=1000 K=1000: bytes 4·(1e6 + 2000) = 4.008e6 -> 400.8 µs; in 500.8 µs -> 100 µs over
     # 1000 rows; N=3000 K=1000: 4·(3e6 + 4000) -> 1201.6 µs; in 1501.6 µs -> 300 µs over 3000
-    # rows; pooled (100 + 300) µs / 4000 rows = 100 ns
+    # rows; least squares over rows (one row length: no stream term) (1000·100 + 3000·300) µs
+    # / (1000² + 3000²) rows = 100 ns
     pts = [_gemm(1, 1000, 1000, 500.8e-6), _gemm(1, 3000, 1000, 1501.6e-6)]
-    assert gemv_row_s(pts, BW, 0.0) == pytest.approx(100e-9)
+    row, fraction = gemv_terms(pts, BW, 0.0)
+    assert row == pytest.approx(100e-9) and fraction == 1
 
 
 def test_table_interpolates_in_log_m_and_holds_at_its_ends():

@@ -172,8 +172,11 @@ def test_validate_gate_on_synthetic_results(error, passes):
     assert all(r.passed for r in v.rows[:-1])  # the calibration points sit on their ceilings
 
 
-def _hw_terms(memory: float = 1.0, compute: float = 1.0, row_ns: float = 0.0) -> HardwareSpec:
-    """The toy machine with attention memory/compute fractions and a gemv row cost."""
+def _hw_terms(
+    memory: float = 1.0, compute: float = 1.0, row_ns: float = 0.0, gemv_fraction: float = 1.0
+) -> HardwareSpec:
+    """The toy machine with attention memory/compute fractions and a gemv row cost and
+    weight-stream fraction."""
     return HardwareSpec(
         name="toy",
         display_name="toy",
@@ -189,6 +192,7 @@ def _hw_terms(memory: float = 1.0, compute: float = 1.0, row_ns: float = 0.0) ->
             attention_memory_fraction=memory,
             attention_compute_fraction=compute,
             gemv_row_ns=row_ns,
+            gemv_memory_fraction=gemv_fraction,
             source="test",
         ),
         source="test",
@@ -242,6 +246,38 @@ def test_gemv_row_cost_by_hand():
     assert float(gemv_rows_s(gemm_op(1, 1000, 1000), 100e-9)) == pytest.approx(100e-6)
     # M=8 is a GEMM (charged through M½), no row cost
     assert gemv_rows_s(gemm_op(8, 1000, 1000), 100e-9) == 0
+
+
+def test_gemv_weight_stream_fraction_by_hand():
+    """M=1 N=K=1000 at a weight-stream fraction of 0.5 and 100 ns a row: the 4e6 weight bytes
+    take 400 µs at 10 GB/s, 800 µs at half of it; the 8,000 activation bytes stay at the
+    ceiling (0.8 µs); + 1000 rows · 100 ns = 100 µs -> 900.8 µs. A GEMM of M = 8 streams at
+    the ceiling: 4·(1e6 + 8000 + 8000) B = 406.4 µs."""
+    hw = Ceilings.of(_hw_terms(row_ns=100, gemv_fraction=0.5), "fp32", "achievable")
+    assert float(op_cost(gemm_op(1, 1000, 1000), FP32, hw).memory_s) == pytest.approx(900.8e-6)
+    assert float(op_cost(gemm_op(8, 1000, 1000), FP32, hw).memory_s) == pytest.approx(406.4e-6)
+    # on the datasheet ceiling the gemv is the plain roofline, 4·1_002_000 B at 10 GB/s
+    sheet = Ceilings.of(_hw_terms(row_ns=100, gemv_fraction=0.5), "fp32", "datasheet")
+    assert float(op_cost(gemm_op(1, 1000, 1000), FP32, sheet).memory_s) == pytest.approx(400.8e-6)
+
+
+def test_calibration_separates_gemv_row_cost_from_its_weight_stream():
+    """Two gemvs of one machine (bandwidth 1e10 B/s, 5 µs overhead: `_calibration_points`)
+    whose rows cost 50 ns and whose weights stream at half the bandwidth:
+    N=1000 K=1000: 5 + 0.8 activations + 400·2 weights + 50 = 855.8 µs;
+    N=1000 K=4000: 4·(4e6 + 5000) B: 1600·2 weights + 2 activations + 50 + 5 = 3257 µs.
+    The same rows at one length could be either term: the row cost alone, as before."""
+    gemvs = [
+        _point("gemv_small", gemm_op(1, 1000, 1000), "gemm", dict(M=1, N=1000, K=1000), 855.8e-6),
+        _point("gemm_decode", gemm_op(1, 1000, 4000), "gemm", dict(M=1, N=1000, K=4000), 3257e-6),
+    ]
+    a = achieved(_results(_calibration_points() + gemvs))
+    assert a.terms["gemv_row_ns"] == pytest.approx(50)
+    assert a.terms["gemv_memory_fraction"] == pytest.approx(0.5)
+    one = achieved(_results(_calibration_points() + gemvs[:1]))
+    # (855.8 - 5 - 400.8) µs over 1000 rows = 450 ns a row, fraction 1
+    assert one.terms["gemv_row_ns"] == pytest.approx(450)
+    assert one.terms["gemv_memory_fraction"] == 1
 
 
 def test_eager_launches_of_a_llama_decode_step():
@@ -299,6 +335,7 @@ def test_calibration_of_row_cost_and_attention_fractions():
     # none of these points: the terms stay off
     plain = achieved(_results(_calibration_points()))
     assert plain.terms["gemv_row_ns"] == 0
+    assert plain.terms["gemv_memory_fraction"] == 1
     assert plain.terms["attention_memory_fraction"] == 1
     assert plain.terms["attention_compute_fraction"] == 1
 

@@ -24,9 +24,14 @@ attention and whole decode/prefill steps are left for `validate`.
   models' decode steps, M = 2, 4, … up to the largest batch) as `matmul_half_rows_by_m`,
   which the calculator reads instead when present; 0 when the GEMMs ran at their memory
   roofline (no evidence of a compute shortfall, the usual case on GPUs);
-- gemv row cost (`roofline.cost`): from the `gemv_small` point (M = 1, rows shorter than any
-  model's: K = 384 on CPUs, 256 on GPUs) and the sweep's M = 1 points, pooled:
-  Σ (t - overhead - bytes / bandwidth) / Σ N rows, 0 when they streamed at the bandwidth;
+- gemv row cost and weight-stream fraction (`roofline.cost`): from the `gemv_small` point
+  (M = 1, rows shorter than any model's: K = 384 on CPUs, 256 on GPUs) and the sweep's M = 1
+  points (every row length of the suite models), least squares of what each took beyond
+  streaming its bytes at the bandwidth, t - overhead - bytes / bandwidth, on N rows and its
+  weights streamed slower, W / bandwidth · (1 / fraction - 1) (`gemv_terms`). A CPU gemv
+  reads its weights row by row at about half the read kernel's bandwidth: with the row cost
+  alone, long rows (a down projection, K = F) came out 21–29% fast and short ones 13–27%
+  slow; 0 and 1 when they streamed at the bandwidth;
 - attention memory fraction: from the one `attention_small` point (a decode shape, B = 8
   S = 2048 on CPUs: memory-bound), its memory roofline time bytes / bandwidth over
   (t - launches · overhead), capped at 1;
@@ -41,6 +46,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from ..catalog import load_hardware
 from ..errors import InvalidInputError
@@ -102,6 +109,7 @@ def achieved(results: Results) -> Achieved:
     overhead = max(smallest.timing.median_s - smallest.bytes / bw, 0.0)
     sweep = results.family("gemm_decode")
     gemvs = results.family("gemv_small") + [p for p in sweep if p.shape["M"] == 1]
+    gemv_row, gemv_fraction = gemv_terms(gemvs, bw, overhead)
     return Achieved(
         peaks,
         bw,
@@ -109,7 +117,8 @@ def achieved(results: Results) -> Achieved:
             "kernel_overhead_us": eager_launch_s(results.family("eager_ops"), bw, overhead) * 1e6,
             "matmul_half_rows": half_rows(results.family("gemm_small"), peaks, bw, overhead),
             "matmul_half_rows_by_m": half_rows_by_m(sweep, peaks, bw, overhead),
-            "gemv_row_ns": gemv_row_s(gemvs, bw, overhead) * 1e9,
+            "gemv_row_ns": gemv_row * 1e9,
+            "gemv_memory_fraction": gemv_fraction,
             "attention_memory_fraction": attention_fraction(
                 results.family("attention_small"), "memory", peaks, bw, overhead
             ),
@@ -146,14 +155,38 @@ def half_rows_by_m(
     return {m: half_rows(ps, peaks, bw, overhead_s) for m, ps in sorted(by_m.items())}
 
 
-def gemv_row_s(points: list[Point], bw: float, overhead_s: float) -> float:
-    """Fixed cost per weight row of a gemv, pooled over the points: Σ max(t - overhead -
-    bytes / bw, 0) / Σ N (0 without points). Pooled, not a median of per-point fits, so that
-    the rows of the larger matrices, which take most of a decode step, weigh as much as they
-    cost."""
-    rows = sum(p.shape["N"] for p in points)
-    excess = sum(max(p.timing.median_s - overhead_s - p.bytes / bw, 0.0) for p in points)
-    return excess / rows if rows else 0.0
+def gemv_terms(points: list[Point], bw: float, overhead_s: float) -> tuple[float, float]:
+    """Row cost (s) and weight-stream fraction of a gemv: the least-squares solution of
+    t - overhead - bytes / bw = N·row + (W / bw)·(1/fraction - 1) over the points (W: weight
+    bytes), residuals in seconds, pooled as `half_rows` is, so that the large matrices, which
+    take most of a decode step, weigh as much as they cost; row ≥ 0 and fraction ≤ 1 (the
+    other term fitted alone when one is at its bound). Points of a single row length cannot
+    tell the two apart: they give the row cost alone. (0, 1) without points or when they
+    streamed at the bandwidth."""
+    if not points:
+        return 0.0, 1.0
+    rows = np.array([float(p.shape["N"]) for p in points])
+    inner = np.array([float(p.shape["K"]) for p in points])
+    weights = np.array([p.bytes * _weight_share(p) for p in points]) / bw
+    excess = np.array([p.timing.median_s - overhead_s - p.bytes / bw for p in points])
+
+    def alone(x: np.ndarray) -> float:
+        return max(float(x @ excess / (x @ x)), 0.0)
+
+    if np.unique(inner).size < 2:
+        return alone(rows), 1.0
+    (row, slower), *_ = np.linalg.lstsq(np.stack([rows, weights], axis=1), excess, rcond=None)
+    if slower < 0:
+        return alone(rows), 1.0
+    if row < 0:
+        row, slower = 0.0, alone(weights)
+    return float(row), 1 / (1 + float(slower))
+
+
+def _weight_share(p: Point) -> float:
+    """Share of a GEMM point's bytes that are its weights: N·K of N·K + M·K + M·N elements."""
+    M, N, K = (float(p.shape[d]) for d in "MNK")
+    return N * K / (N * K + M * K + M * N)
 
 
 def attention_fraction(
@@ -176,7 +209,7 @@ def attention_fraction(
 def half_rows(points: list[Point], peaks: dict[str, float], bw: float, overhead_s: float) -> float:
     """M½ from skinny GEMMs, pooled over the points: Σ ((t - overhead)·peak - FLOPs) / Σ 2·W
     (W = K·N weight elements; M = FLOPs / (2·W)), a point at or under its memory time adding
-    nothing to the numerator; pooled, as `gemv_row_s` is, so it reproduces their summed time."""
+    nothing to the numerator; pooled, as `gemv_terms` is, so it reproduces their summed time."""
     excess = weights = 0.0
     for p in points:
         if p.dtype not in peaks:
@@ -235,8 +268,9 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
         "dtype, bandwidth = read-only kernel over buffers >= 4x LLC, kernel overhead = "
         "smallest bandwidth point or, when measured, the eager_ops chain per launch, "
         "matmul_half_rows = the M=8 gemm_small point, matmul_half_rows_by_m = the "
-        "gemm_decode sweep per M (pooled over its points), gemv_row_ns = the M=1 gemv_small "
-        "and gemm_decode points, attention_memory_fraction = the decode "
+        "gemm_decode sweep per M (pooled over its points), gemv_row_ns and "
+        "gemv_memory_fraction = the M=1 gemv_small and gemm_decode points (least "
+        "squares), attention_memory_fraction = the decode "
         "attention_small point, attention_compute_fraction = the causal "
         "prefill_attention_small point"
     )

@@ -243,6 +243,7 @@ NON_AFFINE_TERMS: dict[str, object] = {
     "matmul_half_rows": 0.0,
     "matmul_half_rows_by_m": {},
     "gemv_row_ns": 0.0,
+    "gemv_memory_fraction": 1.0,
 }
 
 
