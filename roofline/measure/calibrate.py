@@ -28,7 +28,8 @@ attention and whole decode/prefill steps are left for `validate`.
   (M = 1, rows shorter than any model's: K = 384 on CPUs, 256 on GPUs) and the sweep's M = 1
   points (every row length of the suite models), least squares of what each took beyond
   streaming its bytes at the bandwidth, t - overhead - bytes / bandwidth, on N rows and its
-  weights streamed slower, W / bandwidth · (1 / fraction - 1) (`gemv_terms`). A CPU gemv
+  weights streamed slower, W / bandwidth · (1 / fraction - 1), relative to each point's time
+  (`gemv_terms`). A CPU gemv
   reads its weights row by row at about half the read kernel's bandwidth: with the row cost
   alone, long rows (a down projection, K = F) came out 21–29% fast and short ones 13–27%
   slow; 0 and 1 when they streamed at the bandwidth;
@@ -158,22 +159,22 @@ def half_rows_by_m(
 def gemv_terms(points: list[Point], bw: float, overhead_s: float) -> tuple[float, float]:
     """Row cost (s) and weight-stream fraction of a gemv: the least-squares solution of
     t - overhead - bytes / bw = N·row + (W / bw)·(1/fraction - 1) over the points (W: weight
-    bytes), residuals in seconds, pooled as `half_rows` is, so that the large matrices, which
-    take most of a decode step, weigh as much as they cost; row ≥ 0 and fraction ≤ 1 (the
-    other term fitted alone when one is at its bound). Points of a single row length cannot
-    tell the two apart: they give the row cost alone. (0, 1) without points or when they
-    streamed at the bandwidth."""
+    bytes), each residual relative to the point's time, so that every row length of the
+    models counts alike and one noisy large matrix (the LM head) cannot set both terms; row ≥ 0
+    and fraction ≤ 1 (the other term fitted alone when one is at its bound). Points of a
+    single row length cannot tell the two apart: they give the row cost alone. (0, 1)
+    without points or when they streamed at the bandwidth."""
     if not points:
         return 0.0, 1.0
-    rows = np.array([float(p.shape["N"]) for p in points])
-    inner = np.array([float(p.shape["K"]) for p in points])
-    weights = np.array([p.bytes * _weight_share(p) for p in points]) / bw
-    excess = np.array([p.timing.median_s - overhead_s - p.bytes / bw for p in points])
+    t = np.array([p.timing.median_s for p in points])
+    rows = np.array([float(p.shape["N"]) for p in points]) / t
+    weights = np.array([p.bytes * _weight_share(p) for p in points]) / bw / t
+    excess = np.array([p.timing.median_s - overhead_s - p.bytes / bw for p in points]) / t
 
     def alone(x: np.ndarray) -> float:
         return max(float(x @ excess / (x @ x)), 0.0)
 
-    if np.unique(inner).size < 2:
+    if len({p.shape["K"] for p in points}) < 2:
         return alone(rows), 1.0
     (row, slower), *_ = np.linalg.lstsq(np.stack([rows, weights], axis=1), excess, rcond=None)
     if slower < 0:
@@ -209,7 +210,7 @@ def attention_fraction(
 def half_rows(points: list[Point], peaks: dict[str, float], bw: float, overhead_s: float) -> float:
     """M½ from skinny GEMMs, pooled over the points: Σ ((t - overhead)·peak - FLOPs) / Σ 2·W
     (W = K·N weight elements; M = FLOPs / (2·W)), a point at or under its memory time adding
-    nothing to the numerator; pooled, as `gemv_terms` is, so it reproduces their summed time."""
+    nothing to the numerator; pooled, so it reproduces their summed time."""
     excess = weights = 0.0
     for p in points:
         if p.dtype not in peaks:
