@@ -89,22 +89,41 @@ def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
 
 
 def attention_case(
-    B: int, T: int, S: int, N: int, K: int, H: int, dtype: str, device: torch.device
+    B: int,
+    T: int,
+    S: int,
+    N: int,
+    K: int,
+    H: int,
+    dtype: str,
+    device: torch.device,
+    cold_bytes: int = 0,
 ) -> Case:
     """Append T new tokens' K and V to a cache holding S, then SDPA of T queries over the
-    S + T keys: decode is T = 1 (no mask), prefill is S = 0 (causal)."""
+    S + T keys: decode is T = 1 (no mask), prefill is S = 0 (causal). `cold_bytes` > 0:
+    successive calls cycle through enough caches that together exceed it (pass twice the
+    last-level cache), so each call reads its KV from DRAM, as each layer of a decode step
+    does after the other layers' weights and KV went through the cache; one cache otherwise."""
     t = TORCH_DTYPES[dtype]
     q = torch.randn(B, N, T, H, dtype=t, device=device)
     k_new, v_new = (torch.randn(B, K, T, H, dtype=t, device=device) for _ in range(2))
-    k_cache, v_cache = (torch.randn(B, K, S + T, H, dtype=t, device=device) for _ in range(2))
+    cache_bytes = 2 * B * K * (S + T) * H * t.itemsize
+    copies = 1 + cold_bytes // cache_bytes if cold_bytes else 1
+    caches = [
+        tuple(torch.randn(B, K, S + T, H, dtype=t, device=device) for _ in range(2))
+        for _ in range(copies)
+    ]
     causal, gqa = T > 1, N != K
+    turn = iter(range(2**62))
 
     def fn() -> torch.Tensor:
+        k_cache, v_cache = caches[next(turn) % copies]
         k_cache[:, :, S:].copy_(k_new)
         v_cache[:, :, S:].copy_(v_new)
         return F.scaled_dot_product_attention(q, k_cache, v_cache, is_causal=causal, enable_gqa=gqa)
 
-    return Case(fn, attention_op(B, T, S, N, K, H), sdpa_backend(q, k_cache, v_cache, causal, gqa))
+    k0, v0 = caches[0]
+    return Case(fn, attention_op(B, T, S, N, K, H), sdpa_backend(q, k0, v0, causal, gqa))
 
 
 def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -256,7 +256,10 @@ def _case(p: PointSpec, device: torch.device, models: _Models, llc_bytes: int | 
     if p.kernel == "eager":
         return eager_chain_case(s["D"], s["N"], s["K"], s["H"], p.dtype, device)
     if p.kernel == "sdpa":
-        return attention_case(s["B"], s["T"], s["S"], s["N"], s["K"], s["H"], p.dtype, device)
+        # CPU decode attention reads a cold cache, as in a step; prefill's is the one it wrote
+        cold = 2 * (llc_bytes or 0) if device.type == "cpu" and s["T"] == 1 else 0
+        B, T, S, N, K, H = (s[d] for d in "BTSNKH")
+        return attention_case(B, T, S, N, K, H, p.dtype, device, cold)
     stack = models.get(p)
     tokens = torch.randint(0, stack.m.vocab_size, (s["B"], s["T"]), device=device)
     step = Step(s["B"], s["T"], s["S"])

@@ -130,6 +130,26 @@ def test_decode_attention_flops_match_torch(B, T, S, N, K):
     assert nbytes == 4 * (2 * B * N * H + 2 * B * K * (S + 1) * H + 2 * B * K * H)
 
 
+def test_cold_decode_attention_cycles_its_caches():
+    """B=2 S=10 K=2 H=8 fp32: a cache of 2·2·2·11·8·4 = 2,816 B. Asked to stay cold past
+    10,000 B, calls cycle through 1 + 10,000 // 2,816 = 4 caches, each with the new token
+    appended (row S of cache c written by the c-th call) and the same attention output, since
+    the caches are equal but for what each call writes."""
+    B, S, N, K, H = 2, 10, 4, 2, 8
+    torch.manual_seed(0)
+    case = attention_case(B, 1, S, N, K, H, "fp32", CPU, cold_bytes=10_000)
+    k_cells = [
+        c.cell_contents for c in case.fn.__closure__ or () if isinstance(c.cell_contents, list)
+    ]
+    (caches,) = k_cells
+    assert len(caches) == 4
+    outs = [case.fn() for _ in range(5)]  # the fifth reuses the first cache
+    assert all(o.shape == (B, N, 1, H) for o in outs)
+    torch.testing.assert_close(outs[0], outs[4])
+    hot = attention_case(B, 1, S, N, K, H, "fp32", CPU)
+    assert hot.op == case.op  # the same counts: cycling changes where the bytes come from
+
+
 def test_prefill_attention_counts_causal_pairs():
     T = 6
     op = attention_case(1, T, 0, 2, 1, 4, "fp32", CPU).op
