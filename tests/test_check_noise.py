@@ -160,6 +160,9 @@ def test_a_regression_under_a_competing_load_still_fails(monkeypatch, capsys, tm
     runs = [scaled(BASE, 1.3, steps)] * 3
     code, err, calls = _check(monkeypatch, capsys, tmp_path, runs, other_cores=1.0)
     assert code == 1 and calls == 3 and "decode_step off by" in err
+    # the error line says how busy the machine was
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error:") and "other processes kept 1.0 of" in last
 
 
 def test_the_load_is_reported(monkeypatch, capsys, tmp_path):

@@ -453,7 +453,11 @@ def check(
                 f"{e}, but the machine is too noisy to judge: {noise}; rerun on a quiet "
                 "machine or with more --repeats"
             ) from None
-        raise
+        if load is None:
+            raise
+        raise InvalidInputError(
+            f"{e} (other processes kept {load:.1f} of {os.cpu_count()} cores busy while measuring)"
+        ) from None
 
 
 def _noise(runs: list[Results], load: float | None, v: Validation) -> str | None:
