@@ -29,10 +29,9 @@ attention and whole decode/prefill steps are left for `validate`.
   points (every row length of the suite models), least squares of what each took beyond
   streaming its bytes at the bandwidth, t - overhead - bytes / bandwidth, on N rows and its
   weights streamed slower, W / bandwidth · (1 / fraction - 1), relative to each point's time
-  (`gemv_terms`). A CPU gemv
-  reads its weights row by row at about half the read kernel's bandwidth: with the row cost
-  alone, long rows (a down projection, K = F) came out 21–29% fast and short ones 13–27%
-  slow; 0 and 1 when they streamed at the bandwidth;
+  (`gemv_terms`). A CPU gemv reads its weights row by row at about half the read kernel's
+  bandwidth: with the row cost alone, long rows (a down projection, K = F) came out 21–29%
+  fast and short ones 13–27% slow; 0 and 1 when they streamed at the bandwidth;
 - attention memory fraction: from the one `attention_small` point (a decode shape, B = 8
   S = 2048 on CPUs: memory-bound), its memory roofline time bytes / bandwidth over
   (t - launches · overhead), capped at 1;
