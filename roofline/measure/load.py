@@ -2,7 +2,7 @@
 
 On Linux, /proc/stat counts the CPU time every process on the machine spent (user, nice,
 system, irq, softirq) and the time the hypervisor gave this VM's CPUs to another guest
-(steal), in clock ticks; this process's own CPU time comes from `getrusage`. Their difference
+(steal), in clock ticks; this process's own CPU time comes from `os.times`. Their difference
 over the wall time is the number of cores something else kept busy: one core for a process
 spinning in a loop, a fraction for a neighbour VM taking turns. Elsewhere (no /proc/stat)
 nothing is measured and nothing is said.
@@ -11,7 +11,6 @@ nothing is measured and nothing is said.
 from __future__ import annotations
 
 import os
-import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,9 +49,8 @@ def _read_machine_busy_s() -> float | None:
 
 def own_cpu_s() -> float:
     """CPU seconds this process (all its threads) and its waited-for children have spent."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 @dataclass
