@@ -66,14 +66,16 @@ def fp8_gemm_case(M: int, N: int, K: int, device: torch.device) -> Case:
 def stream_case(kernel: str, elems: int, dtype: str, device: torch.device) -> Case:
     """copy: dst ← src; read: sum(src); triad: a ← b + s·c (STREAM)."""
     t = TORCH_DTYPES[dtype]
-    b = torch.randn(elems, dtype=t, device=device)
+    # constant fills: the values do not change a stream's time, and randn of the GiB buffers
+    # a large last-level cache asks for takes seconds on one core
+    b = torch.full((elems,), 0.5, dtype=t, device=device)
     if kernel == "read":
         out = torch.empty((), dtype=t, device=device)
         return Case(lambda: torch.sum(b, dim=0, out=out), stream_op(kernel, elems))
-    a = torch.randn(elems, dtype=t, device=device)
+    a = torch.full((elems,), 0.25, dtype=t, device=device)
     if kernel == "copy":
         return Case(lambda: a.copy_(b), stream_op(kernel, elems))
-    c = torch.randn(elems, dtype=t, device=device)
+    c = torch.full((elems,), 0.125, dtype=t, device=device)
     return Case(lambda: torch.add(b, c, alpha=0.5, out=a), stream_op(kernel, elems))
 
 

@@ -18,7 +18,7 @@ import torch
 from roofline.catalog import load_model
 from roofline.errors import InvalidInputError
 from roofline.files import signals_deferred
-from roofline.measure.calibrate import CALIBRATION_FAMILIES
+from roofline.measure.calibrate import CALIBRATION_FAMILIES, DRAM_LLC_MULTIPLE
 from roofline.measure.kernel_ops import decode_gemm_shapes, op_flops_bytes
 from roofline.measure.results import DeviceInfo, Environment, Family, Point, Results, Skipped
 from roofline.model import ModelSpec
@@ -100,6 +100,16 @@ def _decode_gemms(models: tuple[str, ...], dtype: str, batches: tuple[int, ...])
     ]
 
 
+def dram_elems(llc_bytes: int | None, itemsize: int) -> int:
+    """Elements of a CPU bandwidth buffer that cannot be cache-resident: at least 128 MiB, and
+    `DRAM_LLC_MULTIPLE` times the last-level cache the machine reports, rounded up to a MiB of
+    elements. A VM may report its host socket's whole L3 (480 MiB seen here, where a read
+    reaches its DRAM plateau from 128 MiB): the buffer then grows with it rather than the
+    calibration refusing a result it cannot class as DRAM."""
+    least = DRAM_LLC_MULTIPLE * (llc_bytes or 0) // itemsize
+    return max(128 * 2**20 // itemsize, -(-least // 2**20) * 2**20)
+
+
 def cpu_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
     """CPU: fp32 (bf16 is timed once, small, and flagged when the CPU emulates it)."""
     big = suite != "ci"
@@ -125,7 +135,7 @@ def cpu_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
         PointSpec("gemm_sweep", "gemm", d, dict(M=M, N=4096, K=4096))
         for M in ((1, 4, 16, 64, 256, 1024) if big else (1, 4, 16, 128))
     ]
-    dram = 32 * 2**20  # elements: 128 MiB fp32 per buffer, 4x a 32 MiB LLC
+    dram = dram_elems(info.last_level_cache_bytes, TORCH_DTYPES[d].itemsize)
     pts += [PointSpec("bandwidth", k, d, dict(elems=dram)) for k in ("copy", "read", "triad")]
     sweep = (2**10, 2**16, 2**22) + ((2**18, 2**24) if big else ())
     pts += [PointSpec("bandwidth", "read", d, dict(elems=n)) for n in sweep]

@@ -75,15 +75,17 @@ def test_fp8_points_flow_through_measure_calibrate_and_validate(tmp_path, monkey
     import roofline.kernels.suite as suite
     from roofline.kernels.suite import Plan, PointSpec
 
+    info = detect_cpu()
+    dram = suite.dram_elems(info.last_level_cache_bytes, 4)  # ≥ 4x the LLC: a DRAM read
     pts = (
-        PointSpec("bandwidth", "read", "fp32", dict(elems=2**25)),  # 128 MiB ≫ LLC
+        PointSpec("bandwidth", "read", "fp32", dict(elems=dram)),
         PointSpec("bandwidth", "read", "fp32", dict(elems=1024)),
         PointSpec("gemm_peak", "gemm", "fp32", dict(M=64, N=64, K=64)),
         PointSpec("gemm_peak", "gemm", "fp8", dict(M=64, N=64, K=64)),
         PointSpec("gemm_sweep", "gemm", "fp8", dict(M=16, N=64, K=64)),
     )
     monkeypatch.setattr(suite, "plan", lambda *a: Plan(pts, Budget(0.0, 0.01, min_repeats=2)))
-    r = run(detect_cpu(), "ci", ("fp32",))
+    r = run(info, "ci", ("fp32",))
     fp8 = {p.family: p for p in r.points if p.dtype == "fp8"}
     assert fp8["gemm_peak"].bytes == 16_384 and fp8["gemm_sweep"].bytes == 7_168
     path = tmp_path / "r.json"
@@ -172,6 +174,25 @@ def test_llama_stack_matches_calculator():
     assert torch_flops(lambda: stack.forward(tokens, 8)) == sum(o.flops for o in matmul_like)
 
 
+def test_dram_buffers_grow_with_a_large_last_level_cache():
+    """fp32 (4 B): a 32 MiB LLC needs 4 · 32 MiB = 128 MiB = 2^25 elements, the floor; a
+    VM reporting its host's 480 MiB L3 needs 4 · 480 MiB / 4 B = 480 Mi = 503,316,480
+    elements; 100 MB (not a whole Mi of elements) rounds up: 4 · 10^8 B / 4 B = 10^8
+    elements, ⌈10^8 / 2^20⌉ = 96 blocks of 2^20 = 100,663,296; 8 MiB: 4 · 8 MiB / 4 B = 2^23,
+    below the floor, so 2^25; no cache known: the floor. bf16 (2 B) on a 480 MiB LLC: 4 · 480 MiB / 2 B = 960 Mi elements."""
+    from roofline.kernels.suite import dram_elems
+
+    assert dram_elems(32 * 2**20, 4) == 2**25
+    assert dram_elems(480 * 2**20, 4) == 503_316_480
+    assert dram_elems(10**8, 4) == 100_663_296
+    assert dram_elems(8 * 2**20, 4) == 2**25
+    assert dram_elems(None, 4) == 2**25
+    assert dram_elems(480 * 2**20, 2) == 960 * 2**20
+    info = DeviceInfo(kind="cpu", name="x", caches_bytes={"L2": 2 * 2**20, "L3": 480 * 2**20})
+    sizes = {p.shape["elems"] for p in cpu_plan("ci", info, ("fp32",)).points if p.kernel == "copy"}
+    assert sizes == {503_316_480}
+
+
 def test_cpu_flags_to_flops_per_cycle():
     assert cpu_flops_per_cycle({"avx", "avx2", "fma"}) == {"fp32": 32}
     assert cpu_flops_per_cycle({"avx512f", "avx512_bf16", "avx2", "fma"}) == {
@@ -205,7 +226,7 @@ def tiny_results(tmp_path_factory):
         if p.kernel == "gemm":
             s = dict(M=min(s["M"], 64), N=256, K=256)
         elif "elems" in s:
-            s["elems"] = min(s["elems"], 2**16) if s["elems"] < 2**22 else 2**25
+            s["elems"] = min(s["elems"], 2**16) if s["elems"] < 2**22 else s["elems"]
         elif p.kernel == "sdpa":
             s.update(S=min(s["S"], 64), T=min(s["T"], 16))
         elif p.family == "decode_step" and (s["B"] > 1 or s["S"] > 128):
