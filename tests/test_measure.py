@@ -179,7 +179,8 @@ def test_dram_buffers_grow_with_a_large_last_level_cache():
     VM reporting its host's 480 MiB L3 needs 4 · 480 MiB / 4 B = 480 Mi = 503,316,480
     elements; 100 MB (not a whole Mi of elements) rounds up: 4 · 10^8 B / 4 B = 10^8
     elements, ⌈10^8 / 2^20⌉ = 96 blocks of 2^20 = 100,663,296; 8 MiB: 4 · 8 MiB / 4 B = 2^23,
-    below the floor, so 2^25; no cache known: the floor. bf16 (2 B) on a 480 MiB LLC: 4 · 480 MiB / 2 B = 960 Mi elements."""
+    below the floor, so 2^25; no cache known: the floor. bf16 (2 B) on a 480 MiB LLC:
+    4 · 480 MiB / 2 B = 960 Mi elements."""
     from roofline.kernels.suite import dram_elems
 
     assert dram_elems(32 * 2**20, 4) == 2**25
