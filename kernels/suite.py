@@ -102,10 +102,10 @@ def _decode_gemms(models: tuple[str, ...], dtype: str, batches: tuple[int, ...])
 
 def dram_elems(llc_bytes: int | None, itemsize: int) -> int:
     """Elements of a CPU bandwidth buffer that cannot be cache-resident: at least 128 MiB, and
-    `DRAM_LLC_MULTIPLE` times the last-level cache the machine reports, rounded up to a MiB of
-    elements. A VM may report its host socket's whole L3 (480 MiB seen here, where a read
-    reaches its DRAM plateau from 128 MiB): the buffer then grows with it rather than the
-    calibration refusing a result it cannot class as DRAM."""
+    `DRAM_LLC_MULTIPLE` times the last-level cache the machine reports, rounded up to a
+    multiple of 2^20 elements. A VM may report its host socket's whole L3 (480 MiB seen here,
+    where a read reaches its DRAM plateau from 128 MiB): the buffer then grows with it rather
+    than the calibration refusing a result it cannot class as DRAM."""
     least = DRAM_LLC_MULTIPLE * (llc_bytes or 0) // itemsize
     return max(128 * 2**20 // itemsize, -(-least // 2**20) * 2**20)
 
