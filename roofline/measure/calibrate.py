@@ -84,10 +84,39 @@ class Achieved:
             raise ValueError(f"calibration terms without an Achievable field: {unknown}")
 
 
+#: A read this much faster than the DRAM read comes partly from cache: a working set there is
+#: one the model's single DRAM bandwidth misprices by more than 40% of the ±25% step band.
+CACHE_SPEEDUP = 0.10
+
+
+def buffer_bytes(p: Point) -> float:
+    """Bytes of one buffer of a bandwidth point (copy moves two, triad three)."""
+    return p.bytes / {"copy": 2, "read": 1, "triad": 3}[p.kernel]
+
+
 def is_dram_point(p: Point, llc_bytes: int | None) -> bool:
     """A bandwidth point whose buffers exceed the last-level cache several times."""
-    elems_bytes = p.bytes / {"copy": 2, "read": 1, "triad": 3}[p.kernel]
-    return llc_bytes is None or elems_bytes >= DRAM_LLC_MULTIPLE * llc_bytes
+    return llc_bytes is None or buffer_bytes(p) >= DRAM_LLC_MULTIPLE * llc_bytes
+
+
+def dram_edge_bytes(results: Results) -> float:
+    """The working set (bytes) from which this machine reads at its DRAM bandwidth: the
+    smallest read buffer such that it and every larger read ran at most CACHE_SPEEDUP faster
+    than the DRAM read; never above DRAM_LLC_MULTIPLE x the reported last-level cache (the
+    buffers taken as DRAM). Below it a repeated working set is partly cache-resident, which
+    the model's one DRAM bandwidth does not describe; the edge is only as fine as the read
+    sweep (`kernels.suite.cache_edge_elems`: steps of 1.5x and 2x on CPUs)."""
+    llc = results.environment.device.last_level_cache_bytes
+    fast = achieved(results).bandwidth_bytes_per_s * (1 + CACHE_SPEEDUP)
+    reads = sorted(
+        (buffer_bytes(p), p.bytes_per_s) for p in results.family("bandwidth") if p.kernel == "read"
+    )
+    edge = reads[-1][0]
+    for size, rate in reversed(reads):
+        if rate > fast:
+            break
+        edge = size
+    return min(edge, DRAM_LLC_MULTIPLE * llc) if llc else edge
 
 
 def achieved(results: Results) -> Achieved:

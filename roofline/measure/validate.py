@@ -22,16 +22,23 @@ from ..errors import InvalidInputError
 from ..hardware import HardwareSpec
 from ..operators import Op, Step
 from ..precision import Precision
-from .calibrate import CALIBRATION_FAMILIES, calibrated_spec, is_dram_point
+from .calibrate import (
+    CALIBRATION_FAMILIES,
+    DRAM_LLC_MULTIPLE,
+    buffer_bytes,
+    calibrated_spec,
+    dram_edge_bytes,
+)
 from .kernel_ops import attention_op, eager_chain_op, gemm_op, op_time_s, stream_op
 from .results import FAMILIES, Point, Results
 
 #: |signed error| allowed per family for the calibrated prediction: the worst |error| the CPU
 #: gate (`roofline check --device cpu`) has seen in that family plus a margin, since every
 #: prediction inherits the machine's drift between its calibration point and itself. The runs
-#: each band comes from: docs/measurement.md (whole steps, 14 checks of this release: decode
-#: worst 10–35%, the 35% one memory-bound B = 1 step of the CI run; prefill worst 1–21%. A
-#: regression is caught by `BIAS_BANDS`, which a single point's drift does not move).
+#: each band comes from: docs/measurement.md. Whole decode steps are held to ±25% where their
+#: working set is at or above the machine's measured DRAM edge (`dram_edge_bytes`); below it
+#: they get `CACHED_STEP_BAND`. A regression is caught by `BIAS_BANDS` as well, which a single
+#: point's drift does not move.
 BANDS: dict[str, float] = {
     "gemm_peak": 0.25,
     "gemm_small": 0.25,
@@ -44,9 +51,17 @@ BANDS: dict[str, float] = {
     "gemm_sweep": 0.50,
     "decode_attention": 0.50,
     "prefill_attention": 0.45,
-    "decode_step": 0.40,
+    "decode_step": 0.25,
     "prefill_step": 0.25,
 }
+
+#: |signed error| allowed for a whole decode step whose working set (its bytes, re-read every
+#: step) is under the DRAM edge: partly cache-resident, it runs faster than the DRAM model
+#: says by as much as the machine's share of a shared cache allows, and that share drifts.
+#: On the Xeon VM (docs/measurement.md) tiny-llama-30m steps (90-140 MiB, edge ~256 MiB)
+#: ranged -12% to +34% over 13 checks while tiny-llama-120m steps (394-796 MiB) stayed within
+#: -10% to +7%.
+CACHED_STEP_BAND = 0.40
 
 #: |median signed error| allowed for a whole-step family: a regression makes every step slower
 #: together, so it moves the family's median, which noise at one point does not. Steps made
@@ -127,7 +142,7 @@ class Validation:
                         len(rows),
                         float(np.median(errs)),
                         float(errs.max()),
-                        rows[0].band,
+                        min(r.band for r in rows),
                         sum(not r.passed for r in rows),
                         float(np.median(signed)),
                         bias.get(fam),
@@ -224,6 +239,16 @@ def predict_s(p: Point, results: Results, hw: HardwareSpec, ceiling: Ceiling) ->
     return op_time_s(kernel_op(p), hw, p.dtype, ceiling)
 
 
+def _dram_edge(results: Results) -> float:
+    """`dram_edge_bytes`, or DRAM_LLC_MULTIPLE x the reported cache (0 when unknown) for a
+    results file that cannot be calibrated (validated against a catalog spec instead)."""
+    try:
+        return dram_edge_bytes(results)
+    except InvalidInputError:
+        llc = results.environment.device.last_level_cache_bytes
+        return float(DRAM_LLC_MULTIPLE * llc) if llc else 0.0
+
+
 def validate(
     results: Results,
     hw: HardwareSpec,
@@ -231,23 +256,27 @@ def validate(
     tolerance: float | None = None,
 ) -> Validation:
     """Every measured point against the calculator on `hw`. `tolerance` overrides the bands."""
-    llc = results.environment.device.last_level_cache_bytes
+    edge = _dram_edge(results)
     swept = bool(results.family("gemm_decode"))
     rows = []
     for p in results.points:
-        note, gated = "", True
+        note, gated, band = "", True, BANDS[p.family]
         if not p.native:
             gated, note = False, f"{p.dtype} is emulated on this device: not modelled"
         elif not hw.supports(p.dtype):
             gated, note = False, f"{hw.name} has no {p.dtype} peak"
-        elif p.family == "bandwidth" and not is_dram_point(p, llc):
+        elif p.family == "bandwidth" and buffer_bytes(p) < edge:
             gated, note = False, "cache-resident: the model has one DRAM bandwidth"
         elif p.family == "gemm_decode" or (p.family == "gemv_small" and swept):
             gated, note = False, "pooled into the decode-shape terms (M½ by M, gemv row cost)"
+        elif p.family == "decode_step" and p.bytes < edge:
+            band = CACHED_STEP_BAND
+            note = (
+                f"working set {p.bytes / 2**20:,.0f} MiB under the DRAM edge "
+                f"({edge / 2**20:,.0f} MiB): partly cache-resident"
+            )
         predicted = predict_s(p, results, hw, ceiling) if hw.supports(p.dtype) else float("nan")
-        rows.append(
-            Row(p, predicted, tolerance if tolerance is not None else BANDS[p.family], gated, note)
-        )
+        rows.append(Row(p, predicted, band if tolerance is None else tolerance, gated, note))
     # a --tolerance given replaces the bands, the bias bands with them
     return Validation(hw, ceiling, tuple(rows), None if tolerance is None else {})
 
