@@ -194,6 +194,35 @@ def test_dram_buffers_grow_with_a_large_last_level_cache():
     assert sizes == {503_316_480}
 
 
+def test_reads_between_the_caches_and_dram_step_by_1_5x_and_2x():
+    """From 2^23 elements (32 MiB fp32), alternately 1.5x and 2x the last power of two, below
+    the DRAM buffer. 480 MiB LLC: DRAM 503,316,480 elements; 2^23·(1, 1.5, 2, 3, 4, 6, 8, 12,
+    16, 24, 32, 48) = 8,388,608 … 402,653,184 (1536 MiB); 2^23·64 = 536,870,912 is past it.
+    32 MiB LLC: DRAM 2^25, so 2^23, 1.5·2^23, 2^24, 1.5·2^24 = 25,165,824 (32-96 MiB)."""
+    from roofline.kernels.suite import cache_edge_elems, dram_elems
+
+    m = 2**23
+    xeon = (
+        m,
+        3 * m // 2,
+        2 * m,
+        3 * m,
+        4 * m,
+        6 * m,
+        8 * m,
+        12 * m,
+        16 * m,
+        24 * m,
+        32 * m,
+        48 * m,
+    )
+    assert cache_edge_elems(dram_elems(480 * 2**20, 4)) == xeon
+    assert cache_edge_elems(dram_elems(32 * 2**20, 4)) == (m, 12_582_912, 2**24, 25_165_824)
+    info = DeviceInfo(kind="cpu", name="x", caches_bytes={"L2": 2 * 2**20, "L3": 32 * 2**20})
+    reads = {p.shape["elems"] for p in cpu_plan("ci", info, ("fp32",)).points if p.kernel == "read"}
+    assert reads == {2**10, 2**16, 2**22, m, 12_582_912, 2**24, 25_165_824, 2**25}
+
+
 def test_cpu_flags_to_flops_per_cycle():
     assert cpu_flops_per_cycle({"avx", "avx2", "fma"}) == {"fp32": 32}
     assert cpu_flops_per_cycle({"avx512f", "avx512_bf16", "avx2", "fma"}) == {
