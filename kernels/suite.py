@@ -110,12 +110,12 @@ def dram_elems(llc_bytes: int | None, itemsize: int) -> int:
     return max(128 * 2**20 // itemsize, -(-least // 2**20) * 2**20)
 
 
-def cache_edge_elems(dram: int) -> tuple[int, ...]:
+def cache_sweep_elems(dram: int) -> tuple[int, ...]:
     """Read buffers between the caches and DRAM (2^23 elements, then steps of 1.5x and 2x,
-    below the `dram` size): where this machine's reads settle to DRAM speed, the edge above
-    which `roofline.measure.calibrate.dram_edge_bytes` holds whole steps to the DRAM model.
-    A VM's caches need not be the ones it reports (a 480 MiB L3 whose reads settle from
-    ~200 MiB), so the edge is measured, not read from sysfs."""
+    below the `dram` size): how fast this machine re-reads a working set of each size, which
+    `roofline.measure.calibrate.read_speedup` looks up for every whole step. A VM's caches
+    need not be the ones it reports (a 480 MiB L3 whose reads settle from ~200 MiB), so this is
+    measured, not read from sysfs."""
     sizes, n = [], 2**23
     while n < dram:
         sizes += [n] + ([n * 3 // 2] if n * 3 // 2 < dram else [])
@@ -150,7 +150,7 @@ def cpu_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
     ]
     dram = dram_elems(info.last_level_cache_bytes, TORCH_DTYPES[d].itemsize)
     pts += [PointSpec("bandwidth", k, d, dict(elems=dram)) for k in ("copy", "read", "triad")]
-    sweep = (2**10, 2**16, 2**22) + ((2**18, 2**24) if big else ()) + cache_edge_elems(dram)
+    sweep = (2**10, 2**16, 2**22) + ((2**18, 2**24) if big else ()) + cache_sweep_elems(dram)
     pts += [PointSpec("bandwidth", "read", d, dict(elems=n)) for n in sweep]
     attn = ((1, 1024, 8, 4), (4, 4096, 8, 4), (16, 1024, 8, 4), (4, 1024, 8, 8))
     pts += [

@@ -199,7 +199,7 @@ def test_reads_between_the_caches_and_dram_step_by_1_5x_and_2x():
     the DRAM buffer. 480 MiB LLC: DRAM 503,316,480 elements; 2^23·(1, 1.5, 2, 3, 4, 6, 8, 12,
     16, 24, 32, 48) = 8,388,608 … 402,653,184 (1536 MiB); 2^23·64 = 536,870,912 is past it.
     32 MiB LLC: DRAM 2^25, so 2^23, 1.5·2^23, 2^24, 1.5·2^24 = 25,165,824 (32-96 MiB)."""
-    from roofline.kernels.suite import cache_edge_elems, dram_elems
+    from roofline.kernels.suite import cache_sweep_elems, dram_elems
 
     m = 2**23
     xeon = (
@@ -216,8 +216,8 @@ def test_reads_between_the_caches_and_dram_step_by_1_5x_and_2x():
         32 * m,
         48 * m,
     )
-    assert cache_edge_elems(dram_elems(480 * 2**20, 4)) == xeon
-    assert cache_edge_elems(dram_elems(32 * 2**20, 4)) == (m, 12_582_912, 2**24, 25_165_824)
+    assert cache_sweep_elems(dram_elems(480 * 2**20, 4)) == xeon
+    assert cache_sweep_elems(dram_elems(32 * 2**20, 4)) == (m, 12_582_912, 2**24, 25_165_824)
     info = DeviceInfo(kind="cpu", name="x", caches_bytes={"L2": 2 * 2**20, "L3": 32 * 2**20})
     reads = {p.shape["elems"] for p in cpu_plan("ci", info, ("fp32",)).points if p.kernel == "read"}
     assert reads == {2**10, 2**16, 2**22, m, 12_582_912, 2**24, 25_165_824, 2**25}

@@ -99,24 +99,24 @@ def is_dram_point(p: Point, llc_bytes: int | None) -> bool:
     return llc_bytes is None or buffer_bytes(p) >= DRAM_LLC_MULTIPLE * llc_bytes
 
 
-def dram_edge_bytes(results: Results) -> float:
-    """The working set (bytes) from which this machine reads at its DRAM bandwidth: the
-    smallest read buffer such that it and every larger read ran at most CACHE_SPEEDUP faster
-    than the DRAM read; never above DRAM_LLC_MULTIPLE x the reported last-level cache (the
-    buffers taken as DRAM). Below it a repeated working set is partly cache-resident, which
-    the model's one DRAM bandwidth does not describe; the edge is only as fine as the read
-    sweep (`kernels.suite.cache_edge_elems`: steps of 1.5x and 2x on CPUs)."""
-    llc = results.environment.device.last_level_cache_bytes
-    fast = achieved(results).bandwidth_bytes_per_s * (1 + CACHE_SPEEDUP)
-    reads = sorted(
-        (buffer_bytes(p), p.bytes_per_s) for p in results.family("bandwidth") if p.kernel == "read"
-    )
-    edge = reads[-1][0]
-    for size, rate in reversed(reads):
-        if rate > fast:
-            break
-        edge = size
-    return min(edge, DRAM_LLC_MULTIPLE * llc) if llc else edge
+def read_speedup(results: Results, working_set_bytes: float) -> tuple[float, float] | None:
+    """How much faster than the DRAM read this machine re-reads a working set of that size:
+    (buffer bytes, speedup - 1) of the largest read no larger than it (the conservative side:
+    a smaller buffer is served more from cache), or None when every read is larger. A step
+    whose working set reads more than CACHE_SPEEDUP faster is partly cache-resident, which the
+    model's one DRAM bandwidth does not describe. Local, so one noisy read moves the verdict
+    of the steps next to it only; as fine as the read sweep (`kernels.suite.cache_sweep_elems`:
+    steps of 1.5x and 2x on CPUs)."""
+    dram = achieved(results).bandwidth_bytes_per_s
+    under = [
+        (buffer_bytes(p), p.bytes_per_s)
+        for p in results.family("bandwidth")
+        if p.kernel == "read" and buffer_bytes(p) <= working_set_bytes
+    ]
+    if not under:
+        return None
+    size, rate = max(under)
+    return size, rate / dram - 1
 
 
 def achieved(results: Results) -> Achieved:

@@ -23,11 +23,11 @@ from ..hardware import HardwareSpec
 from ..operators import Op, Step
 from ..precision import Precision
 from .calibrate import (
+    CACHE_SPEEDUP,
     CALIBRATION_FAMILIES,
-    DRAM_LLC_MULTIPLE,
-    buffer_bytes,
     calibrated_spec,
-    dram_edge_bytes,
+    is_dram_point,
+    read_speedup,
 )
 from .kernel_ops import attention_op, eager_chain_op, gemm_op, op_time_s, stream_op
 from .results import FAMILIES, Point, Results
@@ -36,7 +36,7 @@ from .results import FAMILIES, Point, Results
 #: gate (`roofline check --device cpu`) has seen in that family plus a margin, since every
 #: prediction inherits the machine's drift between its calibration point and itself. The runs
 #: each band comes from: docs/measurement.md. Whole decode steps are held to ±25% where their
-#: working set is at or above the machine's measured DRAM edge (`dram_edge_bytes`); below it
+#: working set reads at DRAM speed on this machine (`read_speedup`); where it reads faster
 #: they get `CACHED_STEP_BAND`. A regression is caught by `BIAS_BANDS` as well, which a single
 #: point's drift does not move.
 BANDS: dict[str, float] = {
@@ -56,11 +56,11 @@ BANDS: dict[str, float] = {
 }
 
 #: |signed error| allowed for a whole decode step whose working set (its bytes, re-read every
-#: step) is under the DRAM edge: partly cache-resident, it runs faster than the DRAM model
-#: says by as much as the machine's share of a shared cache allows, and that share drifts.
-#: On the Xeon VM (docs/measurement.md) tiny-llama-30m steps (90-140 MiB, edge ~256 MiB)
-#: ranged -12% to +34% over 13 checks while tiny-llama-120m steps (394-796 MiB) stayed within
-#: -10% to +7%.
+#: step) this machine reads more than CACHE_SPEEDUP faster than DRAM: partly cache-resident,
+#: it runs faster than the DRAM model says by as much as the machine's share of a shared
+#: cache allows, and that share drifts. On the Xeon VM (docs/measurement.md) tiny-llama-30m
+#: steps (90-140 MiB) ranged -12% to +34% over 13 checks while tiny-llama-120m steps
+#: (394-796 MiB) stayed within -10% to +7%.
 CACHED_STEP_BAND = 0.40
 
 #: |median signed error| allowed for a whole-step family: a regression makes every step slower
@@ -239,14 +239,23 @@ def predict_s(p: Point, results: Results, hw: HardwareSpec, ceiling: Ceiling) ->
     return op_time_s(kernel_op(p), hw, p.dtype, ceiling)
 
 
-def _dram_edge(results: Results) -> float:
-    """`dram_edge_bytes`, or DRAM_LLC_MULTIPLE x the reported cache (0 when unknown) for a
-    results file that cannot be calibrated (validated against a catalog spec instead)."""
+def _cached(results: Results, p: Point) -> str:
+    """Why a whole decode step is partly cache-resident (`read_speedup` beyond
+    CACHE_SPEEDUP), or "" when it is not, or the results cannot be calibrated."""
     try:
-        return dram_edge_bytes(results)
+        read = read_speedup(results, p.bytes)
     except InvalidInputError:
-        llc = results.environment.device.last_level_cache_bytes
-        return float(DRAM_LLC_MULTIPLE * llc) if llc else 0.0
+        return ""
+    ws = f"working set {p.bytes / 2**20:,.0f} MiB"
+    if read is None:
+        return f"{ws}, under every read measured: partly cache-resident"
+    size, speedup = read
+    if speedup <= CACHE_SPEEDUP:
+        return ""
+    return (
+        f"{ws}: a {size / 2**20:,.0f} MiB read ran {speedup:.0%} faster than the DRAM read: "
+        "partly cache-resident"
+    )
 
 
 def validate(
@@ -256,7 +265,7 @@ def validate(
     tolerance: float | None = None,
 ) -> Validation:
     """Every measured point against the calculator on `hw`. `tolerance` overrides the bands."""
-    edge = _dram_edge(results)
+    llc = results.environment.device.last_level_cache_bytes
     swept = bool(results.family("gemm_decode"))
     rows = []
     for p in results.points:
@@ -265,16 +274,12 @@ def validate(
             gated, note = False, f"{p.dtype} is emulated on this device: not modelled"
         elif not hw.supports(p.dtype):
             gated, note = False, f"{hw.name} has no {p.dtype} peak"
-        elif p.family == "bandwidth" and buffer_bytes(p) < edge:
+        elif p.family == "bandwidth" and not is_dram_point(p, llc):
             gated, note = False, "cache-resident: the model has one DRAM bandwidth"
         elif p.family == "gemm_decode" or (p.family == "gemv_small" and swept):
             gated, note = False, "pooled into the decode-shape terms (M½ by M, gemv row cost)"
-        elif p.family == "decode_step" and p.bytes < edge:
-            band = CACHED_STEP_BAND
-            note = (
-                f"working set {p.bytes / 2**20:,.0f} MiB under the DRAM edge "
-                f"({edge / 2**20:,.0f} MiB): partly cache-resident"
-            )
+        elif p.family == "decode_step" and (cached := _cached(results, p)):
+            band, note = CACHED_STEP_BAND, cached
         predicted = predict_s(p, results, hw, ceiling) if hw.supports(p.dtype) else float("nan")
         rows.append(Row(p, predicted, band if tolerance is None else tolerance, gated, note))
     # a --tolerance given replaces the bands, the bias bands with them
