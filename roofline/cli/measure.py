@@ -195,11 +195,8 @@ def _validation_tables(v: Validation) -> list[Table]:
     for col in ("point", "predicted", "measured", "error", "band", "result"):
         pts.add_column(col, justify="left" if col == "point" else "right")
     for r in v.rows:
-        result = (
-            ("[green]pass[/green]" if r.passed else "[red]FAIL[/red]")
-            if r.gated
-            else f"info: {r.note}"
-        )
+        verdict = "[green]pass[/green]" if r.passed else "[red]FAIL[/red]"
+        result = (verdict + (f": {r.note}" if r.note else "")) if r.gated else f"info: {r.note}"
         pts.add_row(
             r.point.name,
             seconds(r.predicted_s) if r.predicted_s == r.predicted_s else "—",

@@ -246,16 +246,12 @@ def _cached(results: Results, p: Point) -> str:
         read = read_speedup(results, p.bytes)
     except InvalidInputError:
         return ""
-    ws = f"working set {p.bytes / 2**20:,.0f} MiB"
     if read is None:
-        return f"{ws}, under every read measured: partly cache-resident"
+        return f"partly cached: {p.bytes / 2**20:,.0f} MiB, under every read measured"
     size, speedup = read
     if speedup <= CACHE_SPEEDUP:
         return ""
-    return (
-        f"{ws}: a {size / 2**20:,.0f} MiB read ran {speedup:.0%} faster than the DRAM read: "
-        "partly cache-resident"
-    )
+    return f"partly cached: a {size / 2**20:,.0f} MiB read is {speedup:.0%} over DRAM"
 
 
 def validate(
