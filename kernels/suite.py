@@ -150,7 +150,9 @@ def cpu_plan(suite: str, info: DeviceInfo, dtypes: tuple[str, ...]) -> Plan:
     ]
     dram = dram_elems(info.last_level_cache_bytes, TORCH_DTYPES[d].itemsize)
     pts += [PointSpec("bandwidth", k, d, dict(elems=dram)) for k in ("copy", "read", "triad")]
+    # the big suite's 2^24 is also the sweep's second power of two: each size once
     sweep = (2**10, 2**16, 2**22) + ((2**18, 2**24) if big else ()) + cache_sweep_elems(dram)
+    sweep = tuple(dict.fromkeys(sweep))
     pts += [PointSpec("bandwidth", "read", d, dict(elems=n)) for n in sweep]
     attn = ((1, 1024, 8, 4), (4, 4096, 8, 4), (16, 1024, 8, 4), (4, 1024, 8, 8))
     pts += [

@@ -221,6 +221,9 @@ def test_reads_between_the_caches_and_dram_step_by_1_5x_and_2x():
     info = DeviceInfo(kind="cpu", name="x", caches_bytes={"L2": 2 * 2**20, "L3": 32 * 2**20})
     reads = {p.shape["elems"] for p in cpu_plan("ci", info, ("fp32",)).points if p.kernel == "read"}
     assert reads == {2**10, 2**16, 2**22, m, 12_582_912, 2**24, 25_165_824, 2**25}
+    # the full suite also reads 2^18 and 2^24 (64 MiB, the sweep's third size): each point once
+    names = [p.name for p in cpu_plan("full", info, ("fp32",)).points]
+    assert len(names) == len(set(names))
 
 
 def test_cpu_flags_to_flops_per_cycle():

@@ -5,7 +5,8 @@ Predictions come from the calculator itself: `kernel_ops` operators through
 HardwareSpec given (by default the one `calibrate` derives from the same results file, under
 the held-out protocol it documents). Each family has its own band; a point outside its band
 fails, and any failure fails the run. Points the model does not describe (cache-resident
-bandwidth, dtypes the device emulates) are shown but not gated, with the reason.
+bandwidth, dtypes the device emulates) are shown but not gated, with the reason; decode steps
+whose working set this machine re-reads faster than DRAM get a wider band, also with it.
 """
 
 from __future__ import annotations
