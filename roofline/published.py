@@ -43,6 +43,7 @@ from .cost import Ceiling
 from .engine import EngineSpec
 from .errors import InvalidInputError, RooflineError
 from .files import read_text
+from .memory import batch_fit
 from .phases import Case, estimate
 from .placement import Parallel
 from .precision import Precision
@@ -103,10 +104,17 @@ class Row:
     per_gpu: bool = False
     band: float | None = None  # a known gap's own band (see `band_note`)
     band_note: str = ""
+    profile: str = ""  # the engine profile to use when it differs from the engine's first word
+    burst: bool = False  # `batch` counts requests sent at once; the engine runs what it can
+    released: str = ""  # the source's date (YYYY-MM or YYYY-MM-DD)
+    first_sight: float | None = None  # signed error when the row was first predicted
+    first_sight_at: str = ""  # the commit (and note) of that first prediction
 
     @property
     def engine_profile(self) -> str:
-        return self.engine.split()[0] if self.engine.strip() else ""
+        if self.profile.strip():
+            return self.profile.strip()
+        return self.engine.split()[0].lower() if self.engine.strip() else ""
 
 
 @dataclass(frozen=True)
@@ -165,6 +173,18 @@ def _int(text: str, what: str, row_id: str) -> int:
     if not math.isfinite(v) or v < 0 or v != int(v):
         raise InvalidInputError(f"row {row_id}: {what} must be a whole number ≥ 0, got {text}")
     return int(v)
+
+
+def _signed(text: str, what: str, row_id: str) -> float | None:
+    if not text.strip() or text.strip() == "none":
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        raise InvalidInputError(f"row {row_id}: {what} '{text}' is not a number") from None
+    if not math.isfinite(v) or v <= -1:
+        raise InvalidInputError(f"row {row_id}: {what} must be a signed error above -1, got {text}")
+    return v
 
 
 def _band(text: str, row_id: str) -> float | None:
@@ -264,6 +284,11 @@ def load_rows(path: str | Path) -> list[Row]:
                 per_gpu=d.get("per_gpu", "").strip() == "1",
                 band=_band(d.get("band", ""), rid),
                 band_note=d.get("band_note", "") or "",
+                profile=d.get("profile", "") or "",
+                burst=(d.get("burst", "") or "").strip() == "1",
+                released=(d.get("released", "") or "").strip(),
+                first_sight=_signed(d.get("first_sight", "") or "", "first_sight", rid),
+                first_sight_at=(d.get("first_sight_at", "") or "").strip(),
             )
         )
     return rows
@@ -315,7 +340,10 @@ def predict(
         p = precision_of(row, eng)
         prompt, gen = max(row.prompt, 1), max(row.gen, 1)
         stack = Stack.resolve(m, hw, p, ceiling, eng, Parallel(tp=row.tp))
-        e = estimate(m, stack, [row.batch], prompt, gen)
+        batch = row.batch
+        if row.burst:  # the engine runs what its scheduler and KV pool take of the burst
+            batch = min(batch, max(batch_fit(m, stack, prompt + gen, prompt).runnable, 1))
+        e = estimate(m, stack, [batch], prompt, gen)
         value = _metric(row, e.cases[0], row.tp)
     except RooflineError as err:
         return Prediction(row, None, name, str(err).split(";")[0])
