@@ -78,6 +78,7 @@ class DiffusionComparison:
                 self.batch,
                 stack.hardware,
                 coverage,
+                weights=stack.precision.weights,
             )
 
         out = {}

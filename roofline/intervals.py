@@ -11,11 +11,16 @@ The residuals of the bundled data set are stored in `roofline/data/residuals.csv
 prediction reads them without re-predicting the rows.
 
 Classes. A residual belongs to a class: quantity (decode: TPOT and decode tok/s; prefill: TTFT
-and prefill tok/s; e2e: E2E and throughput; memory) × engine profile × TP class (one GPU or
-several) × batch class (1, 2–32, > 32) × vendor. A prediction takes the interval of its own
-class when it holds enough rows, else pools up a fixed hierarchy: (quantity, engine, TP class)
-→ (quantity, engine) → (quantity) → every row. The interval's `basis` names the level used and
-its row count; a prediction with no rows of its engine says so.
+and prefill tok/s; e2e: E2E and throughput; memory) × GPUs per replica (1, 2, 4+) × the device's
+vendor × engine profile × batch (≤ 8, 9–128, > 128) × weight precision (16-bit, 8-bit, 4-bit).
+A prediction takes the interval of its own class when it holds enough rows, else pools up the
+hierarchy `LEVELS` (dropping precision, then batch, engine, vendor and GPUs in turn). A pooled
+band is never a dense sibling's: it is the parent's, widened by the spread between the parent's
+classes one level down (`between_class_log_sd`): in log space the half-width h of the parent
+becomes √(h² + (z·τ)²) about the same centre, z the normal quantile of the coverage, τ the
+standard deviation of the medians of those classes (with under two such classes, τ = h / z: the
+width grows by √2). So a class with no rows gets a band at least as wide as its parent's. The
+interval's `basis` names the level used, its row count and the widening.
 
 Method: split-conformal, equal-tailed. For coverage c over the n residuals of a class, sorted,
 the interval runs from order statistic ⌊(n+1)(1−c)/2⌋ to ⌈(n+1)(1+c)/2⌉ (1-based); a class
@@ -38,6 +43,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from statistics import NormalDist
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,15 +69,43 @@ RATES = ("decode_tokens_per_s", "prefill_tokens_per_s", "throughput_tokens_per_s
 DEFAULT_COVERAGE = 0.8
 #: The CI gate: leave-one-source-out coverage of the default interval must stay in this range.
 LOSO_GATE = (0.70, 0.90)
-COLUMNS = ("id", "source", "metric", "engine", "gpus", "batch", "vendor", "predicted", "published")
+COLUMNS = (
+    "id",
+    "source",
+    "metric",
+    "engine",
+    "gpus",
+    "batch",
+    "vendor",
+    "predicted",
+    "published",
+    "weights",
+)
+
+
+def source_of(source: str) -> str:
+    """'gpustack/gpustack@47277d7 docs/performance-lab/...' → 'gpustack/gpustack'."""
+    words = source.split()
+    return words[0].split("@")[0] if words else ""
 
 
 def batch_class(batch: float) -> str:
-    return "1" if batch <= 1 else "2-32" if batch <= 32 else ">32"
+    return "<=8" if batch <= 8 else "9-128" if batch <= 128 else ">128"
 
 
 def gpu_class(gpus: int) -> str:
-    return "1 GPU" if gpus <= 1 else "multi-GPU"
+    return "1 GPU" if gpus <= 1 else "2 GPUs" if gpus == 2 else "4+ GPUs"
+
+
+def precision_class(weights: str) -> str:
+    """The bits most weight bytes are stored in: a mixed format (`bf16,experts=mxfp4`) goes
+    by its experts, which hold most of an MoE's weights."""
+    w = weights.lower().split("experts=")[-1].split(",")[0].strip()
+    if w in ("", "unknown", "bf16", "fp16", "fp32", "tf32"):
+        return "16-bit"
+    if w.startswith(("fp8", "int8", "q8", "w8")):
+        return "8-bit"
+    return "4-bit"
 
 
 @dataclass(frozen=True)
@@ -87,6 +121,7 @@ class Residual:
     vendor: str
     predicted: float
     published: float
+    weights: str = ""
 
     @property
     def quantity(self) -> str:
@@ -100,28 +135,22 @@ class Residual:
 
     @property
     def key(self) -> tuple[str, ...]:
-        return (
-            self.quantity,
-            self.engine,
-            gpu_class(self.gpus),
-            batch_class(self.batch),
-            self.vendor,
+        return key_of(
+            self.quantity, self.engine, self.gpus, self.batch, self.vendor, self.weights
         )
 
     @property
     def source_name(self) -> str:
-        """The source without its revision: 'pytorch-labs/gpt-fast README.md'."""
-        return self.source.split(" (")[0]
+        """The repository or site the row comes from, without revision or document
+        ('pytorch-labs/gpt-fast'): a team's documents are held out together."""
+        return source_of(self.source)
 
 
 #: Names of the hierarchy's levels, most specific first (prefixes of `Residual.key`).
-LEVELS = (
-    ("quantity", "engine", "GPUs", "batch", "vendor"),
-    ("quantity", "engine", "GPUs"),
-    ("quantity", "engine"),
-    ("quantity",),
-    (),
-)
+FIELDS = ("quantity", "GPUs", "vendor", "engine", "batch", "precision")
+LEVELS = tuple(FIELDS[:n] for n in range(len(FIELDS), -1, -1))
+#: Rows a class needs before the spread of its median counts in the between-class term.
+MIN_CLASS_ROWS = 3
 
 
 @dataclass(frozen=True)
@@ -175,24 +204,42 @@ class Evidence:
         self._by = {k: np.sort(np.array(v)) for k, v in groups.items()}
 
     def band(self, key: tuple[str, ...], coverage: float = DEFAULT_COVERAGE) -> Band:
-        """The band of the most specific level of `key` with enough rows (module docstring);
-        with no level able to carry `coverage`, the widest band of the evidence."""
+        """The band of the most specific level of `key` with enough rows; a pooled one widened
+        by the spread between that level's classes (module docstring); with no level able to
+        carry `coverage`, the widest band of the evidence."""
         check_coverage(coverage)
         for level in LEVELS:
-            e = self._by.get(key[: len(level)])
+            depth = len(level)
+            e = self._by.get(key[:depth])
             ranks = _ranks(0 if e is None else e.size, coverage)
             if e is None or ranks is None:
                 continue
-            lo, hi = ranks
-            engine_rows = self._by.get(key[:2], np.zeros(0)).size
+            lo, hi = (float(e[r - 1]) for r in ranks)
+            tau = 0.0
+            if depth < len(FIELDS):  # pooled: widen by the spread between its classes
+                z = NormalDist().inv_cdf((1 + coverage) / 2)
+                tau = self.between_class_log_sd(key[:depth], (hi - lo) / 2 / z)
+                mid, h = (lo + hi) / 2, math.hypot((hi - lo) / 2, z * tau)
+                lo, hi = mid - h, mid + h
             return Band(
-                min(math.exp(e[lo - 1]), 1.0),  # the band holds the prediction itself
-                max(math.exp(e[hi - 1]), 1.0),
+                min(math.exp(lo), 1.0),  # the band holds the prediction itself
+                max(math.exp(hi), 1.0),
                 coverage,
-                _basis(key, level, int(e.size), int(engine_rows)),
+                _basis(key, level, int(e.size), self._by.get(key[:4], np.zeros(0)).size, tau),
                 int(e.size),
             )
         return self.widest(coverage, f"no class of {key[0]} rows holds enough rows")
+
+    def between_class_log_sd(self, parent: tuple[str, ...], fallback: float) -> float:
+        """τ: the standard deviation of the median log errors of `parent`'s classes one level
+        down that hold `MIN_CLASS_ROWS` or more; `fallback` with fewer than two of them."""
+        depth = len(parent) + 1
+        medians = [
+            float(np.median(v))
+            for k, v in self._by.items()
+            if len(k) == depth and k[:-1] == parent and v.size >= MIN_CLASS_ROWS
+        ]
+        return float(np.std(medians, ddof=1)) if len(medians) >= 2 else fallback
 
     def widest(self, coverage: float, why: str) -> Band:
         """The extremes of every residual: the band of a case with no evidence near it."""
@@ -208,17 +255,22 @@ class Evidence:
         )
 
 
-def _basis(key: tuple[str, ...], level: tuple[str, ...], n: int, engine_rows: int) -> str:
-    """What the band was built from: 'split-conformal over 12 decode rows of gpt-fast, 1 GPU,
-    batch 1, nvidia'; when the engine's own rows are too few, how many it has."""
-    named = dict(zip(LEVELS[0], key, strict=True))
+def _basis(
+    key: tuple[str, ...], level: tuple[str, ...], n: int, engine_rows: int, tau: float
+) -> str:
+    """What the band was built from: 'split-conformal over 12 decode rows of 1 GPU, nvidia,
+    gpt-fast, batch <=8, 16-bit'; when the engine's own rows are too few, how many it has; a
+    pooled band's widening."""
+    named = dict(zip(FIELDS, key, strict=True))
     where = (
         ", ".join(f"batch {named[f]}" if f == "batch" else named[f] for f in level[1:])
-        or "every engine"
+        or "every device and engine"
     )
     text = f"split-conformal over {n} {named['quantity'] if level else 'published'} rows of {where}"
-    if len(level) < 2:
-        text += f" ({named['engine']}: {engine_rows} rows, too few for this coverage)"
+    if len(level) < 4:
+        text += f" ({named['engine']} there: {engine_rows} rows, too few for this coverage)"
+    if len(level) < len(FIELDS):
+        text += f"; pooled, widened by the between-class spread τ = {tau:.2f} (log)"
     return text
 
 
@@ -243,6 +295,7 @@ def write_residuals(residuals: Iterable[Residual], path: str | Path) -> None:
                     r.vendor,
                     repr(r.predicted),
                     repr(r.published),
+                    r.weights,
                 ]
             )
 
@@ -261,6 +314,7 @@ def read_residuals(path: str | Path) -> list[Residual]:
             r["vendor"],
             float(r["predicted"]),
             float(r["published"]),
+            r.get("weights", ""),
         )
         for r in rows
     ]
@@ -284,6 +338,7 @@ class Coverage:
     by_quantity: dict[str, tuple[int, int]]  # covered, rows
     by_source: dict[str, tuple[int, int]]
     by_gpus: dict[str, tuple[int, int]] = field(default_factory=dict)
+    by_class: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def within_gate(self) -> bool:
@@ -299,7 +354,18 @@ class Coverage:
             "by_quantity": {k: {"covered": c, "rows": n} for k, (c, n) in self.by_quantity.items()},
             "by_source": {k: {"covered": c, "rows": n} for k, (c, n) in self.by_source.items()},
             "by_gpus": {k: {"covered": c, "rows": n} for k, (c, n) in self.by_gpus.items()},
+            "by_class": {k: {"covered": c, "rows": n} for k, (c, n) in self.by_class.items()},
         }
+
+
+#: The classes whose leave-one-source-out coverage is reported on its own.
+CHECKED_CLASSES = {
+    "1 GPU": lambda r: r.gpus <= 1,
+    "several GPUs": lambda r: r.gpus > 1,
+    "AMD": lambda r: r.vendor == "amd",
+    "vLLM or SGLang": lambda r: r.engine in ("vllm", "sglang"),
+    "batch > 128": lambda r: r.batch > 128,
+}
 
 
 def loso_coverage(residuals: Sequence[Residual], coverage: float = DEFAULT_COVERAGE) -> Coverage:
@@ -308,6 +374,7 @@ def loso_coverage(residuals: Sequence[Residual], coverage: float = DEFAULT_COVER
     by_q: dict[str, list[int]] = {}
     by_s: dict[str, list[int]] = {}
     by_g: dict[str, list[int]] = {}
+    by_c: dict[str, list[int]] = {}
     for source in sorted({r.source_name for r in residuals}):
         held = [r for r in residuals if r.source_name == source]
         evidence = Evidence([r for r in residuals if r.source_name != source])
@@ -317,6 +384,9 @@ def loso_coverage(residuals: Sequence[Residual], coverage: float = DEFAULT_COVER
             by_q.setdefault(r.quantity, []).append(inside)
             by_s.setdefault(source, []).append(inside)
             by_g.setdefault(gpu_class(r.gpus), []).append(inside)
+            for name, member in CHECKED_CLASSES.items():
+                if member(r):
+                    by_c.setdefault(name, []).append(inside)
     flat = [x for v in by_s.values() for x in v]
     return Coverage(
         coverage,
@@ -325,6 +395,7 @@ def loso_coverage(residuals: Sequence[Residual], coverage: float = DEFAULT_COVER
         {k: (sum(v), len(v)) for k, v in sorted(by_q.items())},
         {k: (sum(v), len(v)) for k, v in sorted(by_s.items())},
         {k: (sum(v), len(v)) for k, v in sorted(by_g.items())},
+        {k: (sum(by_c[k]), len(by_c[k])) for k in CHECKED_CLASSES if k in by_c},
     )
 
 
@@ -345,8 +416,18 @@ FIGURES: dict[str, tuple[str, bool]] = {
 POWER_NOTE = "; the power behind it is not checked against measured power"
 
 
-def key_of(quantity: str, engine: str, gpus: int, batch: float, vendor: str) -> tuple[str, ...]:
-    return (quantity, engine, gpu_class(gpus), batch_class(batch), vendor)
+def key_of(
+    quantity: str, engine: str, gpus: int, batch: float, vendor: str, weights: str = ""
+) -> tuple[str, ...]:
+    """The class of a case, in the order of `FIELDS`."""
+    return (
+        quantity,
+        gpu_class(gpus),
+        vendor,
+        engine,
+        batch_class(batch),
+        precision_class(weights),
+    )
 
 
 def machine_band(residuals: Sequence[float], coverage: float) -> Band | None:
@@ -375,15 +456,16 @@ def band_for(
     hw: HardwareSpec,
     coverage: float = DEFAULT_COVERAGE,
     evidence: Evidence | None = None,
+    weights: str = "",
 ) -> Band:
     """The band of a `quantity` predicted for `engine` on `gpus` GPUs per replica at batch
-    `batch` on device `hw`: the device's own check residuals when its spec carries enough of
-    them, else the published rows' of the case's class."""
+    `batch` on device `hw` with weights stored as `weights`: the device's own check residuals
+    when its spec carries enough of them, else the published rows' of the case's class."""
     own = machine_band(hw.check_residuals, coverage) if hw.check_residuals else None
     if own is not None:
         return own
     ev = evidence or bundled()
-    return ev.band(key_of(quantity, engine, gpus, batch, hw.vendor), coverage)
+    return ev.band(key_of(quantity, engine, gpus, batch, hw.vendor, weights), coverage)
 
 
 def intervals_of(
@@ -394,6 +476,7 @@ def intervals_of(
     hw: HardwareSpec,
     coverage: float = DEFAULT_COVERAGE,
     evidence: Evidence | None = None,
+    weights: str = "",
 ) -> dict[str, dict]:
     """The interval of every figure of `values` that `FIGURES` names, for a case run by
     `engine` on `gpus` GPUs per replica at batch `batch` on device `hw` (`band_for`)."""
@@ -402,7 +485,7 @@ def intervals_of(
         if name not in FIGURES or not math.isfinite(value):
             continue
         quantity, rate = FIGURES[name]
-        band = band_for(quantity, engine, gpus, batch, hw, coverage, evidence)
+        band = band_for(quantity, engine, gpus, batch, hw, coverage, evidence, weights)
         d = band.as_dict(value, rate)
         if name == "joules_per_output_token":
             d["basis"] += POWER_NOTE

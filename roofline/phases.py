@@ -221,8 +221,17 @@ class Estimate:
 
         s = self.stack
         out = intervals_of(
-            values, s.engine_name, s.parallel.gpus_per_replica, c.batch, s.hardware, coverage
+            values,
+            s.engine_name,
+            s.parallel.gpus_per_replica,
+            c.batch,
+            s.hardware,
+            coverage,
+            weights=s.precision.weights,
         )
+        if "memory_bytes_per_gpu" in out:  # weights and KV are exact counts: never below them
+            band = out["memory_bytes_per_gpu"]
+            band["low"] = max(band["low"], c.weights_bytes + c.kv_cache_bytes)
         bound = self._speed_of_light.get(c.batch, {})
         for name, band in out.items():  # never faster than the datasheet roofline
             if name in bound and name in ("ttft_s", "tpot_s", "e2e_s"):

@@ -418,7 +418,13 @@ class SpeculationStudy:
         from .intervals import band_for
 
         band = band_for(
-            "decode", s.engine_name, s.parallel.gpus_per_replica, batch, s.hardware, coverage
+            "decode",
+            s.engine_name,
+            s.parallel.gpus_per_replica,
+            batch,
+            s.hardware,
+            coverage,
+            weights=s.precision.weights,
         )
         return {
             k: band.as_dict(getattr(c, k)) for k in ("cycle_s", "target_step_s", "time_per_token_s")

@@ -44,33 +44,68 @@ def test_the_log_error_points_in_the_direction_of_time() -> None:
 def test_a_class_with_enough_rows_gives_its_own_order_statistics() -> None:
     # 20 rows of one class, errors -0.10 ... 0.09: ranks 2 and 19 → -0.09 and 0.08
     ev = iv.Evidence([res((k - 10) / 100) for k in range(20)])
-    b = ev.band(("decode", "vllm", "1 GPU", "1", "nvidia"), 0.8)
+    b = ev.band(("decode", "1 GPU", "nvidia", "vllm", "<=8", "16-bit"), 0.8)
     assert (math.log(b.low), math.log(b.high)) == pytest.approx((-0.09, 0.08))
     assert b.rows == 20
     # errors all above 0 (the model always optimistic): the band still holds the prediction,
     # low = 1, high = exp(0.18) (ranks 2 and 19 of 0.00 ... 0.19)
     up = iv.Evidence([res(k / 100) for k in range(20)]).band(
-        ("decode", "vllm", "1 GPU", "1", "nvidia"), 0.8
+        ("decode", "1 GPU", "nvidia", "vllm", "<=8", "16-bit"), 0.8
     )
     assert (up.low, math.log(up.high)) == (1.0, pytest.approx(0.18))
-    assert "20 decode rows of vllm, 1 GPU, batch 1, nvidia" in b.basis
+    assert "20 decode rows of 1 GPU, nvidia, vllm, batch <=8, 16-bit" in b.basis
 
 
-def test_a_thin_class_pools_up_and_says_so() -> None:
-    # 3 rows at batch 64 and 9 at batch 1, all vllm on 1 GPU: the batch-64 class is too thin
-    # (n = 3 < 9), so (decode, vllm, 1 GPU) with all 12 rows is used: ranks ⌊1.3⌋ = 1 and
-    # ⌈11.7⌉ = 12 of the 12 sorted errors, the smallest and the largest
-    rows = [res(0.5, batch=64.0) for _ in range(3)] + [res(k / 100) for k in range(9)]
-    b = iv.Evidence(rows).band(("decode", "vllm", "1 GPU", ">32", "nvidia"), 0.8)
-    assert (math.log(b.low), math.log(b.high)) == pytest.approx((0.0, 0.5))
-    assert b.rows == 12 and "of vllm, 1 GPU" in b.basis and "batch" not in b.basis
-    # an engine with no rows pools over engines, and the basis names it
-    other = iv.Evidence(rows).band(("decode", "sglang", "1 GPU", "1", "nvidia"), 0.8)
-    assert other.rows == 12 and "sglang: 0 rows" in other.basis
+def test_a_thin_class_pools_up_widened_by_the_spread_between_classes() -> None:
+    # 3 rows at batch 256 (errors 0.5) and 9 at batch 1 (0.00 ... 0.08), all vllm 16-bit on
+    # 1 GPU: the batch-256 class is too thin (n = 3 < 9), so (decode, 1 GPU, nvidia, vllm)
+    # with all 12 rows is used: ranks ⌊1.3⌋ = 1 and ⌈11.7⌉ = 12, i.e. [0.00, 0.50], centre
+    # 0.25, half-width h = 0.25. Its classes one level down (by batch): medians 0.04 (batch
+    # <= 8, 9 rows) and 0.5 (batch > 128, 3 rows): τ = |0.5 − 0.04| / √2 = 0.32527 (sample sd
+    # of two). z(0.8) = 1.28155: h' = √(0.25² + (1.28155 · 0.32527)²) = √(0.0625 + 0.17377)
+    # = 0.48608, band [0.25 − 0.48608, 0.25 + 0.48608] = [−0.23608, 0.73608]
+    rows = [res(0.5, batch=256.0) for _ in range(3)] + [res(k / 100) for k in range(9)]
+    ev = iv.Evidence(rows)
+    b = ev.band(("decode", "1 GPU", "nvidia", "vllm", ">128", "16-bit"), 0.8)
+    assert (math.log(b.low), math.log(b.high)) == pytest.approx((-0.23608, 0.73608), abs=2e-5)
+    assert b.rows == 12 and "of 1 GPU, nvidia, vllm" in b.basis and "batch" not in b.basis
+    assert "τ = 0.33" in b.basis
+    # an engine with no rows pools over engines (one class below (decode, 1 GPU, nvidia):
+    # vllm alone, so τ falls back to h / z and the width grows by √2)
+    other = ev.band(("decode", "1 GPU", "nvidia", "sglang", "<=8", "16-bit"), 0.8)
+    assert other.rows == 12 and "sglang there: 0 rows" in other.basis
+    assert math.log(other.high) - math.log(other.low) == pytest.approx(0.5 * math.sqrt(2))
+
+
+@pytest.mark.parametrize("coverage", [0.8, 0.9])
+def test_a_class_with_no_rows_is_at_least_as_wide_as_its_parent(coverage: float) -> None:
+    """30 rows over two batch classes of (decode, 1 GPU, nvidia, vllm), 15 each; a precision
+    class with no rows pools to its parent (batch <= 8, 15 rows; at 90% those are too few,
+    n < 19, and it pools to the 30) and never comes out narrower than it."""
+    rows = [res((k - 15) / 50, batch=float(1 + k % 2 * 63)) for k in range(30)]
+    ev = iv.Evidence(rows)
+    key = ("decode", "1 GPU", "nvidia", "vllm", "<=8")
+    parent = ev._by[key if coverage == 0.8 else key[:-1]]
+    lo, hi = iv._ranks(parent.size, coverage) or (0, 0)
+    width = parent[hi - 1] - parent[lo - 1]
+    empty = ev.band(("decode", "1 GPU", "nvidia", "vllm", "<=8", "4-bit"), coverage)
+    assert math.log(empty.high) - math.log(empty.low) >= width - 1e-12
+    assert empty.rows == parent.size == (15 if coverage == 0.8 else 30)
+
+
+def test_the_classes_of_a_row() -> None:
+    assert iv.precision_class("bf16,experts=mxfp4") == "4-bit"  # experts hold most bytes
+    assert iv.precision_class("fp8") == "8-bit" and iv.precision_class("q8_0") == "8-bit"
+    assert iv.precision_class("unknown") == "16-bit" and iv.precision_class("q4_k_m") == "4-bit"
+    assert [iv.batch_class(b) for b in (8, 9, 128, 129)] == ["<=8", "9-128", "9-128", ">128"]
+    assert [iv.gpu_class(g) for g in (1, 2, 4, 8)] == ["1 GPU", "2 GPUs", "4+ GPUs", "4+ GPUs"]
+    assert iv.source_of("gpustack/gpustack@47277d7 docs/a.md") == "gpustack/gpustack"
 
 
 def test_no_class_with_enough_rows_gives_the_widest_band() -> None:
-    b = iv.Evidence([res(0.1), res(-0.2), res(0.3)]).band(("e2e", "x", "1 GPU", "1", "amd"))
+    b = iv.Evidence([res(0.1), res(-0.2), res(0.3)]).band(
+        ("e2e", "1 GPU", "amd", "x", "<=8", "16-bit")
+    )
     assert (math.log(b.low), math.log(b.high)) == pytest.approx((-0.2, 0.3))
     assert "widest" in b.basis
 
@@ -108,8 +143,10 @@ def test_the_bundled_residuals_are_the_current_predictions() -> None:
 
 def test_the_bundled_coverage_is_within_the_gate() -> None:
     c = iv.loso_coverage(iv.bundled().residuals, 0.8)
-    assert c.rows == 141
+    assert c.rows >= 300
     assert iv.LOSO_GATE[0] <= c.overall <= iv.LOSO_GATE[1]
+    for name in iv.CHECKED_CLASSES:  # every checked class has rows and is reported
+        assert c.by_class[name][1] > 0, name
 
 
 def test_estimate_json_carries_an_interval_per_figure(capsys) -> None:
@@ -131,7 +168,7 @@ def test_estimate_json_carries_an_interval_per_figure(capsys) -> None:
         # a time and its rate come from one band: low TPOT is high tok/s
         tpot, rate = i["tpot_s"], i["decode_tokens_per_s"]
         assert rate["high"] == pytest.approx(case["batch"] / tpot["low"])
-        assert "vllm: 0 rows" in tpot["basis"]  # no published vLLM row yet
+        assert "split-conformal over" in tpot["basis"]
     money = d["economics"]["cases"][0]["intervals"]
     assert "not checked against measured power" in money["joules_per_output_token"]["basis"]
     # --interval 0 drops them, the datasheet ceiling (a bound) has none
@@ -187,7 +224,7 @@ def test_a_calibrated_spec_uses_its_own_check_residuals() -> None:
     # too few for the coverage: the published rows again
     few = hw.model_copy(update={"check_residuals": (0.1, 0.2)})
     e2 = estimate(m, Stack.resolve(m, few), [4], 512, 64)
-    assert "decode rows of every engine" in e2.case_intervals(e2.cases[0], 0.8)["tpot_s"]["basis"]
+    assert "decode rows of" in e2.case_intervals(e2.cases[0], 0.8)["tpot_s"]["basis"]
 
 
 from hypothesis import given, settings  # noqa: E402
