@@ -53,7 +53,12 @@ def test_wheel_keeps_everything_under_roofline(wheel: Path) -> None:
         shipped = {n for n in names if n.startswith(f"roofline/{folder}/") and n.endswith(".yaml")}
         assert shipped == {f"roofline/{folder}/{p.name}" for p in (ROOT / folder).glob("*.yaml")}
     assert {f"roofline/kernels/{p.name}" for p in (ROOT / "kernels").glob("*.py")} <= set(names)
-    assert {f"roofline/data/{p.name}" for p in (ROOT / "roofline" / "data").glob("*")} <= set(names)
+    data = ROOT / "roofline" / "data"
+    assert {f"roofline/data/{p.name}" for p in data.glob("*") if p.is_file()} <= set(names)
+    # the kernel surfaces (benchmarks/derive/aic_surfaces.py) ship too
+    assert {f"roofline/data/surfaces/{p.name}" for p in (data / "surfaces").glob("*.csv")} <= set(
+        names
+    )
     # every module of every subpackage (a package missing from pyproject's list would not ship:
     # `roofline plan` failed on an installed wheel when plan.py became a package)
     modules = {

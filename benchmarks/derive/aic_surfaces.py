@@ -11,12 +11,12 @@ family, framework and framework version, as parquet tables under
 it is no dependency of roofline (this script needs pyarrow and pyyaml; the runtime needs neither).
 
 What is written (one CSV per family, every system in it; a `#` header carries the provenance):
-- roofline/data/surfaces/collectives.csv: NCCL all-reduce, all-gather, reduce-scatter and
-  all-to-all (fp16) and each engine's own all-reduce (bf16, every implementation it measured,
-  CUDA-graph and eager kept apart), latency by message bytes x GPUs, every measured size;
-- gemm.csv: latency by M (every M measured) for the (N, K) shapes of Llama-3.1-8B at TP 1 and 2
-  and Llama-3.1-70B at TP 4 and 8 (qkv, o, gate_up, down), each mapped to the nearest measured
-  shape, for bf16, fp8 (per-tensor) and nvfp4 where measured;
+- roofline/data/surfaces/collectives.csv: NCCL all-reduce, all-gather and all-to-all (fp16)
+  and each engine's own all-reduce (bf16, every implementation it measured, CUDA-graph and
+  eager kept apart), latency by message bytes x GPUs, every measured size;
+- gemm.csv: latency by M (every M measured) for the (N, K) shapes of Llama-3.1-8B at TP 1 and
+  Llama-3.1-70B at TP 4 and 8 (qkv, o, gate_up, down: 12 shapes), each mapped to the nearest
+  measured shape, for bf16, fp8 (per-tensor) and nvfp4 where measured;
 - gemm_efficiency.csv: achieved TFLOP/s by M (1, 2, 4, ..., 32768) over every measured (N, K)
   with N*K >= 4096*4096: 25th percentile, median and 75th percentile, and the median of the
   bytes moved per second, for every GEMM dtype and implementation;
@@ -25,7 +25,8 @@ What is written (one CSV per family, every system in it; a `#` header carries th
   (Llama-3.1-70B, TP 8: 64/8 heads over 8 GPUs), full attention, bf16 and fp8 KV cache;
 - prefill_attention.csv: context attention latency by batch x sequence tokens, the same heads;
 - moe.csv: fused MoE layer latency by tokens for Qwen3-235B-A22B (hidden 4096, expert
-  intermediate 1536, top-8 of 128 experts), balanced routing, TP 1 / EP 1 and TP 1 / EP 8;
+  intermediate 1536, top-8 of 128 experts), balanced routing (else power_law_1.01), on 8 GPUs
+  as TP 8 or EP 8;
 - tests/fixtures/surfaces_sample.csv: raw source points (before any aggregation), a fixed
   stride through each family and system, for tests/test_surfaces_data.py.
 
@@ -69,12 +70,20 @@ CORE = ("a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm")
 EXTRA = ("l40s", "b300_sxm", "gb200", "gb300")
 ALL_SYSTEMS = CORE + EXTRA
 
+#: the NCCL collectives kept (reduce_scatter is also measured)
+NCCL_OPS = ("all_reduce", "all_gather", "alltoall")
 #: short names of the tables' dtype strings
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}
 #: bytes per element (weights, activations) by GEMM dtype, scales left out; output is bf16
 GEMM_BYTES = {
-    "bf16": (2.0, 2.0), "fp16": (2.0, 2.0), "fp8": (1.0, 1.0), "fp8_block": (1.0, 1.0),
-    "nvfp4": (0.5, 0.5), "int8_wo": (1.0, 2.0), "int4_wo": (0.5, 2.0), "sq": (1.0, 1.0),
+    "bf16": (2.0, 2.0),
+    "fp16": (2.0, 2.0),
+    "fp8": (1.0, 1.0),
+    "fp8_block": (1.0, 1.0),
+    "nvfp4": (0.5, 0.5),
+    "int8_wo": (1.0, 2.0),
+    "int4_wo": (0.5, 2.0),
+    "sq": (1.0, 1.0),
 }
 GRID_DTYPES = ("bf16", "fp16", "fp8", "nvfp4")
 M_BUCKETS = tuple(2**i for i in range(16))  # 1 .. 32768
@@ -83,24 +92,55 @@ BIG_NK = 4096 * 4096
 #: (label, heads, kv heads, head_dim, hidden, ffn, tp) of the Llama GEMM and attention shapes
 LLAMA = (
     ("llama-3.1-8b tp1", 32, 8, 128, 4096, 14336, 1),
-    ("llama-3.1-8b tp2", 32, 8, 128, 4096, 14336, 2),
     ("llama-3.1-70b tp4", 64, 8, 128, 8192, 28672, 4),
     ("llama-3.1-70b tp8", 64, 8, 128, 8192, 28672, 8),
 )
 #: attention heads per GPU: Llama-3.1-8B at TP 1, Llama-3.1-70B at TP 8
 HEADS = ((32, 8, 128), (8, 1, 128))
+AXIS_NOTE = {
+    "kv_tokens": "  kv_tokens = the table's isl + step: each sequence's KV length, the new token"
+    " included (one query token per sequence)",
+    "seq_tokens": "  seq_tokens = the table's isl (no cached prefix: step 0), causal, per sequence",
+}
 #: Qwen3-235B-A22B's MoE layer: hidden, expert intermediate, top-k, experts
 MOE_SHAPE = (4096, 1536, 8, 128)
-MOE_LAYOUTS = ((1, 1), (1, 8))
-MOE_DISTRIBUTION = "balanced"
+#: (moe_tp, moe_ep) on 8 GPUs: experts sliced 8 ways (TP, the vLLM and SGLang default) or
+#: 16 whole experts per GPU (EP)
+MOE_LAYOUTS = ((8, 1), (1, 8))
+#: routing, in order of preference: the first one a table has is used
+MOE_DISTRIBUTIONS = ("balanced", "power_law_1.01")
 
 #: raw points per family and system in the test sample (at most)
 SAMPLE_PER_GROUP = 16
 SAMPLE_COLUMNS = (
-    "family", "system", "framework", "framework_version", "implementation", "dtype",
-    "collective", "gpus", "message_bytes", "n", "k", "m", "kv_dtype", "num_heads",
-    "num_kv_heads", "head_dim", "batch", "kv_tokens", "seq_tokens", "hidden", "inter", "topk",
-    "experts", "moe_tp", "moe_ep", "distribution", "tokens", "latency_us",
+    "family",
+    "system",
+    "framework",
+    "framework_version",
+    "implementation",
+    "dtype",
+    "collective",
+    "gpus",
+    "message_bytes",
+    "n",
+    "k",
+    "m",
+    "kv_dtype",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "batch",
+    "kv_tokens",
+    "seq_tokens",
+    "hidden",
+    "inter",
+    "topk",
+    "experts",
+    "moe_tp",
+    "moe_ep",
+    "distribution",
+    "tokens",
+    "latency_us",
 )
 
 
@@ -156,7 +196,7 @@ class Source:
     def lines(self) -> list[str]:
         out = [
             f"- {self.system} {self.framework} {self.version}: {self.path}",
-            f"    rows used {self.rows}; versions present {' '.join(self.present)}"
+            f"    rows used {self.rows}; version folders {' '.join(self.present)}"
             + (f"; {self.note}" if self.note else ""),
         ]
         if self.devices or self.row_versions:
@@ -183,9 +223,10 @@ class Wheel:
         """Version folders holding `table`.parquet, oldest first."""
         prefix = f"{DATA}/{system}/{family}/{framework}/"
         found = {
-            n[len(prefix):].split("/")[0]
+            n[len(prefix) :].split("/")[0]
             for n in self.names
-            if n.startswith(prefix) and n.endswith(f"/{table}.parquet")
+            if n.startswith(prefix)
+            and n.endswith(f"/{table}.parquet")
             and n.count("/") == prefix.count("/") + 1
         }
         return sorted(found, key=version_key)
@@ -193,7 +234,7 @@ class Wheel:
     def folders(self, system: str, family: str, framework: str) -> list[str]:
         """Every version folder (whatever it holds), oldest first."""
         prefix = f"{DATA}/{system}/{family}/{framework}/"
-        found = {n[len(prefix):].split("/")[0] for n in self.names if n.startswith(prefix)}
+        found = {n[len(prefix) :].split("/")[0] for n in self.names if n.startswith(prefix)}
         return sorted(found, key=version_key)
 
     def table(self, path: str) -> dict[str, list]:
@@ -232,11 +273,16 @@ class Wheel:
 def rows_of(columns: dict[str, list], keep: Callable[[dict], bool]) -> list[dict]:
     """The table's rows (dicts) that `keep` accepts, in table order."""
     names = list(columns)
-    return [r for r in (dict(zip(names, vals)) for vals in zip(*columns.values())) if keep(r)]
+    rows = (dict(zip(names, vals, strict=True)) for vals in zip(*columns.values(), strict=True))
+    return [r for r in rows if keep(r)]
 
 
 def newest(
-    wheel: Wheel, system: str, family: str, framework: str, table: str,
+    wheel: Wheel,
+    system: str,
+    family: str,
+    framework: str,
+    table: str,
     keep: Callable[[dict], bool] | None = None,
 ) -> tuple[Source, list[dict]] | None:
     """The newest version folder whose `table` has rows `keep` accepts, with those rows."""
@@ -246,16 +292,24 @@ def newest(
         path = f"{folder}/{table}.parquet"
         rows = rows_of(wheel.table(path), keep or (lambda r: True))
         if rows:
+            folders = wheel.folders(system, family, framework)
             source = Source(
-                system, framework, version, path,
-                [v + ("*" if v == version else "") for v in wheel.folders(system, family, framework)],
+                system,
+                framework,
+                version,
+                path,
+                [
+                    v + ("*" if v == version else "" if v in present else f"(no {table})")
+                    for v in folders
+                ],
                 wheel.meta(folder, table),
             )
             source.rows = len(rows)
             source.devices = {str(r["device"]) for r in rows if r.get("device")}
             source.row_versions = {str(r["version"]) for r in rows if r.get("version")}
             if version != present[-1]:
-                source.note = f"newer {' '.join(present[present.index(version) + 1:])} lack it"
+                newer = " ".join(present[present.index(version) + 1 :])
+                source.note = f"newer {newer}: no rows of this selection"
             return source, rows
     return None
 
@@ -325,46 +379,74 @@ def short(dtype: str) -> str:
 
 def collectives(wheel: Wheel) -> Family:
     fam = Family(
-        "collectives", "collective latency by message bytes x GPUs, per implementation",
+        "collectives",
+        "collective latency by message bytes x GPUs, per implementation",
         ("system", "framework", "framework_version", "implementation", "dtype", "collective"),
-        ("gpus", "message_bytes"), "latency_us",
+        ("gpus", "message_bytes"),
+        "latency_us",
         [
             "message_bytes: the tables' message_size (an element count) x bytes per element",
             "  (fp16/bf16: 2); NCCL rows are nccl-tests (all_reduce_perf, ...; fp16 = 'half';",
-            "  the int8 rows of the same tables are left out), framework nccl;",
+            "  the int8 rows and reduce_scatter of the same tables are left out), framework nccl;",
             "  engine rows are each engine's own all-reduce as its collector calls it (vLLM and",
             "  SGLang: tensor_model_parallel_all_reduce in a CUDA graph (_graph) or eager",
             "  (_eager); TRT-LLM: AllReduce, strategy AUTO), bf16, kept apart per implementation",
         ],
     )
     for system in ALL_SYSTEMS:
-        found = newest(wheel, system, "comm", "nccl", "nccl_perf",
-                       lambda r: r["nccl_dtype"] == "half")
+        found = newest(
+            wheel,
+            system,
+            "comm",
+            "nccl",
+            "nccl_perf",
+            lambda r: r["nccl_dtype"] == "half" and r["op_name"] in NCCL_OPS,
+        )
         if found:
             src, rows = found
             fam.sources.append(src)
             for r in rows:
-                fam.add({
-                    "system": system, "framework": "nccl", "framework_version": src.version,
-                    "implementation": str(r["kernel_source"]).lower(), "dtype": "fp16",
-                    "collective": r["op_name"], "gpus": int(r["num_gpus"]),
-                    "message_bytes": int(r["message_size"]) * 2,
-                }, float(r["latency"]) * 1000)
+                fam.add(
+                    {
+                        "system": system,
+                        "framework": "nccl",
+                        "framework_version": src.version,
+                        "implementation": str(r["kernel_source"]).lower(),
+                        "dtype": "fp16",
+                        "collective": r["op_name"],
+                        "gpus": int(r["num_gpus"]),
+                        "message_bytes": int(r["message_size"]) * 2,
+                    },
+                    float(r["latency"]) * 1000,
+                )
         for fw in FRAMEWORKS:
-            found = newest(wheel, system, "comm", fw, "custom_allreduce_perf",
-                           lambda r: r["allreduce_dtype"] in ("bfloat16", "float16"))
+            found = newest(
+                wheel,
+                system,
+                "comm",
+                fw,
+                "custom_allreduce_perf",
+                lambda r: r["allreduce_dtype"] in ("bfloat16", "float16"),
+            )
             if not found:
                 continue
             src, rows = found
             fam.sources.append(src)
             for r in rows:
                 dtype = short(r["allreduce_dtype"])
-                fam.add({
-                    "system": system, "framework": fw, "framework_version": src.version,
-                    "implementation": r["kernel_source"], "dtype": dtype,
-                    "collective": r["op_name"], "gpus": int(r["num_gpus"]),
-                    "message_bytes": int(r["message_size"]) * 2,
-                }, float(r["latency"]) * 1000)
+                fam.add(
+                    {
+                        "system": system,
+                        "framework": fw,
+                        "framework_version": src.version,
+                        "implementation": r["kernel_source"],
+                        "dtype": dtype,
+                        "collective": r["op_name"],
+                        "gpus": int(r["num_gpus"]),
+                        "message_bytes": int(r["message_size"]) * 2,
+                    },
+                    float(r["latency"]) * 1000,
+                )
     return fam
 
 
@@ -387,9 +469,11 @@ def llama_targets() -> list[tuple[str, tuple[int, int]]]:
 
 def gemm(wheel: Wheel) -> tuple[Family, Family]:
     grid = Family(
-        "gemm", "GEMM latency by M for Llama-3.1 projection shapes",
+        "gemm",
+        "GEMM latency by M for Llama-3.1 projection shapes",
         ("system", "framework", "framework_version", "implementation", "dtype", "n", "k"),
-        ("m",), "latency_us",
+        ("m",),
+        "latency_us",
         [
             "C[M,N] = A[M,K] @ W[K,N]; every M measured; dtype bf16, fp8 (per-tensor scaled),",
             "  nvfp4 where measured (fp8_block and weight-only dtypes: gemm_efficiency.csv)",
@@ -397,16 +481,19 @@ def gemm(wheel: Wheel) -> tuple[Family, Family]:
         ],
     )
     eff = Family(
-        "gemm_efficiency", "GEMM achieved throughput by M over large shapes",
+        "gemm_efficiency",
+        "GEMM achieved throughput by M over large shapes",
         ("system", "framework", "framework_version", "implementation", "dtype"),
-        ("m",), "",
+        ("m",),
+        "",
         [
             f"at each M = 1, 2, 4, ..., 32768 measured: over every measured (N, K) with N*K >= "
             f"{BIG_NK} (4096*4096),",
             "  tflops = 2*M*N*K / latency / 1e12: 25th percentile, median, 75th percentile;",
             "  gb_per_s_median = median of (M*K*a + N*K*w + M*N*2) / latency / 1e9 with bytes",
-            "  per element (w, a): " + ", ".join(f"{k} {w:g}/{a:g}" for k, (w, a) in
-                                                GEMM_BYTES.items()) + " (scales left out)",
+            "  per element (w, a): "
+            + ", ".join(f"{k} {w:g}/{a:g}" for k, (w, a) in GEMM_BYTES.items())
+            + " (scales left out)",
             "  shapes = how many (N, K) the median is over",
         ],
     )
@@ -429,10 +516,12 @@ def gemm(wheel: Wheel) -> tuple[Family, Family]:
                     m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
                     t_s = float(r["latency"]) / 1000
                     if n * k >= BIG_NK and m in M_BUCKETS:
-                        eff_rows[(system, fw, src.version, impl, dtype, m)].append((
-                            2 * m * n * k / t_s / 1e12,
-                            (m * k * a + n * k * w + m * n * 2) / t_s / 1e9,
-                        ))
+                        eff_rows[(system, fw, src.version, impl, dtype, m)].append(
+                            (
+                                2 * m * n * k / t_s / 1e12,
+                                (m * k * a + n * k * w + m * n * 2) / t_s / 1e9,
+                            )
+                        )
                 if system not in CORE or dtype not in GRID_DTYPES:
                     continue
                 measured = {(int(r["n"]), int(r["k"])) for r in impl_rows}
@@ -445,9 +534,14 @@ def gemm(wheel: Wheel) -> tuple[Family, Family]:
                     if (int(r["n"]), int(r["k"])) in chosen:
                         used += 1
                         fam_key = {
-                            "system": system, "framework": fw, "framework_version": src.version,
-                            "implementation": impl, "dtype": dtype,
-                            "n": int(r["n"]), "k": int(r["k"]), "m": int(r["m"]),
+                            "system": system,
+                            "framework": fw,
+                            "framework_version": src.version,
+                            "implementation": impl,
+                            "dtype": dtype,
+                            "n": int(r["n"]),
+                            "k": int(r["k"]),
+                            "m": int(r["m"]),
                         }
                         grid.add(fam_key, float(r["latency"]) * 1000)
             if used:
@@ -456,9 +550,14 @@ def gemm(wheel: Wheel) -> tuple[Family, Family]:
         shapes = " or ".join(f"{n} x {k}" for n, k in sorted(mapping[(label, target)]))
         grid.notes.append(f"  {label}: {target[0]} x {target[1]} -> {shapes}")
     eff.summary = [
-        (*key, len(vals),
-         sig4(percentile([t for t, _ in vals], 25)), sig4(percentile([t for t, _ in vals], 50)),
-         sig4(percentile([t for t, _ in vals], 75)), sig4(percentile([b for _, b in vals], 50)))
+        (
+            *key,
+            len(vals),
+            sig4(percentile([t for t, _ in vals], 25)),
+            sig4(percentile([t for t, _ in vals], 50)),
+            sig4(percentile([t for t, _ in vals], 75)),
+            sig4(percentile([b for _, b in vals], 50)),
+        )
         for key, vals in sorted(eff_rows.items(), key=lambda kv: sort_key(kv[0]))
     ]
     return grid, eff
@@ -469,18 +568,29 @@ def attention(wheel: Wheel, phase: str) -> Family:
     axis = "kv_tokens" if decode else "seq_tokens"
     fam = Family(
         "decode_attention" if decode else "prefill_attention",
-        ("decode (generation) attention latency by batch x KV tokens" if decode
-         else "prefill (context) attention latency by batch x sequence tokens"),
-        ("system", "framework", "framework_version", "implementation", "dtype", "kv_dtype",
-         "num_heads", "num_kv_heads", "head_dim"),
-        ("batch", axis), "latency_us",
+        (
+            "decode (generation) attention latency by batch x KV tokens"
+            if decode
+            else "prefill (context) attention latency by batch x sequence tokens"
+        ),
+        (
+            "system",
+            "framework",
+            "framework_version",
+            "implementation",
+            "dtype",
+            "kv_dtype",
+            "num_heads",
+            "num_kv_heads",
+            "head_dim",
+        ),
+        ("batch", axis),
+        "latency_us",
         [
             "heads per GPU (num_heads, num_kv_heads, head_dim): (32, 8, 128) = Llama-3.1-8B at",
             "  TP 1; (8, 1, 128) = Llama-3.1-70B (64/8/128) at TP 8; full attention (window 0),",
             "  beam 1; dtype = the attention (query/FMHA) dtype, kv_dtype = the KV cache dtype;",
-            ("  kv_tokens = the table's isl + step: the KV length of each sequence, the new token"
-             " included (one query token per sequence)" if decode else
-             "  seq_tokens = the table's isl (no cached prefix: step 0), causal, per sequence"),
+            AXIS_NOTE[axis],
         ],
     )
     table = f"{phase}_attention_perf"
@@ -488,7 +598,8 @@ def attention(wheel: Wheel, phase: str) -> Family:
     def keep(r: dict) -> bool:
         return (
             (int(r["num_heads"]), int(r["num_key_value_heads"]), int(r["head_dim"])) in HEADS
-            and int(r.get("window_size") or 0) == 0 and int(r.get("beam_width") or 1) == 1
+            and int(r.get("window_size") or 0) == 0
+            and int(r.get("beam_width") or 1) == 1
             and (decode or int(r["step"]) == 0)
         )
 
@@ -501,39 +612,65 @@ def attention(wheel: Wheel, phase: str) -> Family:
             fam.sources.append(src)
             for r in rows:
                 tokens = int(r["isl"]) + int(r["step"]) if decode else int(r["isl"])
-                fam.add({
-                    "system": system, "framework": fw, "framework_version": src.version,
-                    "implementation": r["kernel_source"], "dtype": short(r["attn_dtype"]),
-                    "kv_dtype": short(r["kv_cache_dtype"]), "num_heads": int(r["num_heads"]),
-                    "num_kv_heads": int(r["num_key_value_heads"]),
-                    "head_dim": int(r["head_dim"]), "batch": int(r["batch_size"]), axis: tokens,
-                }, float(r["latency"]) * 1000)
+                fam.add(
+                    {
+                        "system": system,
+                        "framework": fw,
+                        "framework_version": src.version,
+                        "implementation": r["kernel_source"],
+                        "dtype": short(r["attn_dtype"]),
+                        "kv_dtype": short(r["kv_cache_dtype"]),
+                        "num_heads": int(r["num_heads"]),
+                        "num_kv_heads": int(r["num_key_value_heads"]),
+                        "head_dim": int(r["head_dim"]),
+                        "batch": int(r["batch_size"]),
+                        axis: tokens,
+                    },
+                    float(r["latency"]) * 1000,
+                )
     return fam
 
 
 def moe(wheel: Wheel) -> Family:
     hidden, inter, topk, experts = MOE_SHAPE
     fam = Family(
-        "moe", "fused MoE layer latency by tokens (Qwen3-235B-A22B shape)",
-        ("system", "framework", "framework_version", "implementation", "dtype", "hidden",
-         "inter", "topk", "experts", "moe_tp", "moe_ep", "distribution"),
-        ("tokens",), "latency_us",
+        "moe",
+        "fused MoE layer latency by tokens (Qwen3-235B-A22B shape)",
+        (
+            "system",
+            "framework",
+            "framework_version",
+            "implementation",
+            "dtype",
+            "hidden",
+            "inter",
+            "topk",
+            "experts",
+            "moe_tp",
+            "moe_ep",
+            "distribution",
+        ),
+        ("tokens",),
+        "latency_us",
         [
             f"one MoE layer (grouped up/gate + down GEMMs with routing), hidden {hidden}, expert",
             f"  intermediate {inter}, top-{topk} of {experts} experts (Qwen3-235B-A22B), as each",
             "  engine's MoE kernel runs it on one GPU holding a 1/moe_tp slice of every expert",
-            "  (TP) or 1/moe_ep of the experts (EP); tokens = the table's num_tokens;",
-            f"  {MOE_DISTRIBUTION} routing only (power_law_1.01 and power_law_1.2 are also in",
-            "  the tables); every dtype and kernel measured for the shape",
+            "  (TP) or 1/moe_ep of the experts (EP); tokens = the table's num_tokens, the tokens",
+            "  entering the layer on the TP/EP group (each GPU computes its share: 1/8 of the",
+            "  FLOPs on 8 GPUs);",
+            "  balanced routing, else power_law_1.01 where a table has no balanced rows (the",
+            "  distribution column says which; power_law_1.2 is also in the tables); every dtype",
+            "  and kernel measured for the shape",
         ],
     )
 
     def keep(r: dict) -> bool:
         return (
-            (int(r["hidden_size"]), int(r["inter_size"]), int(r["topk"]),
-             int(r["num_experts"])) == MOE_SHAPE
+            (int(r["hidden_size"]), int(r["inter_size"]), int(r["topk"]), int(r["num_experts"]))
+            == MOE_SHAPE
             and (int(r["moe_tp_size"]), int(r["moe_ep_size"])) in MOE_LAYOUTS
-            and r["distribution"] == MOE_DISTRIBUTION
+            and r["distribution"] in MOE_DISTRIBUTIONS
         )
 
     for system in CORE:
@@ -542,23 +679,40 @@ def moe(wheel: Wheel) -> Family:
             if not found:
                 continue
             src, rows = found
+            routing = next(
+                d for d in MOE_DISTRIBUTIONS if any(r["distribution"] == d for r in rows)
+            )
+            rows = [r for r in rows if r["distribution"] == routing]
+            src.rows = len(rows)
             fam.sources.append(src)
             for r in rows:
-                fam.add({
-                    "system": system, "framework": fw, "framework_version": src.version,
-                    "implementation": r["kernel_source"], "dtype": short(r["moe_dtype"]),
-                    "hidden": hidden, "inter": inter, "topk": topk, "experts": experts,
-                    "moe_tp": int(r["moe_tp_size"]), "moe_ep": int(r["moe_ep_size"]),
-                    "distribution": r["distribution"], "tokens": int(r["num_tokens"]),
-                }, float(r["latency"]) * 1000)
+                fam.add(
+                    {
+                        "system": system,
+                        "framework": fw,
+                        "framework_version": src.version,
+                        "implementation": r["kernel_source"],
+                        "dtype": short(r["moe_dtype"]),
+                        "hidden": hidden,
+                        "inter": inter,
+                        "topk": topk,
+                        "experts": experts,
+                        "moe_tp": int(r["moe_tp_size"]),
+                        "moe_ep": int(r["moe_ep_size"]),
+                        "distribution": r["distribution"],
+                        "tokens": int(r["num_tokens"]),
+                    },
+                    float(r["latency"]) * 1000,
+                )
     return fam
 
 
 # --------------------------------------------------------------------------- output
 
 
-def write_csv(path: Path, comments: list[str], columns: Iterable[str],
-              rows: Iterable[Iterable]) -> None:
+def write_csv(
+    path: Path, comments: list[str], columns: Iterable[str], rows: Iterable[Iterable]
+) -> None:
     buf = io.StringIO()
     buf.write("\n".join(comments) + "\n")
     writer = csv.writer(buf, lineterminator="\n")
@@ -573,10 +727,12 @@ def sample(families: list[Family]) -> list[list[str]]:
     out = []
     for fam in families:
         for system in sorted(fam.raw):
-            points = sorted(fam.raw[system], key=lambda p: sort_key(
-                [p[c] for c in fam.group + fam.axes] + [p["latency_us"]]))
+            points = sorted(
+                fam.raw[system],
+                key=lambda p: sort_key([p[c] for c in fam.group + fam.axes] + [p["latency_us"]]),
+            )
             stride = max(1, math.ceil(len(points) / SAMPLE_PER_GROUP))
-            for p in points[stride // 2::stride]:
+            for p in points[stride // 2 :: stride]:
                 row = {"family": fam.name, **p, "latency_us": sig6(p["latency_us"])}
                 out.append([str(row.get(c, "")) for c in SAMPLE_COLUMNS])
     return out
@@ -590,7 +746,8 @@ def reserved_memory(wheel: Wheel) -> list[str]:
         misc = spec.get("misc") or {}
         nccl = misc.get("nccl_mem") or {}
         lines.append(
-            f"  {system}: nccl_mem " + ", ".join(f"{g} GPUs {b} B" for g, b in sorted(nccl.items()))
+            f"  {system}: nccl_mem "
+            + ", ".join(f"{g} GPUs {b} B" for g, b in sorted(nccl.items()))
             + f"; other_mem {misc.get('other_mem')} B; nccl_version {misc.get('nccl_version')}"
         )
     return lines
@@ -609,19 +766,31 @@ def main(argv: list[str] | None = None) -> int:
     grid, eff = gemm(wheel)
     dec, pre, mo = attention(wheel, "generation"), attention(wheel, "context"), moe(wheel)
     for fam in (coll, grid, dec, pre, mo):
-        write_csv(args.out / f"{fam.name}.csv", header(wheel, fam.title, fam.notes, fam.sources),
-                  (*fam.group, *fam.axes, fam.value), fam.table())
-    write_csv(args.out / f"{eff.name}.csv", header(wheel, eff.title, eff.notes, eff.sources),
-              (*eff.group, "m", "shapes", "tflops_p25", "tflops_median", "tflops_p75",
-               "gb_per_s_median"), eff.table())
+        write_csv(
+            args.out / f"{fam.name}.csv",
+            header(wheel, fam.title, fam.notes, fam.sources),
+            (*fam.group, *fam.axes, fam.value),
+            fam.table(),
+        )
+    write_csv(
+        args.out / f"{eff.name}.csv",
+        header(wheel, eff.title, eff.notes, eff.sources),
+        (*eff.group, "m", "shapes", "tflops_p25", "tflops_median", "tflops_p75", "gb_per_s_median"),
+        eff.table(),
+    )
     samples = sample([coll, grid, dec, pre, mo])
-    write_csv(args.sample, [
-        "# raw aiconfigurator-core points (before any aggregation or rounding to 4 digits), a",
-        "# fixed stride through each family and system of roofline/data/surfaces/*.csv, written",
-        f"# by benchmarks/derive/aic_surfaces.py from {args.wheel.name}",
-        f"#   sha256 {wheel.sha256}; tests/test_surfaces_data.py interpolates the surfaces to",
-        "# these points; columns a family does not key on are empty",
-    ], SAMPLE_COLUMNS, samples)
+    write_csv(
+        args.sample,
+        [
+            "# raw aiconfigurator-core points (before any aggregation or rounding to 4 digits),",
+            "# a fixed stride through each family and system of roofline/data/surfaces/*.csv,",
+            f"# written by benchmarks/derive/aic_surfaces.py from {args.wheel.name}",
+            f"#   sha256 {wheel.sha256}; tests/test_surfaces_data.py interpolates the surfaces to",
+            "# these points; columns a family does not key on are empty",
+        ],
+        SAMPLE_COLUMNS,
+        samples,
+    )
     total = 0
     for path in sorted(args.out.glob("*.csv")):
         size = path.stat().st_size

@@ -82,7 +82,8 @@ def conventions(r: dict) -> dict:
     note = r["note"]
     rate = r.get("rate_per_s", "").strip()
     burst = rate == "inf" or (rate and float(rate) >= 100 and int(r["batch"]) >= 500)
-    per_gpu = "PER GPU" in note
+    # the flag rescales throughput only (a per-GPU prefill rate is restated per instance)
+    per_gpu = "PER GPU" in note and r["metric"] == "throughput_tokens_per_s"
     whole_request = "llmfit" in r["source"] or "completion tokens / " in note
     return {
         "burst": "1" if burst else "",
