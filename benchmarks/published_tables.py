@@ -1,13 +1,23 @@
 """Markdown tables of `roofline validate --published` for the README and docs/accuracy.md.
 
 Run from the repository root: python benchmarks/published_tables.py
+(`--first-sight`: the first-sight tables of every grouping instead.)
 Three settings over the bundled data set: each row's own engine profile (the default), the
 hardware layer alone (`--engine none`) and the datasheet roofline (`--ceiling datasheet`).
 """
 
 from __future__ import annotations
 
-from roofline.published import Prediction, bundled_csv, load_rows, predict_all, summaries
+import sys
+
+from roofline.published import (
+    GROUPINGS,
+    Prediction,
+    bundled_csv,
+    load_rows,
+    predict_all,
+    summaries,
+)
 
 SETTINGS = (
     ("engine per row", "achievable", None),
@@ -34,8 +44,36 @@ def table(key: str, runs: dict[str, list[Prediction]]) -> str:
     return "\n".join(lines)
 
 
+def first_sight(preds: list[Prediction]) -> None:
+    """Per grouping: in-sample error (rows the model was built on), and for the rows first
+    seen after it, their error at first sight beside their error now."""
+    groups = summaries(preds)
+    for key in ("all", *GROUPINGS):
+        print(
+            f"| {key} | rows | now: median / p90 \\|error\\|, signed | first sight: rows, "
+            "median / p90 \\|error\\|, signed | outside band (open) |"
+        )
+        print("|---|---|---|---|---|")
+        for s in groups[key]:
+            fs = (
+                f"{s.first_sight_rows}: {pct(s.first_sight_median_abs)} / "
+                f"{pct(s.first_sight_p90_abs)}, {pct(s.first_sight_median_signed, True)}"
+                if s.first_sight_rows
+                else "—"
+            )
+            print(
+                f"| {s.group} | {s.predicted}/{s.rows} | {pct(s.median_abs_error)} / "
+                f"{pct(s.p90_abs_error)}, {pct(s.median_signed_error, True)} | {fs} | "
+                f"{s.failed} ({s.open}) |"
+            )
+        print()
+
+
 def main() -> None:
     rows = load_rows(bundled_csv())
+    if "--first-sight" in sys.argv:
+        first_sight(predict_all(rows))
+        return
     runs = {name: predict_all(rows, ceiling, engine) for name, ceiling, engine in SETTINGS}
     for key in ("all", "metric", "engine"):
         print(table(key, runs), end="\n\n")

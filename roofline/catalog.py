@@ -23,7 +23,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .engine import EngineSpec
-from .errors import SpecError, UnknownNameError, field_error
+from .errors import InvalidInputError, SpecError, UnknownNameError, field_error
 from .files import is_regular_file, read_text
 from .hardware import HardwareSpec
 from .model import MAX_LAYERS, ModelSpec
@@ -487,10 +487,22 @@ def load_model(name_or_path: str, specs_dirs: Sequence[str | Path] = ()) -> Mode
 
 
 def load_engine(name_or_path: str, specs_dirs: Sequence[str | Path] = ()) -> EngineSpec:
-    """An engine profile by catalog name, alias (`trt-llm`), or path to a YAML file."""
+    """An engine profile by catalog name, alias (`trt-llm`), or path to a YAML file;
+    `NAME@VERSION` (`vllm@0.6.3`) is the release range that covers VERSION (`EngineSpec.at`),
+    a bare name the newest."""
     if isinstance(name_or_path, EngineSpec):
         return name_or_path
-    return engine_catalog(specs_dirs).load(name_or_path)
+    name, at, version = name_or_path.partition("@")
+    spec = engine_catalog(specs_dirs).load(name if at else name_or_path)
+    if not at:
+        return spec
+    try:
+        return spec.at(version)
+    except ValueError:
+        raise InvalidInputError(
+            f"engine '{name_or_path[:60]}': '{version[:40]}' is not a version number; "
+            f"write it as {name}@0.6.3"
+        ) from None
 
 
 def load_engine_or_none(

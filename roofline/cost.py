@@ -72,6 +72,7 @@ class Ceilings:
     source: str
     compute_units: int | None = None
     engine: EngineSpec | None = None
+    attention_flops_per_s: float | None = None  # attention's own dtype; None: `flops_per_s`
 
     @classmethod
     def of(
@@ -80,10 +81,18 @@ class Ceilings:
         compute_dtype: str,
         ceiling: Ceiling,
         engine: EngineSpec | None = None,
+        attention_dtype: str | None = None,
     ) -> Ceilings:
+        """The ceilings of `hw` for matmuls at `compute_dtype` and attention at
+        `attention_dtype` (`attention_dtype_of`; None: the matmuls' dtype)."""
         peak, bw = hw.peak_flops_per_s(compute_dtype), hw.memory_bandwidth_bytes_per_s
+        att = attention_dtype or compute_dtype
+        if att not in hw.dense_peak_tflops:  # no such peak (a V100's bf16): the matmuls' dtype
+            att = compute_dtype
+        att_peak = hw.peak_flops_per_s(att)
         if ceiling == "datasheet":
-            return cls("datasheet", peak, bw, Achievable.identity(hw.source), hw.source)
+            a0 = Achievable.identity(hw.source)
+            return cls("datasheet", peak, bw, a0, hw.source, attention_flops_per_s=att_peak)
         if ceiling == "achievable":
             a = hw.achievable
             source = a.source if engine is None else f"{a.source}; engine: {engine.source}"
@@ -95,6 +104,7 @@ class Ceilings:
                 source,
                 hw.compute_units,
                 engine,
+                att_peak * a.matmul(att),
             )
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
 
@@ -311,6 +321,20 @@ def shape_efficiencies(ops: list[Op], c: Ceilings) -> list[ArrayLike | None]:
     return out
 
 
+def attention_dtype_of(p: Precision, ceiling: Ceiling, engine: EngineSpec | None) -> str:
+    """The dtype attention computes in: the activations' dtype when 16 bits or wider, else bf16,
+    whatever the linear layers run at, unless the KV cache is fp8 and the kernel computes in
+    fp8: always on the datasheet ceiling and the hardware layer alone (the speed of light
+    allows it), with an engine only when its attention kernel does (`fp8_compute`). So an fp8
+    checkpoint's W8A8 GEMMs do not make its attention twice as fast."""
+    a = p.activation_format
+    base = a.compute if a.element_bits >= 16 else "bf16"  # fp32 activations keep fp32
+    if p.kv_format.compute != "fp8":
+        return str(base)
+    eng = engine if ceiling == "achievable" else None
+    return "fp8" if eng is None or eng.attention.fp8_compute else str(base)
+
+
 def op_cost(
     op: Op,
     p: Precision,
@@ -367,7 +391,9 @@ def op_cost(
         w,
         a,
         kv,
-        compute_s=effective_flops(op, t) / (c.flops_per_s * flop_eff),
+        compute_s=effective_flops(op, t)
+        / ((c.attention_flops_per_s or c.flops_per_s) if op.kind == "attention" else c.flops_per_s)
+        / flop_eff,
         memory_s=(w + a + kv) / (c.bytes_per_s * mem_eff)
         + gemv_rows_s(
             op, t.gemv_row_ns * 1e-9, w / (c.bytes_per_s * mem_eff), t.gemv_memory_fraction
@@ -442,7 +468,7 @@ class StepCost:
         ]
         return {
             "ceiling": self.ceilings.name,
-            "engine": self.ceilings.engine.name if self.ceilings.engine else None,
+            "engine": self.ceilings.engine.flag if self.ceilings.engine else None,
             "operators": ops,
             "device_s": f(self.device_s),
             "host_launch_s": self.host_launch_s,
@@ -506,7 +532,8 @@ def step_cost(
     """Cost of one forward step: every operator on the ceilings of `hw` and, for the
     achievable ceiling, the terms of `engine` (on one expert-parallel rank when `shard` is
     given, see `operators.ExpertShard`). The datasheet ceiling ignores the engine."""
-    c = Ceilings.of(hw, precision.compute, ceiling, engine)
+    att = attention_dtype_of(precision, ceiling, engine)
+    c = Ceilings.of(hw, precision.compute, ceiling, engine, att)
     eng = c.engine  # none on the datasheet ceiling
     if (
         precision.model_bits is None

@@ -22,11 +22,14 @@ adds around them. One YAML per engine under `engine_specs/`, every value with it
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from .frozen import Frozen
+
+if TYPE_CHECKING:
+    from .hardware import HardwareSpec
 
 #: Upper bounds of an engine's fixed costs, far above any engine's (launches take 5–50 µs,
 #: a step's host work well under 100 ms): a value beyond them is a typo in units.
@@ -65,6 +68,13 @@ class AttentionKernel(Sourced):
             "partials and their combine), microseconds"
         ),
     )
+    fp8_compute: bool = Field(
+        default=False,
+        description=(
+            "the kernel computes attention in fp8 when the KV cache is fp8 (an fp8 attention "
+            "kernel); otherwise attention runs at 16 bits whatever the linear layers run at"
+        ),
+    )
 
 
 class MatmulKernel(Sourced):
@@ -95,6 +105,59 @@ class AllReduce(Sourced):
     latency_us: float = Field(
         ge=0, le=MAX_FIXED_US, description="fixed cost of one all-reduce call"
     )
+
+
+class BatchLimits(Frozen):
+    """What the scheduler runs at most in one step: sequences and new tokens."""
+
+    max_num_seqs: int = Field(gt=0, le=1_000_000)
+    max_num_batched_tokens: int = Field(gt=0, le=10_000_000)
+
+
+class BatchDefaults(Sourced):
+    """The scheduler's limits as the engine picks them by device, e.g. vLLM's V1 defaults:
+    `large` on a device with at least `large_min_memory_gib` GiB whose name holds none of
+    `small_names` (vLLM: >= 70 GiB and not an A100), `small` elsewhere."""
+
+    large_min_memory_gib: float = Field(ge=0, le=100_000)
+    small_names: tuple[str, ...] = ()
+    large_names: tuple[str, ...] = Field(
+        default=(),
+        description="when given, only a device whose name holds one of them is large "
+        "(vLLM 0.7-0.8.4: 'h100' or 'h200')",
+    )
+    large: BatchLimits
+    small: BatchLimits
+
+    def limits_on(self, hw: HardwareSpec) -> BatchLimits:
+        """The limits the engine sets on device `hw` (its memory and its name)."""
+        names = f"{hw.name} {hw.display_name}".lower()
+        small_name = any(n.lower() in names for n in self.small_names)
+        large_name = not self.large_names or any(n.lower() in names for n in self.large_names)
+        large = (
+            hw.memory_bytes >= self.large_min_memory_gib * 2**30 and large_name and not small_name
+        )
+        return self.large if large else self.small
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """'0.7.3.dev138+g21f' → (0, 7, 3); 'v0.6.4.post1' → (0, 6, 4); '0.8' → (0, 8, 0)."""
+    m = re.match(r"v?(\d+(?:\.\d+)*)", version.strip())
+    if not m:
+        raise ValueError(f"'{version[:40]}' is not a version number")
+    parts = [int(x) for x in m.group(1).split(".") if x != ""][:3]
+    return tuple(parts + [0] * (3 - len(parts)))  # '0.8' is 0.8.0
+
+
+class Release(Sourced):
+    """A range of an engine's releases whose behaviour differs from the newest: from `since`
+    (released on `since_date`) up to the next range. `changes` are fields of the profile as
+    that range sets them."""
+
+    since: str = Field(pattern=r"^\d+(\.\d+){0,2}$")
+    since_date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+    label: str = Field(min_length=1)
+    changes: dict[str, Any] = Field(default_factory=dict)
 
 
 class EngineSpec(Frozen):
@@ -159,6 +222,28 @@ class EngineSpec(Frozen):
         ),
     )
     max_num_seqs_source: str = ""
+    batch_defaults: BatchDefaults | None = Field(
+        default=None,
+        description=(
+            "the scheduler's limits by device, when the engine sets them so; they replace "
+            "`max_num_seqs` and `prefill_token_budget` on every device"
+        ),
+    )
+    releases: tuple[Release, ...] = Field(
+        default=(),
+        description=(
+            "older release ranges and what they set differently, oldest first; the profile's "
+            "own fields describe the newest (`at`)"
+        ),
+    )
+    newest_since: str = Field(
+        default="",
+        description="the first release the profile's own fields describe (with releases)",
+    )
+    newest_since_date: str = Field(default="", pattern=r"^(\d{4}-\d{2}-\d{2})?$")
+    release: str = Field(
+        default="", description="set on an older range's profile: the range's first release"
+    )
     memory_fraction: float = Field(
         default=0.9,
         gt=0,
@@ -219,6 +304,77 @@ class EngineSpec(Frozen):
         if self.scheduler is not None and not self.scheduler_source:
             raise ValueError("scheduler needs a scheduler_source")
         return self
+
+    @model_validator(mode="after")
+    def _releases_valid(self) -> EngineSpec:
+        if self.releases and not (self.newest_since and self.newest_since_date):
+            raise ValueError(
+                "releases need `newest_since` and `newest_since_date`, the first release the "
+                "profile's own fields describe"
+            )
+        keys = [version_key(r.since) for r in self.releases]
+        if keys != sorted(keys) or (keys and keys[-1] >= version_key(self.newest_since)):
+            raise ValueError("releases must be in version order, all before `newest_since`")
+        for r in self.releases:
+            bad = set(r.changes) - set(type(self).model_fields) | {"releases", "name"} & set(
+                r.changes
+            )
+            if bad:
+                raise ValueError(f"release {r.since}: unknown or fixed field(s) {sorted(bad)}")
+            self._with(r)  # each range must itself be a valid profile
+        return self
+
+    def _with(self, r: Release) -> EngineSpec:
+        data = self.model_dump(exclude={"releases", "newest_since", "newest_since_date"})
+        data |= r.changes
+        data["version"] = f"{r.label} (from {r.since}, {r.since_date})"
+        data["release"] = r.since
+        return type(self).model_validate(data)
+
+    @property
+    def flag(self) -> str:
+        """The `--engine` value that gives this profile back: 'vllm', or 'vllm@0.8.0' for an
+        older range (its first release)."""
+        return f"{self.name}@{self.release}" if self.release else self.name
+
+    @property
+    def label(self) -> str:
+        """'vllm' for the newest range; 'vllm@0.0.0+ (V0 engine (0.1-0.7))' for an older one."""
+        if not self.release:
+            return self.name
+        return f"{self.name}@{self.release}+ ({self.version.split(' (from')[0]})"
+
+    def at(self, version: str | None) -> EngineSpec:
+        """The profile of release `version` (None: the newest): the range at or below it."""
+        if version is None or not self.releases:
+            return self
+        v = version_key(version)
+        if v >= version_key(self.newest_since):
+            return self
+        below = [r for r in self.releases if version_key(r.since) <= v]
+        return self._with(below[-1] if below else self.releases[0])
+
+    def at_date(self, date: str) -> EngineSpec:
+        """The profile of the release current on `date` (YYYY-MM or YYYY-MM-DD): the newest
+        range released by then (the oldest range for an earlier date)."""
+        if not self.releases:
+            return self
+        if self.newest_since_date[: len(date)] <= date:
+            return self
+        current = [r for r in self.releases if r.since_date[: len(date)] <= date]
+        return self._with(current[-1] if current else self.releases[0])
+
+    def max_num_seqs_on(self, hw: HardwareSpec) -> int | None:
+        """The sequences the scheduler runs at once on device `hw`."""
+        if self.batch_defaults is not None:
+            return self.batch_defaults.limits_on(hw).max_num_seqs
+        return self.max_num_seqs
+
+    def prefill_token_budget_on(self, hw: HardwareSpec) -> int | None:
+        """The new tokens one step takes on device `hw`."""
+        if self.batch_defaults is not None:
+            return self.batch_defaults.limits_on(hw).max_num_batched_tokens
+        return self.prefill_token_budget
 
     def weights_as_run(self, name: str) -> str:
         """The --weights string of format `name` as this engine stores it."""

@@ -147,11 +147,13 @@ def _umask() -> int:
     return mask
 
 
-def replace_from(path: str | Path, write: Callable[[Path], object]) -> Path:
+def replace_from(path: str | Path, write: Callable[[Path], object], what: str = "output") -> Path:
     """Create `path` atomically: `write(tmp)` fills a temporary file in the same folder, which
     then replaces `path` (readers never see half a file; a failure leaves `path` as it was;
-    a replaced file keeps its permissions)."""
-    path = Path(path)
+    a replaced file keeps its permissions). Every writer comes through here, so the checks of
+    `check_output` run on every output path: a device, a FIFO, a folder or a symlink to one is
+    refused, never replaced."""
+    path = check_output(path, what)
     fd, name = tempfile.mkstemp(
         prefix=f".{path.stem[:100]}.", suffix=path.suffix[:20], dir=path.parent
     )

@@ -22,8 +22,11 @@ from .model import ModelSpec
 from .operators import ArrayLike
 from .precision import Precision, group_params
 
-#: Logits are kept in fp32 for sampling (4 bytes per vocabulary entry).
-LOGIT_BYTES = 4
+#: Bytes per vocabulary entry of each sequence while it is sampled: the logits upcast to fp32,
+#: their softmax and their log-softmax, all fp32 and alive together (vllm==0.6.3
+#: vllm/model_executor/layers/sampler.py:257 `logits.to(torch.float)`, :269
+#: `torch.softmax(logits, dtype=torch.float)`, :271 `torch.log_softmax(..., dtype=torch.float)`).
+LOGIT_BYTES = 3 * 4
 #: Share of device memory the engine may fill; the rest is the reserve (CUDA context, NCCL
 #: buffers, allocator fragmentation). vLLM's `gpu_memory_utilization` default,
 #: `gpu_memory_utilization: float = 0.90` in vllm/engine/arg_utils.py (EngineArgs); the seeds'
@@ -128,11 +131,14 @@ def step_activation_bytes(
     m: ModelSpec, p: Precision, tokens: ArrayLike, sequences: ArrayLike
 ) -> ArrayLike:
     """Peak live activations of one step of n tokens over s sequences: layers run one after
-    another, so the largest is one FFN's (or SSM's) input, residual and hidden state,
-    n·(2D + widest hidden), plus fp32 logits s·V."""
-    widths = [(m.mlp_matrices - 1) * m.d_ff, 2 * m.d_inner]
+    another, so the largest is one FFN's (or SSM's) input, residual and hidden states,
+    n·(2D + widest hidden), plus the sampler's s·V·`LOGIT_BYTES`. A gated FFN holds its fused
+    gate-and-up output (2F) and the activation's output (F) at once, n·(2D + 3F) (vLLM's
+    LlamaMLP: `gate_up = gate_up_proj(x); x = act_fn(gate_up)`); a plain one up (F) and
+    activation (F), n·(2D + 2F): the FFN's matrices × F."""
+    widths = [m.mlp_matrices * m.d_ff, 2 * m.d_inner]
     if m.moe is not None:
-        widths.append(m.moe.top_k * (m.mlp_matrices - 1) * m.moe.expert_d_ff)
+        widths.append(m.moe.top_k * m.mlp_matrices * m.moe.expert_d_ff)
     hidden = 2 * m.d_model + max(widths)
     return tokens * hidden * p.activation_bytes + sequences * m.vocab_size * LOGIT_BYTES
 

@@ -43,9 +43,9 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from statistics import NormalDist
 from importlib import resources
 from pathlib import Path
+from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -135,9 +135,7 @@ class Residual:
 
     @property
     def key(self) -> tuple[str, ...]:
-        return key_of(
-            self.quantity, self.engine, self.gpus, self.batch, self.vendor, self.weights
-        )
+        return key_of(self.quantity, self.engine, self.gpus, self.batch, self.vendor, self.weights)
 
     @property
     def source_name(self) -> str:

@@ -172,14 +172,27 @@ def batch_fit(m: ModelSpec, stack: Stack, context: int, prompt: int | None = Non
 
     one = mem(1)
     w = float(one.weights_bytes)
+    # an engine with a sequence cap and a step token budget reserves its profile run's
+    # activations whatever the batch: a step of its token budget over max_num_seqs sequences
+    # (vLLM V1 `profile_run`, and serve's reservation), so the batch's own step only counts
+    # when it is larger
+    cap, tokens = stack.memory.max_num_seqs, stack.memory.prefill_token_budget
+    profile = float(mem(max(cap // par.ep, 1)).activation_bytes) if cap and tokens else 0.0
+
+    def total(x: ArrayLike) -> np.ndarray:
+        g = mem(x)
+        return (
+            np.asarray(g.total_bytes) - g.activation_bytes + np.maximum(g.activation_bytes, profile)
+        )
+
     per_seq = float(one.kv_cache_bytes) + m.vocab_size * LOGIT_BYTES / par.tp
     hi = np.asarray(max(int((usable - w) // per_seq) + 1, 0))
-    b = int(_largest(lambda x: np.asarray(mem(x).total_bytes <= usable), hi))
+    b = int(_largest(lambda x: total(x) <= usable, hi))
     at = mem(max(b, 1))
     kv, act = (
-        (float(at.kv_cache_bytes), float(at.activation_bytes))
+        (float(at.kv_cache_bytes), max(float(at.activation_bytes), profile))
         if b
-        else (0.0, float(one.activation_bytes))
+        else (0.0, max(float(one.activation_bytes), profile))
     )
     if w > usable:
         binding: Binding = "weights"

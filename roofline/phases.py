@@ -264,7 +264,7 @@ class Estimate:
             "hardware": self.hardware.name,
             "ceiling": self.ceiling,
             "ceiling_source": self.ceiling_source,
-            "engine": self.engine.name if self.engine else None,
+            "engine": self.engine.flag if self.engine else None,
             "precision": self.precision.as_dict(),
             "weights_as_released": self.weights_as_released,
             "parallel": self.parallel.as_dict() | {"interconnect": self.hardware.interconnect.kind},

@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -113,6 +114,15 @@ class Row:
     released: str = ""  # the source's date (YYYY-MM or YYYY-MM-DD)
     first_sight: float | None = None  # signed error when the row was first predicted
     first_sight_at: str = ""  # the commit (and note) of that first prediction
+
+    @property
+    def engine_version(self) -> str | None:
+        """The release the engine column names right after the engine ('vllm 0.7.3.dev138'
+        → '0.7.3.dev138'); None when it names none there."""
+        words = self.engine.split()
+        if len(words) > 1 and re.match(r"^v?\d+\.\d+", words[1]):
+            return words[1]
+        return None
 
     @property
     def engine_profile(self) -> str:
@@ -320,6 +330,18 @@ def load_rows(path: str | Path) -> list[Row]:
     return rows
 
 
+def release_of(row: Row, eng: EngineSpec) -> EngineSpec:
+    """The profile of the release the row ran: the version its engine column names, else the
+    release current at the source's date (`released`), else the newest."""
+    v = row.engine_version
+    if v is not None:
+        try:
+            return eng.at(v)
+        except ValueError:
+            pass
+    return eng.at_date(row.released) if row.released else eng
+
+
 def precision_of(row: Row, engine: EngineSpec | None) -> Precision:
     """The row's formats under the conventions of the module docstring."""
     weights = "fp16" if row.weights in ("unknown", "") else row.weights
@@ -361,6 +383,8 @@ def predict(
     name = engine or row.engine_profile
     try:
         eng = None if name.lower() == "none" else load_engine(name, specs_dirs)
+        if eng is not None and engine is None and "@" not in name:
+            eng = release_of(row, eng)
         m = load_model(row.model, specs_dirs)
         hw = load_hardware(row.hardware, specs_dirs)
         p = precision_of(row, eng)
@@ -373,7 +397,7 @@ def predict(
         value = _metric(row, e.cases[0], row.tp)
     except RooflineError as err:
         return Prediction(row, None, name, str(err).split(";")[0])
-    return Prediction(row, value, e.engine.name if e.engine else None)
+    return Prediction(row, value, e.engine.label if e.engine else None)
 
 
 def residuals(preds: Sequence[Prediction], specs_dirs: Sequence[str | Path] = ()) -> list:
@@ -391,7 +415,7 @@ def residuals(preds: Sequence[Prediction], specs_dirs: Sequence[str | Path] = ()
                 id=r.id,
                 source=r.source,
                 metric=r.metric,
-                engine=p.engine or "none",
+                engine=(p.engine or "none").split("@")[0],
                 gpus=r.tp,
                 batch=float(r.batch),
                 vendor=load_hardware(r.hardware, specs_dirs).vendor,

@@ -202,10 +202,11 @@ def eagle_module(target: ModelSpec) -> ModelSpec:
 
 def mtp_projection_s(target: ModelSpec, stack: Stack, batch: ArrayLike) -> float:
     """One eh_proj GEMM on `stack`'s ceilings, inside the decode step's graph."""
-    from .cost import Ceilings, op_cost
+    from .cost import Ceilings, attention_dtype_of, op_cost
 
     p = stack.precision
-    c = Ceilings.of(stack.hardware, p.compute, stack.ceiling, stack.engine)
+    att = attention_dtype_of(p, stack.ceiling, stack.engine)
+    c = Ceilings.of(stack.hardware, p.compute, stack.ceiling, stack.engine, att)
     return float(op_cost(mtp_projection(target, batch), p, c, graphs=True, decode=True).time_s)
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal
 
-from .cost import CEILINGS, Ceiling, Ceilings
+from .cost import CEILINGS, Ceiling, Ceilings, attention_dtype_of
 from .engine import EngineSpec
 from .errors import InvalidInputError
 from .footprint import (
@@ -70,10 +70,12 @@ class MemoryPolicy:
         memory_fraction: float | None = None,
         prefill_token_budget: int | None | Literal["engine"] = "engine",
         max_num_seqs: int | None | Literal["engine"] = "engine",
+        hw: HardwareSpec | None = None,
     ) -> MemoryPolicy:
-        """Given values win; else the engine profile's; with no engine, f = 1 on the datasheet
-        ceiling (the speed of light keeps the whole capacity) or `DEFAULT_MEMORY_FRACTION`, and
-        `DEFAULT_PREFILL_TOKEN_BUDGET`."""
+        """Given values win; else the engine profile's, as it sets them on device `hw` (vLLM's
+        limits depend on the device: `EngineSpec.batch_defaults`); with no engine, f = 1 on the
+        datasheet ceiling (the speed of light keeps the whole capacity) or
+        `DEFAULT_MEMORY_FRACTION`, and `DEFAULT_PREFILL_TOKEN_BUDGET`."""
         if memory_fraction is None:
             memory_fraction = (
                 engine.memory_fraction
@@ -84,10 +86,20 @@ class MemoryPolicy:
             )
         if prefill_token_budget == "engine":
             prefill_token_budget = (
-                engine.prefill_token_budget if engine is not None else DEFAULT_PREFILL_TOKEN_BUDGET
+                DEFAULT_PREFILL_TOKEN_BUDGET
+                if engine is None
+                else engine.prefill_token_budget
+                if hw is None
+                else engine.prefill_token_budget_on(hw)
             )
         if max_num_seqs == "engine":
-            max_num_seqs = engine.max_num_seqs if engine is not None else None
+            max_num_seqs = (
+                None
+                if engine is None
+                else engine.max_num_seqs
+                if hw is None
+                else engine.max_num_seqs_on(hw)
+            )
         return cls(memory_fraction, prefill_token_budget, max_num_seqs)
 
     def budget(self, hw: HardwareSpec) -> MemoryBudget:
@@ -158,12 +170,15 @@ class Stack:
             ceiling,
             eng,
             parallel,
-            MemoryPolicy.of(eng, ceiling, memory_fraction, prefill_token_budget, max_num_seqs),
+            MemoryPolicy.of(
+                eng, ceiling, memory_fraction, prefill_token_budget, max_num_seqs, hardware
+            ),
         )
 
     @cached_property
     def ceilings(self) -> Ceilings:
-        return Ceilings.of(self.hardware, self.precision.compute, self.ceiling, self.engine)
+        att = attention_dtype_of(self.precision, self.ceiling, self.engine)
+        return Ceilings.of(self.hardware, self.precision.compute, self.ceiling, self.engine, att)
 
     @property
     def budget(self) -> MemoryBudget:

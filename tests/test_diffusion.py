@@ -53,7 +53,8 @@ def test_cli_json_and_refusals(capsys) -> None:
 
 def test_diffusion_checks_memory_like_estimate() -> None:
     """LLaDA-8B, B = 64 sequences of P + L = 512 + 256 tokens in one bidirectional step, no KV
-    cache: weights + n·(2D + 2F)·2 B of activations + n·V·4 B of logits, n = 64·768 tokens,
+    cache: weights + n·(2D + 3F)·2 B of activations (the gated FFN's gate-and-up output beside
+    its activation's) + n·V·12 B of fp32 sampling (logits, softmax, log-softmax), n = 64·768,
     against 0.9 of an H100 SXM's 85,520,809,984 B (vLLM's memory fraction)."""
     from roofline.catalog import load_engine, load_hardware, load_model
     from roofline.diffusion import compare_diffusion
@@ -64,7 +65,7 @@ def test_diffusion_checks_memory_like_estimate() -> None:
     c = compare_diffusion(m, Stack.resolve(m, hw, engine=load_engine("vllm")), 512, 256, 64, 64)
     n = 64 * (512 + 256)
     D, F, V = m.d_model, m.d_ff, m.vocab_size
-    expected = weights_bytes(m, Precision()) + n * (2 * D + 2 * F) * 2 + n * V * 4
+    expected = weights_bytes(m, Precision()) + n * (2 * D + 3 * F) * 2 + n * V * 12
     assert c.memory_bytes == pytest.approx(expected)
     assert c.usable_bytes == pytest.approx(0.9 * 85_520_809_984)
     assert c.fits == (expected <= 0.9 * 85_520_809_984)

@@ -10,7 +10,7 @@ import pytest
 from conftest import run_cli
 
 from roofline import memory
-from roofline.catalog import load_hardware, load_model
+from roofline.catalog import load_engine, load_hardware, load_model
 from roofline.phases import estimate
 from roofline.placement import Parallel
 from roofline.precision import Precision
@@ -24,18 +24,27 @@ USABLE = 0.9 * H100_BYTES  # vLLM's gpu_memory_utilization default: 76,968,728,9
 # Llama-2-13B: 13,015,864,320 params; L 40, D 5120, N = K 40, H 128, F 13824, V 32000
 W13 = 13_015_864_320 * 2
 KV13 = 2 * 40 * 40 * 128 * 2  # 819,200 B per token
-HIDDEN13 = (2 * 5120 + 2 * 13824) * 2  # 75,776 B of live activations per token in a step
-LOGITS13 = 32000 * 4  # fp32 logits, B per sequence
+# a step's live activations per token: residual and input (2D) and the gated FFN's fused
+# gate-and-up output (2F) beside the activation's output (F), bf16
+HIDDEN13 = (2 * 5120 + 3 * 13824) * 2  # 103,424 B
+LOGITS13 = 32000 * 3 * 4  # fp32 logits, softmax and log-softmax while sampling, B per sequence
+# the vLLM profile's reservation on an H100: its token budget over its 1,024 sequences
+VLLM_SEQS = 1024
 
 
 def test_one_max_batch_across_estimate_kv_and_serve(capsys):
-    """Llama-2-13B, bf16, one H100, 1024 + 256 tokens, a 2,048-token prefill budget, 0.9 usable:
-    (76,968,728,985.6 − 26,031,728,640 − 2048 · 75,776) / (1280 · 819,200 + 128,000) = 48.4."""
-    chunk = 2048 * HIDDEN13
-    by_hand = int((USABLE - W13 - chunk) // (1280 * KV13 + LOGITS13))
+    """Llama-2-13B, bf16, one H100 under vLLM (1,024 sequences), 1024 + 256 tokens, a 2,048-token
+    prefill budget, 0.9 usable. vLLM reserves its profile run: 2,048 tokens over 1,024
+    sequences, 2048 · 103,424 + 1024 · 384,000 = 211,812,352 + 393,216,000 B, whatever the
+    batch; (76,968,728,985.6 − 26,031,728,640 − 605,028,352) / (1280 · 819,200) = 48.0003 → 48."""
+    profile = 2048 * HIDDEN13 + VLLM_SEQS * LOGITS13
+    by_hand = int((USABLE - W13 - profile) // (1280 * KV13))
     assert by_hand == 48
     m, hw = load_model("llama-2-13b"), load_hardware("h100-sxm")
-    e = estimate(m, Stack.resolve(m, hw, BF16, prefill_token_budget=2048), [1], 1024, 256)
+    vllm = load_engine("vllm")
+    e = estimate(
+        m, Stack.resolve(m, hw, BF16, engine=vllm, prefill_token_budget=2048), [1], 1024, 256
+    )
     assert e.max_batch == by_hand and e.fit.binding == "KV"
     code, out, _ = run_cli(
         capsys, "kv", "llama-2-13b", "--context", "1280", "--prefill-token-budget", "2048", "--json"
@@ -45,12 +54,11 @@ def test_one_max_batch_across_estimate_kv_and_serve(capsys):
         capsys, "estimate", "llama-2-13b", "--prefill-token-budget", "2048", "--json"
     )
     assert code == 0 and json.loads(out)["max_batch"] == by_hand
-    # serve: the same usable memory less weights and a 2,048-token step over 48 sequences,
-    # (76,968,728,985.6 − 26,031,728,640 − 155,189,248 − 48 · 128,000) / 819,200 = 61,982
-    # tokens: 48 sequences of 1280
-    policy = dataclasses.replace(POLICIES["continuous"], max_seqs=by_hand, token_budget=2048)
+    # serve reserves the same step, 2,048 tokens over its 1,024 sequences:
+    # (76,968,728,985.6 − 26,031,728,640 − 605,028,352) / 819,200 = 61,440 tokens, 48 of 1280
+    policy = dataclasses.replace(POLICIES["continuous"], max_seqs=VLLM_SEQS, token_budget=2048)
     tokens = kv_capacity_tokens(m, Stack.resolve(m, hw, BF16), policy)
-    assert tokens == int((USABLE - W13 - chunk - by_hand * LOGITS13) // KV13) == 61_982
+    assert tokens == int((USABLE - W13 - profile) // KV13) == 61_440
     assert tokens // 1280 == by_hand
 
 
@@ -75,22 +83,25 @@ def test_binding_limits_are_named():
     assert f.binding == "KV"
     assert f.max_batch == int((USABLE - W13 - 8192 * HIDDEN13) // (4096 * KV13 + LOGITS13)) == 14
     # a 1-token context on a 1024-token prompt: each sequence holds 819 kB of KV but its row of
-    # the whole-batch prefill holds 1024 · 75,776 B = 77.6 MB: the activations bind
+    # the whole-batch prefill holds 1024 · 103,424 B = 105.9 MB: the activations bind
     f = memory.batch_fit(m13, Stack.resolve(m13, hw, BF16, prefill_token_budget=None), 1, 1024)
     assert f.binding == "activations"
 
 
 def test_kv_caps_the_context_at_the_model_limit(capsys):
-    """Llama-3.1-8B (8,030,261,248 params, 131,072 B of KV per token, limit 131,072 tokens):
-    one sequence could hold (76.97e9 − 16.06e9 − 8192 · 36,864 · 2 B − 513,024 B) / 131,072 B
-    ≈ 460,000 tokens; the model's trained context binds."""
+    """Llama-3.1-8B (8,030,261,248 params, 131,072 B of KV per token, limit 131,072 tokens)
+    under vLLM on an H100 (1,024 sequences, 8,192 tokens a step): its profile run reserves
+    8192 · (2 · 4096 + 3 · 14336) · 2 B + 1024 · 128,256 · 12 B = 838.9 MB + 1,576.0 MB; one
+    sequence could hold (76.97e9 − 16.06e9 − 2.415e9) / 131,072 B ≈ 446,000 tokens; the
+    model's trained context binds."""
     code, out, _ = run_cli(capsys, "kv", "llama-3.1-8b", "--context", "8192", "--json")
     (row,) = json.loads(out)
-    room = USABLE - 8_030_261_248 * 2 - 8192 * (2 * 4096 + 2 * 14336) * 2 - 128_256 * 4
-    assert room / 131_072 > 450_000
+    profile = 8192 * (2 * 4096 + 3 * 14336) * 2 + VLLM_SEQS * 128_256 * 12
+    room = USABLE - 8_030_261_248 * 2 - profile
+    assert room / 131_072 > 440_000
     assert row["max_context"] == 131_072 and row["max_context_binding"] == "context"
-    # max batch at 8192 tokens: room / (8192 · 131,072 B + 513,024 B) = 56.1 → 56
-    assert row["max_batch"] == int(room // (8192 * 131_072 + 128_256 * 4)) == 56
+    # max batch at 8192 tokens: room / (8192 · 131,072 B) = 54.5 → 54
+    assert row["max_batch"] == int(room // (8192 * 131_072)) == 54
     assert row["memory"]["capacity_bytes"] == H100_BYTES
     assert row["memory"]["reserve_bytes"] == pytest.approx(0.1 * H100_BYTES)
 
@@ -102,18 +113,18 @@ def test_kv_says_when_the_weights_fill_the_device_and_takes_tp(capsys):
     assert "exceed the usable" in row["note"]
     code, out, _ = run_cli(capsys, "kv", "llama-3.1-70b", "--context", "4096")
     assert "weights fill the" in out
-    # TP 2: each GPU holds 4 of 8 kv heads, 2 · 80 · 4 · 128 · 2 B = 163,840 B per token, and
-    # ⌈128,256 / 2⌉ · 4 B of logits; its 8,192-token chunk has D = 8192 and F/2 = 14,336 wide
-    # rows, 8192 · (2 · 8192 + 2 · 14336) · 2 B. Weights per GPU from the sharded spec.
+    # TP 2: each GPU holds 4 of 8 kv heads, 2 · 80 · 4 · 128 · 2 B = 163,840 B per token; vLLM's
+    # profile run of 8,192 tokens over 1,024 sequences has D = 8192 and F/2 = 14,336 wide rows,
+    # 8192 · (2 · 8192 + 3 · 14336) · 2 B, and 1024 · ⌈128,256 / 2⌉ · 12 B of sampling.
+    # Weights per GPU from the sharded spec.
     code, out, _ = run_cli(
         capsys, "kv", "llama-3.1-70b", "--context", "4096", "--tp", "2", "--json"
     )
     (row,) = json.loads(out)
     w = row["memory"]["weights_bytes"]
     assert w == pytest.approx(70_553_706_496, rel=1e-3)  # half of 141.1 GB, norms replicated
-    chunk = 8192 * (2 * 8192 + 2 * 14336) * 2
-    per_seq = 4096 * 163_840 + 64_128 * 4
-    assert row["max_batch"] == int((USABLE - w - chunk) // per_seq) == 8
+    profile = 8192 * (2 * 8192 + 3 * 14336) * 2 + VLLM_SEQS * 64_128 * 12
+    assert row["max_batch"] == int((USABLE - w - profile) // (4096 * 163_840)) == 6
     assert row["max_batch_binding"] == "KV"
 
 
@@ -121,7 +132,7 @@ def test_memory_fraction_is_a_parameter_of_the_core():
     m, hw = load_model("llama-2-13b"), load_hardware("h100-sxm")
     full = memory.max_batch(m, Stack.resolve(m, hw, BF16, memory_fraction=1.0), 1280, 1024)
     seeds_h100 = memory.max_batch(m, Stack.resolve(m, hw, BF16, memory_fraction=0.92), 1280, 1024)
-    assert full == int((H100_BYTES - W13 - 8192 * HIDDEN13) // (1280 * KV13 + LOGITS13)) == 56
+    assert full == int((H100_BYTES - W13 - 8192 * HIDDEN13) // (1280 * KV13 + LOGITS13)) == 55
     assert (
         seeds_h100
         == int((0.92 * H100_BYTES - W13 - 8192 * HIDDEN13) // (1280 * KV13 + LOGITS13))

@@ -175,6 +175,7 @@ PUBLISHED_ROUNDED = [
     ("qwen3-4b", "4.0B", "3.6B", "Qwen/Qwen3-4B model card"),
     ("kimi-k2", "1.03T", None, "Hub page of moonshotai/Kimi-K2-Instruct (safetensors); card: 1T"),
     ("qwen3-next-80b-a3b", "80B", None, "Qwen/Qwen3-Next-80B-A3B-Instruct model card"),
+    ("tinyllama-1.1b", "1.1B", None, "jzhang38/TinyLlama README: 'a 1.1B Llama model'"),
 ]
 
 

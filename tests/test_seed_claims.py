@@ -140,20 +140,21 @@ def test_claim5_large_batches(B, seed_gb, seed_ms, seed_tok_s, llama13, h100):
     # One H100 holds 81,559 MiB = 85,520,809,984 B (nvidia-smi), not the 80e9 B a decimal
     # reading of "80 GB" gave (that gave 64 sequences). On the full capacity (datasheet layer,
     # no reserve), a prompt of S = 1024 tokens prefilled in one 8,192-token chunk
-    # (8192 · (2·5120 + 2·13824) · 2 B = 620.8 MB) and 32000 · 4 B of fp32 logits a sequence:
-    # floor((85,520,809,984 − 26,031,728,640 − 620,756,992) / (838,860,800 + 128,000)) = 70.
+    # (8192 · (2·5120 + 3·13824) · 2 B = 847.2 MB: residual and input, and the gated FFN's
+    # gate-and-up output beside its activation's) and 32000 · 12 B of fp32 sampling a sequence:
+    # floor((85,520,809,984 − 26,031,728,640 − 847,249,408) / (838,860,800 + 384,000)) = 69.
     # The verdict is unchanged: 256 sequences (240.78 GB) are far beyond one H100.
     capacity = 81_559 * 2**20
-    chunk = 8192 * (2 * 5120 + 2 * 13824) * 2
-    assert chunk == 620_756_992
-    per_seq = kv_per_seq + 32000 * 4
-    assert (capacity - weights - chunk) // per_seq == 70
+    chunk = 8192 * (2 * 5120 + 3 * 13824) * 2
+    assert chunk == 847_249_408
+    per_seq = kv_per_seq + 32000 * 12
+    assert (capacity - weights - chunk) // per_seq == 69
     assert (
-        memory.max_batch(llama13, Stack.resolve(llama13, h100, BF16, memory_fraction=1.0), S) == 70
+        memory.max_batch(llama13, Stack.resolve(llama13, h100, BF16, memory_fraction=1.0), S) == 69
     )
     assert weights + 256 * kv_per_seq > capacity
-    # with vLLM's default 0.9 of it usable: floor((76,968,728,985.6 − 26.03e9 − 620.8 MB)
-    # / 838,988,800) = 59
+    # with vLLM's default 0.9 of it usable: floor((76,968,728,985.6 − 26.03e9 − 847.2 MB)
+    # / 839,244,800) = 59
     assert (
         memory.max_batch(llama13, Stack.resolve(llama13, h100, BF16), S)
         == int((0.9 * capacity - weights - chunk) // per_seq)

@@ -216,7 +216,8 @@ def test_target_and_draft_must_fit_together(capsys) -> None:
     # KV at S + K + 1 = 1029 tokens: 2 · (80 + 32) layers · 8 kv heads · 128 · 2 B per token
     kv = 1029 * 2 * (80 + 32) * 8 * 128 * 2
     assert mem["fits"] is False
-    assert mem["target_bytes"] + mem["draft_bytes"] - kv == pytest.approx(weights, rel=1e-3)
+    # the rest is one step's activations of each model: under 0.2% of the weights
+    assert mem["target_bytes"] + mem["draft_bytes"] - kv == pytest.approx(weights, rel=2e-3)
     assert mem["usable_bytes"] == pytest.approx(0.9 * 81_559 * 2**20)
     code, _, err = run_cli(
         capsys, "speculate", "llama-3.1-70b", "--draft", "llama-3.1-8b", "--k", "4", "--require-fit"

@@ -440,7 +440,7 @@ def header(model: str, stack: Stack) -> dict:
         "model": model,
         "hardware": stack.hardware.name,
         "ceiling": stack.ceiling,
-        "engine": stack.engine.name if stack.engine is not None else None,
+        "engine": stack.engine.flag if stack.engine is not None else None,
         "precision": stack.precision.as_dict(),
         "parallel": stack.parallel.as_dict(),
     }

@@ -174,6 +174,8 @@ def run_published(
     from ..intervals import DEFAULT_COVERAGE, loso_coverage
     from ..intervals import write_residuals as write
 
+    if write_residuals is not None:  # refused before any work, as every `-o` is
+        common.check_output(write_residuals, "residuals file")
     path = csv or bundled_csv()
     preds = predict_all(load_rows(path), common.ceiling(ceiling), engine, specs_dir or ())
     groups = summaries(preds, specs_dir or ())
@@ -182,7 +184,12 @@ def run_published(
     if write_residuals is not None:
         from ..files import replace_from
 
-        replace_from(write_residuals, lambda tmp: write(res, tmp))
+        if not res:  # an existing residuals file is never replaced by an empty one
+            raise InvalidInputError(
+                f"no row was predicted, so there are no residuals to write to "
+                f"'{write_residuals}'; check the engine and the rows"
+            )
+        replace_from(write_residuals, lambda tmp: write(res, tmp), "residuals file")
     if json_out:
         print_json(
             {

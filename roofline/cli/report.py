@@ -36,7 +36,7 @@ def estimate_table(
         f"weights {p.weights}{' (as released)' if e.weights_as_released else ''}, "
         f"activations {p.activations}, KV {p.kv} "
         f"(compute {p.compute}){gpus}; ceiling: {e.ceiling}; engine: "
-        f"{e.engine.name if e.engine else 'none'}",
+        f"{e.engine.label if e.engine else 'none'}",
         caption=f"memory columns are per GPU, at prompt+gen tokens; a row that does not "
         f"fit shows what it would need. Sources of every term: `roofline "
         f"hardware show {e.hardware.name}`"
@@ -198,7 +198,7 @@ def breakdown_table(title: str, s: StepCost, comm_s: float = 0.0) -> Table:
         f"per-kernel {seconds(terms['fixed_s'])} + host launch not hidden "
         f"{seconds(terms['host_exposed_s'])} + host per step "
         f"{seconds(terms['host_step_s'])} + collectives {seconds(comm_s)}; "
-        f"engine: {s.ceilings.engine.name if s.ceilings.engine else 'none'}"
+        f"engine: {s.ceilings.engine.label if s.ceilings.engine else 'none'}"
         + (
             "; HOST-BOUND: the host launches kernels slower than the device runs them"
             if bool(s.host_bound)
@@ -300,9 +300,13 @@ def engines_table(specs: list[EngineSpec], default: str) -> Table:
         "attention kernel",
         "decode attn BW",
         "all-reduce",
+        "releases (`--engine NAME@VERSION`)",
     ):
         t.add_column(col)
     for e in specs:
+        ranges = [f"{r.since}+: {r.label}" for r in e.releases]
+        if e.releases:
+            ranges.append(f"{e.newest_since}+: this profile (newest)")
         t.add_row(
             e.name,
             e.display_name,
@@ -313,7 +317,11 @@ def engines_table(specs: list[EngineSpec], default: str) -> Table:
             e.attention.kernel.split(" (")[0],
             f"{e.attention.decode_memory_fraction:.2f}",
             f"{e.all_reduce.kind} +{seconds(e.all_reduce.latency_us * 1e-6)}",
+            "\n".join(ranges) or "one profile",
         )
+    t.caption = (
+        "a bare name is the newest release; NAME@VERSION takes the range at or below VERSION"
+    )
     return t
 
 

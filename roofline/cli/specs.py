@@ -130,6 +130,21 @@ def engines_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> None
                     "display_name": e.display_name,
                     "aliases": list(e.aliases),
                     "version": e.version,
+                    "releases": [
+                        {"since": r.since, "since_date": r.since_date, "label": r.label}
+                        for r in e.releases
+                    ]
+                    + (
+                        [
+                            {
+                                "since": e.newest_since,
+                                "since_date": e.newest_since_date,
+                                "label": "newest (this profile)",
+                            }
+                        ]
+                        if e.releases
+                        else []
+                    ),
                 }
                 for e in specs
             ]

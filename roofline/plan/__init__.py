@@ -216,7 +216,7 @@ def plan(
     t0 = time.perf_counter()
     loaded = {hw.name: hw for hw in hardware}
     groups, rejected = build_groups(model, hardware, req, space, prices, engine)
-    engine_name = engine.name if engine is not None else "none"
+    engine_name = engine.flag if engine is not None else "none"
     check_feasible(model, groups, rejected, req, space, engine_name)
     points = screen(groups, req, space)
     front = frontier(points, groups)

@@ -29,6 +29,11 @@ _CHOICES = {
 }
 
 
+#: Sequences a step runs at most when neither the user nor the engine caps them: vLLM's
+#: default `max_num_seqs` on GPUs under 70 GiB and on A100 (vllm/engine/arg_utils.py).
+DEFAULT_MAX_SEQS = 256
+
+
 @dataclass(frozen=True)
 class Policy:
     """One scheduler configuration: `batching` (static or continuous) and, for continuous
@@ -38,7 +43,7 @@ class Policy:
     name: str
     batching: Batching = "continuous"
     prefill: Prefill = "prefill-first"
-    max_seqs: int = 256
+    max_seqs: int | None = None  # None: the engine's `max_num_seqs` (`on`)
     token_budget: int | None = None
     kv: KVLayout = "paged"
     block_size: int = 16
@@ -58,7 +63,8 @@ class Policy:
             if value is not None and value < 1:
                 raise InvalidInputError(f"{field} must be at least 1, got {value}")
         tb = self.token_budget
-        if self.batching == "continuous" and tb is not None and tb < self.max_seqs:
+        ms = self.max_seqs
+        if self.batching == "continuous" and tb is not None and ms is not None and tb < ms:
             raise InvalidInputError(
                 f"token budget {tb} is below max sequences {self.max_seqs}: "
                 "a decode step of every sequence would not fit; raise `token_budget`"
@@ -78,10 +84,22 @@ class Policy:
         return replace(self, **{k: v for k, v in fields.items() if v is not None})
 
     def on(self, memory: MemoryPolicy) -> Policy:
-        """This policy with its token budget fixed: a given one stays, else the engine's."""
+        """This policy with its sequence cap and token budget fixed: given ones stay, else the
+        engine's (`MemoryPolicy.max_num_seqs`, the one cap `estimate --batch max` applies too;
+        `DEFAULT_MAX_SEQS` for an engine without one)."""
+        seqs = self.max_seqs or memory.max_num_seqs or DEFAULT_MAX_SEQS
         if self.token_budget is not None:
-            return self
-        return replace(self, token_budget=memory.step_token_budget(self.max_seqs))
+            return replace(self, max_seqs=seqs)
+        return replace(self, max_seqs=seqs, token_budget=memory.step_token_budget(seqs))
+
+    @property
+    def seqs(self) -> int:
+        """The sequence cap of a policy fixed by `on`."""
+        if self.max_seqs is None:
+            raise InvalidInputError(
+                f"policy '{self.name}' has no sequence cap yet: fix it on its stack first"
+            )
+        return self.max_seqs
 
     @property
     def step_tokens(self) -> int:

@@ -200,7 +200,7 @@ class Continuous(Scheduler):
                 return chunks
             chunks.append((rid, c))
             budget -= c
-        while loop.waiting and self.sequences < self.p.max_seqs:
+        while loop.waiting and self.sequences < self.p.seqs:
             rid = loop.waiting[0]
             if budget < 1 and not r.resumes(rid):
                 break
@@ -396,7 +396,7 @@ class Static(Scheduler):
     def step(self, horizon: float) -> bool:
         loop, r, batch = self.loop, self.r, self.batch
         if not batch.size:  # prefill a new batch together
-            n = min(self.p.max_seqs, self.kv.free_blocks, len(loop.waiting))
+            n = min(self.p.seqs, self.kv.free_blocks, len(loop.waiting))
             if n == 0:
                 return False
             batch = np.array([loop.waiting.popleft() for _ in range(n)], np.int64)

@@ -96,17 +96,13 @@ def kv_capacity_tokens(
     budget = stack.budget
     per_stage = []  # (tokens, weights, act, state) of each PP stage: the tightest binds
     for gpu, stage in zip(
-        stage_memory(
-            model, precision, par, policy.max_seqs, policy.step_tokens / policy.max_seqs, 0
-        ),
+        stage_memory(model, precision, par, policy.seqs, policy.step_tokens / policy.seqs, 0),
         stages_of(model, par.tp, par.pp),
         strict=True,
     ):
         weights, act = float(gpu.weights_bytes), float(gpu.activation_bytes)
         state = (
-            par.sequences_per_gpu(policy.max_seqs)
-            * stage.state_elems_per_sequence
-            * precision.kv_bytes
+            par.sequences_per_gpu(policy.seqs) * stage.state_elems_per_sequence * precision.kv_bytes
         )
         weights += draft_weights_bytes
         free = budget.usable_bytes - weights - act - state
@@ -125,7 +121,7 @@ def kv_capacity_tokens(
     tokens, weights, act, state = min(per_stage)
     where = "" if par.gpus_per_replica == 1 else " per GPU"
     room = f"{model.name} weights{where} ({weights / 1e9:.1f} GB)" + (
-        f", step activations and the state of {policy.max_seqs} sequences ({state / 1e9:.1f} GB)"
+        f", step activations and the state of {policy.seqs} sequences ({state / 1e9:.1f} GB)"
         if state
         else " and step activations"
     )

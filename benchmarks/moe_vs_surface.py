@@ -1,0 +1,62 @@
+"""The fused-MoE layer time of the achievable layer against NVIDIA's measured MoE tables.
+
+    python benchmarks/moe_vs_surface.py [system] [framework]
+
+`roofline/data/surfaces/moe.csv` (aiconfigurator-core 0.12.0, derived by
+benchmarks/derive/aic_surfaces.py) measures one MoE layer of Qwen3-235B-A22B's shape (hidden
+4096, expert width 1536, top-8 of 128 experts) split over 8 GPUs by tensor parallelism, by
+tokens. The same layer is costed here from `parallel.parallel_step_cost` of qwen3-235b-a22b at
+TP 8 (the `moe/` operators of one rank, divided by the model's 94 layers), hardware layer and
+the engine's profile, and printed as predicted / measured − 1 by tokens.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+from roofline.catalog import load_engine, load_hardware, load_model
+from roofline.operators import Step
+from roofline.parallel import parallel_step_cost
+from roofline.placement import Parallel
+from roofline.precision import Precision
+from roofline.stack import Stack
+
+SURFACE = Path(__file__).resolve().parents[1] / "roofline" / "data" / "surfaces" / "moe.csv"
+DEVICES = {
+    "h100_sxm": "h100-sxm",
+    "h200_sxm": "h200",
+    "a100_sxm": "a100-sxm-80gb",
+    "b200_sxm": "b200",
+}
+
+
+def main() -> None:
+    system = sys.argv[1] if len(sys.argv) > 1 else "h100_sxm"
+    framework = sys.argv[2] if len(sys.argv) > 2 else "vllm"
+    rows = [
+        r
+        for r in csv.DictReader(line for line in SURFACE.open() if not line.startswith("#"))
+        if r["system"] == system
+        and r["framework"] == framework
+        and r["dtype"] == "bf16"
+        and r["moe_tp"] == "8"
+    ]
+    m, hw = load_model("qwen3-235b-a22b"), load_hardware(DEVICES[system])
+    p = Precision(weights="bf16", activations="bf16", kv="bf16")
+    print(f"{system} {framework} bf16 MoE layer, TP 8: predicted / measured - 1")
+    print("| tokens | measured | hardware layer | engine profile |\n|---|---|---|---|")
+    for r in rows:
+        n = int(r["tokens"])
+        out = []
+        for eng in (None, load_engine("vllm" if framework == "vllm" else "sglang")):
+            s = Stack.resolve(m, hw, p, "achievable", eng, Parallel(tp=8))
+            c = parallel_step_cost(m, s, Step(n, 1, 0)).compute
+            t = sum(float(o.time_s) for o in c.ops if o.op.name.startswith("moe/")) / m.layers
+            out.append(t / (float(r["latency_us"]) * 1e-6) - 1)
+        print(f"| {n} | {float(r['latency_us']):.1f} µs | {out[0]:+.0%} | {out[1]:+.0%} |")
+
+
+if __name__ == "__main__":
+    main()
