@@ -53,3 +53,33 @@ def test_the_one_writer_checks_its_path(tmp_path: Path) -> None:
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     with pytest.raises(InvalidInputError, match="is a folder"):
         replace_from(tmp_path, lambda tmp: tmp.write_text("x"))
+
+
+def test_an_ascii_terminal_gets_replaced_characters_not_a_traceback() -> None:
+    """PYTHONIOENCODING=ascii: the output's em dashes and Greek letters cannot be encoded; the
+    CLI replaces them ('?') instead of ending in a UnicodeEncodeError."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONIOENCODING="ascii")
+    r = subprocess.run(
+        [sys.executable, "-m", "roofline", "estimate", "llama-3.1-8b", "--batch", "1"],
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr[-400:]
+    assert b"Traceback" not in r.stderr and b"TTFT" in r.stdout
+
+
+def test_nccl_collectives_without_gpus_is_one_line(capsys) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    import torch
+
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("this machine has the GPUs")
+    code, _, err = run_cli(capsys, "collectives", "--backend", "nccl")
+    assert code == 1 and "ranks need" in err and "gloo" in err and "Traceback" not in err

@@ -201,12 +201,23 @@ def _unwritable(e: OSError) -> SystemExit:
     return _broken_pipe()
 
 
+def _plain_streams() -> None:
+    """A terminal or pipe that cannot encode the output's characters (PYTHONIOENCODING=ascii,
+    a C locale) gets them replaced ('?'), not a UnicodeEncodeError traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if enc and enc not in ("utf8", "utf16", "utf32") and hasattr(stream, "reconfigure"):
+            with suppress(OSError, ValueError, AttributeError):
+                stream.reconfigure(errors="replace")
+
+
 def main(argv: list[str] | None = None) -> None:
     from .common import NOTES, with_flags
 
     argv = sys.argv[1:] if argv is None else argv
     if sys.stdout is None:  # started with stdout closed (`>&-`): writing fails, said once
         sys.stdout = _ClosedStream()
+    _plain_streams()
     _received.clear()
     NOTES.clear()
     try:

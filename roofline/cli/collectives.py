@@ -88,7 +88,12 @@ def collectives(
         )
     from ..kernels.collectives import environment, run_collectives
 
-    results = run_collectives(world_size, message_sizes, ic, backend, reps, warmup)
+    try:
+        results = run_collectives(world_size, message_sizes, ic, backend, reps, warmup)
+    except ValueError as e:  # the machine lacks what the backend needs (GPUs for NCCL)
+        raise InvalidInputError(
+            f"{e}; use fewer ranks, or the gloo backend on this machine's CPU"
+        ) from None
     if json_out:
         print_json(
             {
