@@ -157,7 +157,10 @@ def main() -> int:
     # first sight: each row without one is predicted by the code as it is now; rows that were
     # in the set before first sight was kept get theirs marked in-sample
     need = [r for r in have + new if not r.get("first_sight", "").strip()]
-    ids = {r["id"] for r in need}
+    # a row that could not be predicted when it came in (a device or model not yet in the
+    # catalog) gets its first sight when it first can be: the model has still never seen it
+    retry = [r for r in have if r.get("first_sight", "").strip() == "none"]
+    ids = {r["id"] for r in need + retry}
     first = {p.row.id: p for p in (predict(r) for r in load_rows(tmp) if r.id in ids)}
     for r in need:
         p = first[r["id"]]
@@ -166,6 +169,11 @@ def main() -> int:
         if r["id"] in known:
             why += " (in-sample: in the set the model was built on before first sight was kept)"
         r["first_sight_at"] = at + why
+    for r in retry:
+        p = first[r["id"]]
+        if p.error is not None:
+            r["first_sight"] = f"{p.error:+.4f}"
+            r["first_sight_at"] = f"{at} (first predictable; at entry {r['first_sight_at']})"
     write()
     tmp.replace(DATA)
     print(f"{len(new)} rows added at {at}; {len(left_out)} left out:", file=sys.stderr)
