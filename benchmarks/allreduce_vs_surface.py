@@ -10,34 +10,22 @@ engine's all-reduce profile is printed beside it as predicted / measured − 1.
 
 from __future__ import annotations
 
-import csv
 import sys
-from pathlib import Path
+
+import surface_rows
 
 from roofline.catalog import load_engine, load_hardware
 from roofline.parallel import Link, all_reduce_s
-
-SURFACE = Path(__file__).resolve().parents[1] / "roofline" / "data" / "surfaces"
-DEVICES = {
-    "h100_sxm": "h100-sxm",
-    "h200_sxm": "h200",
-    "a100_sxm": "a100-sxm-80gb",
-    "b200_sxm": "b200",
-}
 
 
 def main() -> None:
     system = sys.argv[1] if len(sys.argv) > 1 else "h100_sxm"
     engine = sys.argv[2] if len(sys.argv) > 2 else "vllm"
     impl = sys.argv[3] if len(sys.argv) > 3 else "vLLM_custom_graph"
-    hw, eng = load_hardware(DEVICES[system]), load_engine(engine)
-    rows = [
-        r
-        for r in csv.DictReader(
-            line for line in (SURFACE / "collectives.csv").open() if not line.startswith("#")
-        )
-        if r["system"] == system and r["collective"] == "all_reduce" and r["implementation"] == impl
-    ]
+    hw, eng = load_hardware(surface_rows.DEVICES[system]), load_engine(engine)
+    rows = surface_rows.rows(
+        "collectives", system=system, collective="all_reduce", implementation=impl
+    )
     print(f"{system} {impl} against all_reduce_s with the {engine} profile")
     print("| GPUs | bytes | measured | predicted | error |\n|---|---|---|---|---|")
     for r in rows:

@@ -11,39 +11,26 @@ where the fraction-and-tile model of the achievable layer departs from measured 
 
 from __future__ import annotations
 
-import csv
 import sys
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
+import surface_rows
 
 from roofline.catalog import load_hardware
 from roofline.cost import Ceilings, op_cost
 from roofline.operators import projection
 from roofline.precision import Precision
 
-SURFACE = Path(__file__).resolve().parents[1] / "roofline" / "data" / "surfaces" / "gemm.csv"
-DEVICES = {
-    "h100_sxm": "h100-sxm",
-    "h200_sxm": "h200",
-    "a100_sxm": "a100-sxm-80gb",
-    "b200_sxm": "b200",
-}
-
 
 def main() -> None:
     system = sys.argv[1] if len(sys.argv) > 1 else "h100_sxm"
     framework = sys.argv[2] if len(sys.argv) > 2 else "vllm"
     dtype = sys.argv[3] if len(sys.argv) > 3 else "bf16"
-    hw = load_hardware(DEVICES[system])
+    hw = load_hardware(surface_rows.DEVICES[system])
     p = Precision(weights=dtype, activations=dtype, kv="bf16")
     c = Ceilings.of(hw, p.compute, "achievable")
-    rows = [
-        r
-        for r in csv.DictReader(line for line in SURFACE.open() if not line.startswith("#"))
-        if r["system"] == system and r["framework"] == framework and r["dtype"] == dtype
-    ]
+    rows = surface_rows.rows("gemm", system=system, framework=framework, dtype=dtype)
     if not rows:
         raise SystemExit(f"no {dtype} GEMM rows of {framework} on {system}")
     by_m: dict[int, list[float]] = defaultdict(list)

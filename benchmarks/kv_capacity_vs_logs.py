@@ -13,10 +13,9 @@ the pool as f x C - weights - the activation peak of a profile run - non-torch m
 with C the device spec's memory (the printed total where the log gives one, as vLLM reads
 it from the driver), W the weights per GPU (`placement.memory_per_gpu`), A the activations of
 the profile run (`footprint.step_activation_bytes` of the release's profile tokens over its
-max_num_seqs: V0 max(max_model_len, 2048) tokens, or 2048 with chunked prefill above 32k
-tokens on CUDA; V1 its token budget), and no non-torch term (no source at TP > 1 yet). Rows
-whose model or device the catalog lacks, or whose format the log does not state, are listed
-and skipped.
+max_num_seqs: V0 max(max_model_len, 2048) tokens, or 512 (2048 from 0.7) with chunked
+prefill above 32k tokens on CUDA; V1 its token budget), and no non-torch term (no source at
+TP > 1 yet). Rows whose model or device the catalog lacks are listed and skipped.
 """
 
 from __future__ import annotations
@@ -88,7 +87,10 @@ def main() -> None:
         budget = eng.prefill_token_budget_on(hw)
         rocm = hw.vendor == "amd"
         if budget is None:  # V0: whole prompts, unless chunked prefill switched itself on
-            budget = 2048 if mml > 32768 and not rocm else max(mml, 2048)
+            # above 32k tokens on CUDA, with a budget of 512 up to 0.6 and 2048 in 0.7
+            # (roofline/data/engine_releases.yaml: vllm==0.6.3, 0.7.3 arg_utils.py)
+            chunk = 2048 if version and version.startswith("0.7") else 512
+            budget = chunk if mml > 32768 and not rocm else max(mml, 2048)
         w = float(memory_per_gpu(m, p, Parallel(tp=tp), 1, 1, 1).weights_bytes)
         act = float(step_activation_bytes(m, p, budget, seqs)) / tp
         kv = f * cap - w - act

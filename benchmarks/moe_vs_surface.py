@@ -12,9 +12,9 @@ the engine's profile, and printed as predicted / measured − 1 by tokens.
 
 from __future__ import annotations
 
-import csv
 import sys
-from pathlib import Path
+
+import surface_rows
 
 from roofline.catalog import load_engine, load_hardware, load_model
 from roofline.operators import Step
@@ -23,27 +23,12 @@ from roofline.placement import Parallel
 from roofline.precision import Precision
 from roofline.stack import Stack
 
-SURFACE = Path(__file__).resolve().parents[1] / "roofline" / "data" / "surfaces" / "moe.csv"
-DEVICES = {
-    "h100_sxm": "h100-sxm",
-    "h200_sxm": "h200",
-    "a100_sxm": "a100-sxm-80gb",
-    "b200_sxm": "b200",
-}
-
 
 def main() -> None:
     system = sys.argv[1] if len(sys.argv) > 1 else "h100_sxm"
     framework = sys.argv[2] if len(sys.argv) > 2 else "vllm"
-    rows = [
-        r
-        for r in csv.DictReader(line for line in SURFACE.open() if not line.startswith("#"))
-        if r["system"] == system
-        and r["framework"] == framework
-        and r["dtype"] == "bf16"
-        and r["moe_tp"] == "8"
-    ]
-    m, hw = load_model("qwen3-235b-a22b"), load_hardware(DEVICES[system])
+    rows = surface_rows.rows("moe", system=system, framework=framework, dtype="bf16", moe_tp="8")
+    m, hw = load_model("qwen3-235b-a22b"), load_hardware(surface_rows.DEVICES[system])
     p = Precision(weights="bf16", activations="bf16", kv="bf16")
     print(f"{system} {framework} bf16 MoE layer, TP 8: predicted / measured - 1")
     print("| tokens | measured | hardware layer | engine profile |\n|---|---|---|---|")

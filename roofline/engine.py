@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .frozen import Frozen
 
@@ -321,7 +321,12 @@ class EngineSpec(Frozen):
             )
             if bad:
                 raise ValueError(f"release {r.since}: unknown or fixed field(s) {sorted(bad)}")
-            self._with(r)  # each range must itself be a valid profile
+            try:
+                self._with(r)  # each range must itself be a valid profile
+            except ValidationError as e:
+                err = e.errors()[0]
+                where = ".".join(str(x) for x in err["loc"])
+                raise ValueError(f"release {r.since}: changes.{where}: {err['msg']}") from None
         return self
 
     def _with(self, r: Release) -> EngineSpec:

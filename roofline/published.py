@@ -44,6 +44,7 @@ from .cost import Ceiling
 from .engine import EngineSpec
 from .errors import InvalidInputError, RooflineError
 from .files import read_text
+from .intervals import batch_class, gpu_class
 from .memory import batch_fit
 from .phases import Case, estimate
 from .placement import Parallel
@@ -83,7 +84,9 @@ W8A8_FP8_ENGINES = ("tensorrt-llm",)
 BANDS = {"high": 0.30, "medium": 0.40, "low": 0.50}
 #: No row is banded wider than this, whatever its confidence or known gap.
 MAX_BAND = 0.50
-#: How much worse than its first sight an open row may get before the gate fails.
+#: How much worse than its first sight an open row may get before the gate fails: a policy of
+#: the gate, not a measured figure; 5 points leaves room for a row's own rounding (most rows
+#: are rounded to 2-4 figures) and fails a change that moves a known miss further.
 OPEN_SLACK = 0.05
 
 
@@ -223,6 +226,14 @@ def _signed(text: str, what: str, row_id: str) -> float | None:
     return v
 
 
+def _date(text: str, row_id: str) -> str:
+    if text and not re.fullmatch(r"\d{4}(-\d{2}){0,2}", text):
+        raise InvalidInputError(
+            f"row {row_id}: released '{text[:40]}' is not a date; write YYYY, YYYY-MM or YYYY-MM-DD"
+        )
+    return text
+
+
 def _band(text: str, row_id: str) -> float | None:
     if not text.strip():
         return None
@@ -322,7 +333,7 @@ def load_rows(path: str | Path) -> list[Row]:
                 band_note=d.get("band_note", "") or "",
                 profile=d.get("profile", "") or "",
                 burst=(d.get("burst", "") or "").strip() == "1",
-                released=(d.get("released", "") or "").strip(),
+                released=_date((d.get("released", "") or "").strip(), rid),
                 first_sight=_signed(d.get("first_sight", "") or "", "first_sight", rid),
                 first_sight_at=(d.get("first_sight_at", "") or "").strip(),
             )
@@ -397,7 +408,7 @@ def predict(
         value = _metric(row, e.cases[0], row.tp)
     except RooflineError as err:
         return Prediction(row, None, name, str(err).split(";")[0])
-    return Prediction(row, value, e.engine.label if e.engine else None)
+    return Prediction(row, value, e.engine.flag if e.engine else None)
 
 
 def residuals(preds: Sequence[Prediction], specs_dirs: Sequence[str | Path] = ()) -> list:
@@ -494,14 +505,6 @@ def _seen(row: Row) -> bool:
     return "in-sample" not in row.first_sight_at
 
 
-def tp_class(tp: int) -> str:
-    return "TP 1" if tp <= 1 else "TP 2" if tp == 2 else "TP >= 4"
-
-
-def batch_class(batch: int) -> str:
-    return "batch <= 8" if batch <= 8 else "batch <= 128" if batch <= 128 else "batch > 128"
-
-
 def vendor_of(hardware: str, specs_dirs: Sequence[str | Path] = ()) -> str:
     try:
         return load_hardware(hardware, specs_dirs).vendor
@@ -517,15 +520,16 @@ def summaries(
     preds: Sequence[Prediction], specs_dirs: Sequence[str | Path] = ()
 ) -> dict[str, list[Summary]]:
     """The whole set, then per `GROUPINGS`: in-sample rows against rows first seen after the
-    model was built, metric, engine column (first word), TP class (1, 2, >= 4), batch class
-    (<= 8, <= 128, > 128), the device's vendor and the source."""
+    model was built, metric, engine column (first word), and the classes of the intervals
+    (`intervals.gpu_class`: 1, 2, 4+ GPUs; `intervals.batch_class`: <= 8, 9-128, > 128), the
+    device's vendor and the source."""
     vendors = {h: vendor_of(h, specs_dirs) for h in {p.row.hardware for p in preds}}
     of = {
         "set": lambda p: "first seen after the model" if _seen(p.row) else "in-sample",
         "metric": lambda p: p.row.metric,
         "engine": lambda p: p.row.engine.split()[0].lower() if p.row.engine.strip() else "",
-        "tp": lambda p: tp_class(p.row.tp),
-        "batch": lambda p: batch_class(p.row.batch),
+        "tp": lambda p: gpu_class(p.row.tp),
+        "batch": lambda p: "batch " + batch_class(p.row.batch),
         "vendor": lambda p: vendors[p.row.hardware],
         "source": lambda p: p.row.source.split(" (")[0][:60],
     }

@@ -92,23 +92,23 @@ class Policy:
             return replace(self, max_seqs=seqs)
         return replace(self, max_seqs=seqs, token_budget=memory.step_token_budget(seqs))
 
+    def _fixed(self, value: int | None, what: str) -> int:
+        """A limit that `on` fixes, refused while it is still open."""
+        if value is None:
+            raise InvalidInputError(
+                f"policy '{self.name}' has no {what} yet: fix it on its stack first"
+            )
+        return value
+
     @property
     def seqs(self) -> int:
         """The sequence cap of a policy fixed by `on`."""
-        if self.max_seqs is None:
-            raise InvalidInputError(
-                f"policy '{self.name}' has no sequence cap yet: fix it on its stack first"
-            )
-        return self.max_seqs
+        return self._fixed(self.max_seqs, "sequence cap")
 
     @property
     def step_tokens(self) -> int:
         """The token budget of a policy fixed by `on`."""
-        if self.token_budget is None:
-            raise InvalidInputError(
-                f"policy '{self.name}' has no token budget yet: fix it on its stack first"
-            )
-        return self.token_budget
+        return self._fixed(self.token_budget, "token budget")
 
 
 POLICIES: dict[str, Policy] = {
