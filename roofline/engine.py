@@ -258,7 +258,10 @@ class EngineSpec(Frozen):
         ),
     )
     first_token_source: str = ""
-    scheduler: Literal["continuous", "chunked", "chunked+prefix", "decode-first"] | None = Field(
+    scheduler: (
+        Literal["continuous", "continuous+prefix", "chunked", "chunked+prefix", "decode-first"]
+        | None
+    ) = Field(
         default=None,
         description=(
             "the serving policy (`roofline.serve.policy.POLICIES`) the engine schedules by "

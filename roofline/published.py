@@ -114,6 +114,7 @@ class Row:
     band_note: str = ""
     profile: str = ""  # the engine profile to use when it differs from the engine's first word
     burst: bool = False  # `batch` counts requests sent at once; the engine runs what it can
+    lengths: str = "fixed"  # the requests' lengths: all at the means, or a bundled profile's
     released: str = ""  # the source's date (YYYY-MM or YYYY-MM-DD)
     first_sight: float | None = None  # signed error when the row was first predicted
     first_sight_at: str = ""  # the commit (and note) of that first prediction
@@ -234,6 +235,19 @@ def _date(text: str, row_id: str) -> str:
     return text
 
 
+#: How a row's requests are sized: `fixed` (every request at the mean lengths) or a length
+#: profile bundled with the serving simulator (`serve.workload.PROFILES`).
+LENGTHS = ("fixed", "sharegpt")
+
+
+def _lengths(text: str, row_id: str) -> str:
+    if text and text not in LENGTHS:
+        raise InvalidInputError(
+            f"row {row_id}: lengths '{text[:40]}' is not known; use one of: {', '.join(LENGTHS)}"
+        )
+    return text or "fixed"
+
+
 def _band(text: str, row_id: str) -> float | None:
     if not text.strip():
         return None
@@ -333,6 +347,7 @@ def load_rows(path: str | Path) -> list[Row]:
                 band_note=d.get("band_note", "") or "",
                 profile=d.get("profile", "") or "",
                 burst=(d.get("burst", "") or "").strip() == "1",
+                lengths=_lengths((d.get("lengths", "") or "").strip(), rid),
                 released=_date((d.get("released", "") or "").strip(), rid),
                 first_sight=_signed(d.get("first_sight", "") or "", "first_sight", rid),
                 first_sight_at=(d.get("first_sight_at", "") or "").strip(),
@@ -401,14 +416,55 @@ def predict(
         p = precision_of(row, eng)
         prompt, gen = max(row.prompt, 1), max(row.gen, 1)
         stack = Stack.resolve(m, hw, p, ceiling, eng, Parallel(tp=row.tp))
-        batch = row.batch
-        if row.burst:  # the engine runs what its scheduler and KV pool take of the burst
-            batch = min(batch, max(batch_fit(m, stack, prompt + gen, prompt).runnable, 1))
-        e = estimate(m, stack, [batch], prompt, gen)
-        value = _metric(row, e.cases[0], row.tp)
+        if (
+            row.burst
+            and row.lengths != "fixed"
+            and row.metric == "throughput_tokens_per_s"
+            and stack.engine is not None
+        ):
+            value = _served(row, m, stack)
+        else:
+            batch = row.batch
+            if row.burst:  # the engine runs what its scheduler and KV pool take of the burst
+                batch = min(batch, max(batch_fit(m, stack, prompt + gen, prompt).runnable, 1))
+            value = _metric(row, estimate(m, stack, [batch], prompt, gen).cases[0], row.tp)
     except RooflineError as err:
         return Prediction(row, None, name, str(err).split(";")[0])
-    return Prediction(row, value, e.engine.flag if e.engine else None)
+    return Prediction(row, value, stack.engine.flag if stack.engine else None)
+
+
+#: Metrics a served (simulated) row can report: the run's means and its output throughput.
+SERVED_METRICS = ("throughput_tokens_per_s", "tpot_s", "ttft_s", "e2e_s")
+
+
+def _served(row: Row, m, stack: Stack) -> float:
+    """A burst of `row.batch` requests with the spread of the row's length profile, all sent
+    at once, served by the simulator under the engine's default policy (its scheduler caps,
+    token budget and KV pool): the run's output throughput, or its mean TPOT, TTFT or E2E.
+
+    `predict` serves a burst row's output throughput only: a burst lasts until its longest
+    outputs finish on a thinning batch, which the spread of the lengths sets and a batch of
+    equal requests misses. Its per-request means (TPOT, TTFT) stay on `estimate` for now: at
+    ~1,000 sequences they are set by per-step host work (API server, scheduler, output
+    processing) that the step model does not carry, and serving them moves those open rows by
+    10-15 points either way (docs/accuracy.md, "Bursts")."""
+    from .serve.metrics import Summary
+    from .serve.policy import engine_default, policy
+    from .serve.simulate import build_deployment, simulate
+    from .serve.workload import burst_of_profile
+
+    if row.metric not in SERVED_METRICS:
+        raise InvalidInputError(
+            f"row {row.id}: a served burst reports {', '.join(SERVED_METRICS)}, not {row.metric}"
+        )
+    w = burst_of_profile(row.lengths, row.batch, row.prompt, row.gen)
+    w.check(m.max_context, m.name)
+    p = policy(engine_default(stack.engine), stack.engine).on(stack.memory)
+    s = Summary(simulate(w, p, build_deployment(m, stack, p)), math.inf, math.inf)
+    if row.metric == "throughput_tokens_per_s":
+        return s.throughput_tokens_per_s / (row.tp if row.per_gpu else 1)
+    x = {"tpot_s": s.tpot_s, "ttft_s": s.ttft_s, "e2e_s": s.e2e_s}[row.metric]
+    return float(np.nanmean(x))
 
 
 def residuals(preds: Sequence[Prediction], specs_dirs: Sequence[str | Path] = ()) -> list:

@@ -710,7 +710,7 @@ def test_closed_loop_refuses_disaggregated_serving():
 
 @pytest.mark.parametrize(
     ("engine", "expected"),
-    [("vllm", "chunked+prefix"), ("sglang", "chunked+prefix"), ("tensorrt-llm", "continuous")],
+    [("vllm", "chunked+prefix"), ("sglang", "continuous+prefix"), ("tensorrt-llm", "continuous")],
 )
 def test_serve_and_plan_run_the_engines_own_scheduler_by_default(engine, expected, capsys):
     """vLLM V1 always chunks prefill and caches prefixes (vllm.yaml scheduler_source); SGLang

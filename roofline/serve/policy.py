@@ -116,6 +116,7 @@ POLICIES: dict[str, Policy] = {
     for p in (
         Policy("static", batching="static", kv="contiguous"),
         Policy("continuous"),
+        Policy("continuous+prefix", prefix_caching=True),
         Policy("decode-first", prefill="decode-first"),
         Policy("chunked", prefill="chunked"),
         Policy("chunked+prefix", prefill="chunked", prefix_caching=True),

@@ -246,3 +246,48 @@ def from_trace(path: Path, default_prefix_tokens: int = 0) -> Workload:
         arr["prefix_id"].astype(np.int64),
         arr["prefix_tokens"].astype(np.int64),
     )
+
+
+#: Request-length profiles of real benchmarks, bundled under roofline/data/workloads/ with their
+#: provenance in each file's `#` header (derived by benchmarks/derive/sharegpt_profile.py).
+PROFILES = {"sharegpt": "sharegpt_vllm_bench.csv"}
+
+
+def profile_lengths(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(input, output) tokens of every request of a bundled profile, in the order sent."""
+    if name not in PROFILES:
+        raise InvalidInputError(
+            f"unknown length profile '{name}'; use one of: {', '.join(PROFILES)}"
+        )
+    return _profile(name)
+
+
+def _profile(name: str) -> tuple[np.ndarray, np.ndarray]:
+    from importlib import resources
+
+    text = resources.files("roofline").joinpath("data/workloads", PROFILES[name]).read_text()
+    rows = [ln for ln in text.splitlines() if ln and not ln.startswith("#")][1:]
+    pairs = np.asarray([[int(v) for v in ln.split(",")] for ln in rows], dtype=np.int64)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def burst_of_profile(name: str, requests: int, mean_input: float, mean_output: float) -> Workload:
+    """`requests` requests sent at once with the spread of a benchmark's lengths: the profile's
+    requests in order, repeated to the count, each length scaled by the run's mean over the
+    profile's (rounded, at least 1 token), so the means are the run's and the spread the
+    profile's. A burst of equal-length requests ends with its mean request; a real one ends
+    with its longest outputs, on a thinning batch."""
+    if not 1 <= requests <= MAX_REQUESTS:
+        raise InvalidInputError(
+            f"`requests` must be at least 1 and at most {MAX_REQUESTS:,}, got {requests:,}"
+        )
+    if mean_input < 1 or mean_output < 1:
+        raise InvalidInputError("mean input and output lengths must be at least 1 token")
+    inp, out = profile_lengths(name)
+    idx = np.arange(requests) % inp.size
+    scale_in, scale_out = mean_input / inp.mean(), mean_output / out.mean()
+    i = np.maximum(np.rint(inp[idx] * scale_in), 1).astype(np.int64)
+    o = np.maximum(np.rint(out[idx] * scale_out), 1).astype(np.int64)
+    return Workload(
+        np.zeros(requests), i, o, np.full(requests, NO_PREFIX), np.zeros(requests, np.int64)
+    )
