@@ -163,6 +163,14 @@ PUBLISHED = [
     ),
     ("mistral-large-2", 123_000_000_000, "Mistral AI, Large Enough (2024-07-24): 123B", 0),
     ("deepseek-v3.1", 671_000_000_000, "DeepSeek-V3.1 card: the V3 architecture, 671B", 0),
+    # Issue 41: models of published rows.
+    (
+        "glm-5.1",
+        744_000_000_000,
+        "GLM-5 technical report, arXiv:2602.15763: 744B total, 40B activated (GLM-5.1 has "
+        "GLM-5's config shapes); the MTP layer not counted",
+        0,
+    ),
 ]
 
 # Counts published to two or three significant figures only, which a 0.5 % check cannot hold
@@ -176,6 +184,18 @@ PUBLISHED_ROUNDED = [
     ("kimi-k2", "1.03T", None, "Hub page of moonshotai/Kimi-K2-Instruct (safetensors); card: 1T"),
     ("qwen3-next-80b-a3b", "80B", None, "Qwen/Qwen3-Next-80B-A3B-Instruct model card"),
     ("tinyllama-1.1b", "1.1B", None, "jzhang38/TinyLlama README: 'a 1.1B Llama model'"),
+]
+
+
+# Counts a card gives cut, not rounded, to its last digit: the count must be the figure or up to
+# one unit of its last digit above it. (name, figure as published, where it comes from)
+PUBLISHED_CUT = [
+    (
+        "ministral-3-8b",
+        "8.4B",
+        "mistralai/Ministral-3-8B-Instruct-2512 card: '8.4B Language Model' + '0.4B Vision "
+        "Encoder' (test_ministral_3_by_hand: the family's cards cut, 8,489.6M is '8.4B')",
+    ),
 ]
 
 
@@ -283,8 +303,23 @@ def test_kimi_k2_is_deepseek_v3_with_its_own_counts() -> None:
     assert k2.active_params == k2.total_params - 60 * 376 * expert
 
 
+@pytest.mark.parametrize(
+    ("name", "figure", "source"), PUBLISHED_CUT, ids=[p[0] for p in PUBLISHED_CUT]
+)
+def test_total_params_cut_to_published(name: str, figure: str, source: str) -> None:
+    unit = {"M": 1e6, "B": 1e9, "T": 1e12}[figure[-1]]
+    step = 10.0 ** -len(figure[:-1].partition(".")[2]) * unit  # one unit of the last digit
+    published = float(figure[:-1]) * unit
+    total = load_model(name).total_params
+    assert published <= total < published + step, f"{name}: {total:,} vs {figure} ({source})"
+
+
 def test_every_spec_with_a_published_count_is_checked_here() -> None:
-    checked = {p[0] for p in PUBLISHED} | {p[0] for p in PUBLISHED_ROUNDED}
+    checked = (
+        {p[0] for p in PUBLISHED}
+        | {p[0] for p in PUBLISHED_ROUNDED}
+        | {p[0] for p in PUBLISHED_CUT}
+    )
     with_vision = {p[0] for p in PUBLISHED_WITH_VISION}
     published = {s.name for s in model_catalog().load_all() if s.published_params is not None}
     assert not checked & with_vision
@@ -636,3 +671,51 @@ def test_deepseek_sparse_attention_decode_by_hand() -> None:
         o.name: o for o in load_model("deepseek-v3.1").attention.ops(m, Step(1, 1, 100_000), kind)
     }
     assert "dsa/index_scores" not in dense
+
+
+def test_glm_5_1_by_hand() -> None:
+    """GLM-5.1 from its config.json (zai-org/GLM-5.1, as bundled in aiconfigurator-core 0.12.0):
+    D=6,144, L=78 (3 dense, 75 MoE), MLA with 64 heads, q_lora 2,048, kv_lora 512, qk 192 + 64
+    RoPE, v 256; DSA indexer of 32 heads x 128; 256 experts of F=2,048 top-8 and 1 shared;
+    dense F=12,288; V=154,880, untied. The MTP layer is not counted (nor in the report's 744B)."""
+    D, L, N, V = 6_144, 78, 64, 154_880
+    ql, r, R, n, v = 2_048, 512, 64, 192, 256
+    q = D * ql + ql + ql * N * (n + R)  # down, latent norm, up: 46,139,392
+    kv = D * (r + R) + r + r * N * (n + v)  # down, latent norm, up to K_nope and V: 18,219,520
+    out = N * v * D  # 100,663,296
+    indexer = ql * 32 * 128 + D * 128 + 2 * 128 + D * 32  # wq_b, wk, k_norm, weights: 9,371,904
+    attention = q + kv + out + indexer
+    assert attention == 174_394_112
+    expert = 3 * D * 2_048  # 37,748,736
+    moe_layer = 256 * expert + expert + 256 * D  # routed, shared, router
+    dense_layer = 3 * D * 12_288
+    total = L * attention + 3 * dense_layer + 75 * moe_layer + 2 * V * D + (2 * L + 1) * D
+    spec = load_model("zai-org/GLM-5.1")
+    assert spec.total_params == total == 743_911_199_232
+    assert total == pytest.approx(744e9, rel=0.005)  # the report: 744B
+    # active: 8 of 256 routed experts in each MoE layer; the report's 40B leaves out the
+    # embedding and LM head (2 x V x D = 1,903,165,440)
+    active = total - 75 * 248 * expert
+    assert spec.active_params == active == 41_784_709_632
+    assert active - 2 * V * D == pytest.approx(40e9, rel=0.005)
+
+
+def test_ministral_3_by_hand() -> None:
+    """Ministral 3 text models (Mistral decoder, 32 query and 8 kv heads of 128, SwiGLU, V=131,072;
+    shapes of transformers' Ministral3Config for the 8B and NVIDIA Megatron-Bridge's
+    Ministral3ModelProvider3B/8B/14B). Mistral's cards give 3.4B, 8.4B and 13.5B: all three are
+    the counts cut to 0.1B; rounding would make the 8B's 8.5B."""
+
+    def count(L: int, D: int, F: int, tied: bool) -> int:
+        attention = D * (32 * 128 + 2 * 8 * 128) + 32 * 128 * D
+        layer = attention + 3 * D * F + 2 * D
+        return L * layer + D + (1 if tied else 2) * 131_072 * D
+
+    b3, b8, b14 = (
+        count(26, 3_072, 9_216, True),
+        count(34, 4_096, 14_336, False),
+        count(40, 5_120, 16_384, False),
+    )
+    assert load_model("mistralai/Ministral-3-8B-Reasoning-2512").total_params == b8
+    assert b8 == 8_489_553_920
+    assert [int(c // 10**8) for c in (b3, b8, b14)] == [34, 84, 135]  # "3.4B", "8.4B", "13.5B"
