@@ -147,6 +147,32 @@ def test_an_open_row_is_held_to_its_first_sight() -> None:
     assert not inside.open and not inside.gated_ok
 
 
+def test_a_correction_from_evidence_rebases_an_open_rows_hold() -> None:
+    """A spec correction from kernel- or datasheet-level evidence that moves an open row
+    further off re-bases its hold (`held_at`, with the commit and evidence in `held_why`):
+    the gate then holds it to that error, and still fails it beyond."""
+    far = dict(value=500.0)
+    e = predict(_row(**far)).error
+    assert e is not None and abs(e) > 0.30
+    # first seen at half today's error: held to its first sight, it fails
+    base = dict(**far, first_sight=e * 0.5, first_sight_at="x")
+    assert not predict(_row(**base)).gated_ok
+    held = predict(_row(**base, held_at=e, held_why="c0ffee: a datasheet correction"))
+    assert held.open and held.gated_ok and held.hold == pytest.approx(abs(e))
+    tighter = predict(_row(**base, held_at=e * 0.6, held_why="c0ffee"))
+    assert not tighter.gated_ok
+
+
+def test_a_hold_without_its_reason_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "rows.csv"
+    p.write_text(
+        "id,model,hardware,weights,kv,batch,prompt,gen,tp,metric,value,engine,held_at\n"
+        "7,llama-3.1-8b,h100-sxm,bf16,bf16,1,128,128,1,tpot_s,0.01,vllm,+0.5\n"
+    )
+    with pytest.raises(InvalidInputError, match="row 7: held_at without held_why"):
+        load_rows(p)
+
+
 def test_a_row_runs_on_the_release_it_names_or_its_date() -> None:
     from roofline.published import release_of
 

@@ -113,7 +113,16 @@ def main() -> int:
         reader = csv.DictReader(f)
         header = list(reader.fieldnames or [])
         have = list(reader)
-    for col in ("profile", "burst", "lengths", "released", "first_sight", "first_sight_at"):
+    for col in (
+        "profile",
+        "burst",
+        "lengths",
+        "released",
+        "first_sight",
+        "first_sight_at",
+        "held_at",
+        "held_why",
+    ):
         if col not in header:
             header.append(col)
     known = {r["id"] for r in have}
