@@ -52,6 +52,7 @@ from .hardware import Achievable, HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, ExpertShard, Op, Step, operators
 from .precision import Precision
+from .surfaces import MIN_WEIGHT_ELEMS, GemmSurface, gemm_surface
 
 Ceiling = Literal["datasheet", "achievable"]
 CEILINGS: tuple[str, ...] = ("datasheet", "achievable")
@@ -73,6 +74,7 @@ class Ceilings:
     compute_units: int | None = None
     engine: EngineSpec | None = None
     attention_flops_per_s: float | None = None  # attention's own dtype; None: `flops_per_s`
+    gemm_surface: GemmSurface | None = None  # the engine's measured dense GEMMs (`surfaces`)
 
     @classmethod
     def of(
@@ -96,6 +98,13 @@ class Ceilings:
         if ceiling == "achievable":
             a = hw.achievable
             source = a.source if engine is None else f"{a.source}; engine: {engine.source}"
+            surface = (
+                None
+                if engine is None
+                else gemm_surface(a.gemm_surface, engine.name, compute_dtype)
+            )
+            if surface is not None:
+                source = f"{surface_note(surface, engine)}; {source}"
             return cls(
                 "achievable",
                 peak * a.matmul(compute_dtype),
@@ -105,6 +114,7 @@ class Ceilings:
                 hw.compute_units,
                 engine,
                 att_peak * a.matmul(att),
+                surface,
             )
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
 
@@ -116,6 +126,30 @@ class Ceilings:
     def ridge_point_flops_per_byte(self) -> float:
         """Intensity where this ceiling's compute and memory times are equal."""
         return self.flops_per_s / self.bytes_per_s
+
+
+def surface_note(surface: GemmSurface, engine: EngineSpec | None) -> str:
+    """Where the dense GEMMs' times come from, in words (the estimate's `ceiling_source`)."""
+    note = f"dense GEMMs of N*K >= 4096^2 at both widths: measured, {surface.label}"
+    if engine is not None and engine.release and engine.release != surface.version:
+        note += (
+            f" (the engine's profile is release {engine.release}; the tables' release stands in:"
+            " an older release's kernels were no faster)"
+        )
+    return note + "; other GEMMs: the fractions"
+
+
+def surface_applies(op: Op, p: Precision, c: Ceilings) -> bool:
+    """A GEMM the ceiling's surface costs (`roofline.surfaces`): dense, one weight matrix of
+    the tables' size per instance, weights as wide as the activations it computes at."""
+    if c.gemm_surface is None or op.kind != "matmul":
+        return False
+    N, W = op.weight_rows, op.weight_elems
+    if not (isinstance(N, int | float) and isinstance(W, int | float)):
+        return False  # ragged (per-expert) shapes
+    if W / op.instances < MIN_WEIGHT_ELEMS:
+        return False
+    return weight_bits(p, op.group) == p.activation_format.element_bits
 
 
 @dataclass(frozen=True)
@@ -362,6 +396,19 @@ def op_cost(
             flop_eff *= e.attention.prefill_compute_fraction
             if decode:
                 fixed_s += op.instances * e.attention.decode_fixed_us * 1e-6
+    elif surface_applies(op, p, c):  # the engine's measured GEMMs at this M (`surfaces`)
+        assert c.gemm_surface is not None
+        host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
+        return OpCost(
+            op,
+            w,
+            a,
+            kv,
+            compute_s=op.flops / c.gemm_surface.at(gemm_rows(op)),
+            memory_s=(w + a + kv) / c.bytes_per_s,
+            overhead_s=fixed_s,  # the tables' latencies hold the GEMM's own ramp and tail
+            host_s=host,
+        )
     elif op.kind == "matmul":
         k = (
             e.matmul_kernel(weight_bits(p, op.group), p.activation_format.element_bits)

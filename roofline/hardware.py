@@ -18,6 +18,7 @@ from pydantic import Field, HttpUrl, field_validator, model_validator
 from .dtypes import COMPUTE_DTYPES
 from .errors import InvalidInputError
 from .frozen import Frozen
+from .surfaces import SURFACE_SYSTEMS
 
 #: Public defaults for the `achievable` ceiling when a spec carries no fractions of its own.
 #: Matmul: Maximum Achievable Matmul FLOPS (MAMF) table, stas00/ml-engineering
@@ -118,6 +119,14 @@ class Achievable(Frozen):
             "reaches K / (K + K0) of the matmul ceiling"
         ),
     )
+    gemm_surface: str | None = Field(
+        default=None,
+        description=(
+            "the aiconfigurator-core 0.12.0 system whose measured GEMM tables describe this "
+            "device (`roofline.surfaces`): its engines' dense GEMMs cost FLOPs / the measured "
+            "FLOP/s at their M instead of the fractions"
+        ),
+    )
     gemm_tile: tuple[int, int] | None = Field(
         default=None,
         description=(
@@ -203,6 +212,15 @@ class Achievable(Frozen):
             memory_bandwidth_fraction=1.0,
             source=source,
         )
+
+    @field_validator("gemm_surface")
+    @classmethod
+    def _surface_known(cls, v: str | None) -> str | None:
+        if v is not None and v not in SURFACE_SYSTEMS:
+            raise ValueError(
+                f"unknown GEMM surface '{v}'; use one of: {', '.join(SURFACE_SYSTEMS)}"
+            )
+        return v
 
     def matmul(self, dtype: str) -> float:
         """Fraction of the dense `dtype` peak the best GEMMs reach."""

@@ -541,6 +541,7 @@ REFUSED = {
     "deepseek-v3.1": "leave no KV memory",
     "deepseek-v3.2": "leave no KV memory",
     "kimi-k2": "leave no KV memory",
+    "glm-5.1": "leave no KV memory",
     "qwen3-next-80b-a3b": "leave no KV memory",
     "mistral-large-2": "leave no KV memory",
     "gpt-3-175b": "leave no KV memory",

@@ -244,6 +244,7 @@ NON_AFFINE_TERMS: dict[str, object] = {
     "matmul_half_rows_by_m": {},
     "gemv_row_ns": 0.0,
     "gemv_memory_fraction": 1.0,
+    "gemm_surface": None,  # FLOPs / measured FLOP/s at M: not affine in the tokens
 }
 
 

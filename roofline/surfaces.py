@@ -1,0 +1,124 @@
+"""Achievable surfaces: what an engine's own GEMM kernels reach on a device, by M, measured.
+
+A device's `Achievable` fractions give every GEMM the same share of the peak, whatever its M
+(rows per weight: the batch's tokens). Measured kernels do not behave so: on an H100 under vLLM
+a bf16 GEMM reaches 2.7 TFLOP/s at M = 1 (its weights stream at 2.7 TB/s), 315 at M = 128 and
+~800 from M = 1,024 on. The surface is that curve, per device, engine and dtype, from the
+measured kernel tables of NVIDIA's aiconfigurator-core 0.12.0 (`roofline/data/surfaces/
+gemm_efficiency.csv`: the median over every measured (N, K) with N·K ≥ 4096² at each M = 1, 2,
+4, …, 32,768; `benchmarks/derive/aic_surfaces.py` writes it, its `#` header names each table,
+its version and its collection metadata).
+
+A GEMM costs FLOPs / surface(M), interpolated linearly in M between the measured M (where a
+GEMM's time never falls as M grows) and held at the ends (the estimate's `ceiling_source` names the measured range: below M = 1 there is nothing,
+and beyond the largest M, 8,192 or 32,768, a GEMM sits on its plateau), when all of these
+hold:
+- the device's spec names its tables (`Achievable.gemm_surface`: H100 SXM, H200, B200, B300,
+  GB200, GB300, A100 SXM 80 GB, L40S) and the engine is one they were measured under
+  (`FRAMEWORKS`: vLLM, SGLang, TensorRT-LLM);
+- weights and activations are both 16-bit, or both fp8 (W8A8; the engines' scaled-mm kernels);
+  weight-only formats run the engine's own kernels (`EngineSpec.matmul`);
+- the GEMM is dense and of the tables' size: one weight matrix of N·K ≥ 4096² per instance
+  (smaller GEMMs and MoE experts keep the fractions).
+Everything else keeps the fractions, and the estimate's `ceiling_source` says which origin each
+has. Tables exist for one release per engine (vLLM 0.24.0, SGLang 0.5.14, TensorRT-LLM
+1.3.0rc20; on A100 0.14.0 / 0.5.10 / 1.0.0). An older release asked for (`vllm@0.6.3`) gets
+the same table, said so: its kernels were no faster, so the table is a lower bound on its time,
+as the fractions are. The datasheet ceiling never reads a surface, and the serving simulator
+runs without it (its step cost is affine in the batch's tokens; `serve.stepcost.affine_spec`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+#: The aiconfigurator systems with GEMM tables; a device names its own in its spec
+#: (`Achievable.gemm_surface`, e.g. `gemm_surface: h100_sxm` in hardware_specs/h100-sxm.yaml).
+SURFACE_SYSTEMS: tuple[str, ...] = (
+    "a100_sxm",
+    "b200_sxm",
+    "b300_sxm",
+    "gb200",
+    "gb300",
+    "h100_sxm",
+    "h200_sxm",
+    "l40s",
+)
+#: Engine profile → the framework folder of the tables.
+FRAMEWORKS: dict[str, str] = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm"}
+#: Implementations of the tables that are special-purpose kernels, not the engine's default
+#: GEMM for a dense layer of that dtype (block-scaled fp8, fp4, plugins).
+_SPECIAL = ("deepgemm", "flashinfer", "cutedsl", "triton", "trt_flow_", "nvfp4")
+#: Weights of one instance below which a GEMM is smaller than every shape the medians are over.
+MIN_WEIGHT_ELEMS = 4096 * 4096
+
+
+@dataclass(frozen=True)
+class GemmSurface:
+    """Median achieved FLOP/s of one engine's dense GEMMs on one device, by M."""
+
+    system: str
+    framework: str
+    version: str
+    implementation: str
+    dtype: str
+    m: np.ndarray  # measured M, ascending
+    flops_per_s: np.ndarray  # median over the shapes, FLOP/s
+
+    def at(self, rows: np.ndarray) -> np.ndarray:
+        """Achieved FLOP/s at M = `rows`: linear in M between the measured M (a GEMM's time
+        then never falls as M grows, `gemm_surface`), held at the measured ends."""
+        return np.interp(np.maximum(np.asarray(rows, dtype=float), 1.0), self.m, self.flops_per_s)
+
+    @property
+    def label(self) -> str:
+        lo, hi = int(self.m[0]), int(self.m[-1])
+        return (
+            f"{self.implementation} {self.dtype} on {self.system} under {self.framework} "
+            f"{self.version}, M {lo}-{hi} (aiconfigurator-core 0.12.0 tables)"
+        )
+
+
+@lru_cache(maxsize=1)
+def _rows() -> tuple[dict[str, str], ...]:
+    text = resources.files("roofline").joinpath("data/surfaces/gemm_efficiency.csv").read_text()
+    body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#"))
+    return tuple(csv.DictReader(io.StringIO(body)))
+
+
+@lru_cache(maxsize=256)
+def gemm_surface(system: str | None, engine: str, dtype: str) -> GemmSurface | None:
+    """The surface of `engine`'s dense `dtype` GEMMs on aiconfigurator system `system`; None
+    where the tables have none (another system, engine or dtype)."""
+    framework = FRAMEWORKS.get(engine)
+    if system is None or framework is None or dtype not in ("bf16", "fp16", "fp8"):
+        return None
+    want = "bf16" if dtype == "fp16" else dtype
+    rows = [
+        r
+        for r in _rows()
+        if r["system"] == system
+        and r["framework"] == framework
+        and r["dtype"] == want
+        and not any(s in r["implementation"].lower() for s in _SPECIAL)
+    ]
+    impls = sorted({r["implementation"] for r in rows})
+    if len(impls) != 1:  # none, or no single default kernel to read
+        return None
+    rows.sort(key=lambda r: int(r["m"]))
+    m = np.asarray([int(r["m"]) for r in rows], dtype=float)
+    flops = np.asarray([float(r["tflops_median"]) * 1e12 for r in rows])
+    # A GEMM of more rows never takes less time: the medians at neighbouring M are over shapes
+    # measured separately, so M / FLOP/s (time per unit of N·K) can dip by a few percent; the
+    # surface takes its running maximum. Linear interpolation of FLOP/s in M between points
+    # whose time grows keeps the time growing in between.
+    time_per_m = np.maximum.accumulate(m / flops)
+    return GemmSurface(
+        system, framework, rows[0]["framework_version"], impls[0], want, m, m / time_per_m
+    )
