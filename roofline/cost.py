@@ -52,7 +52,7 @@ from .hardware import Achievable, HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, ExpertShard, Op, Step, operators
 from .precision import Precision
-from .surfaces import MIN_WEIGHT_ELEMS, GemmSurface, gemm_surface
+from .surfaces import MIN_WEIGHT_ELEMS, GemmSurface, gemm_surface, measured_for
 
 Ceiling = Literal["datasheet", "achievable"]
 CEILINGS: tuple[str, ...] = ("datasheet", "achievable")
@@ -100,11 +100,18 @@ class Ceilings:
             source = a.source if engine is None else f"{a.source}; engine: {engine.source}"
             surface = (
                 None
-                if engine is None
-                else gemm_surface(a.gemm_surface, engine.name, compute_dtype)
+                if engine is None or not a.gemm_surface
+                else gemm_surface(a.surface_system, engine.name, compute_dtype)
             )
-            if surface is not None:
-                source = f"{surface_note(surface, engine)}; {source}"
+            if surface is not None and engine is not None:
+                if measured_for(engine.known_release, surface.version):
+                    source = f"{surface_note(surface)}; {source}"
+                else:
+                    source = (
+                        f"GEMMs: the fractions (the measured tables are of {surface.framework} "
+                        f"{surface.version}, newer than {engine.flag}); {source}"
+                    )
+                    surface = None
             return cls(
                 "achievable",
                 peak * a.matmul(compute_dtype),
@@ -128,15 +135,12 @@ class Ceilings:
         return self.flops_per_s / self.bytes_per_s
 
 
-def surface_note(surface: GemmSurface, engine: EngineSpec | None) -> str:
+def surface_note(surface: GemmSurface) -> str:
     """Where the dense GEMMs' times come from, in words (the estimate's `ceiling_source`)."""
-    note = f"dense GEMMs of N*K >= 4096^2 at both widths: measured, {surface.label}"
-    if engine is not None and engine.release and engine.release != surface.version:
-        note += (
-            f" (the engine's profile is release {engine.release}; the tables' release stands in:"
-            " an older release's kernels were no faster)"
-        )
-    return note + "; other GEMMs: the fractions"
+    return (
+        f"dense GEMMs of N*K >= 4096^2 at both widths: measured, {surface.label}; other GEMMs: "
+        "the fractions"
+    )
 
 
 def surface_applies(op: Op, p: Precision, c: Ceilings) -> bool:
@@ -404,7 +408,7 @@ def op_cost(
             w,
             a,
             kv,
-            compute_s=op.flops / c.gemm_surface.at(gemm_rows(op)),
+            compute_s=op.flops / c.gemm_surface.at(np.asarray(gemm_rows(op))),
             memory_s=(w + a + kv) / c.bytes_per_s,
             overhead_s=fixed_s,  # the tables' latencies hold the GEMM's own ramp and tail
             host_s=host,

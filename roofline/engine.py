@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .frozen import Frozen
+from .units import version_key
 
 if TYPE_CHECKING:
     from .hardware import HardwareSpec
@@ -140,15 +141,6 @@ class BatchDefaults(Sourced):
         return self.large if large else self.small
 
 
-def version_key(version: str) -> tuple[int, ...]:
-    """'0.7.3.dev138+g21f' → (0, 7, 3); 'v0.6.4.post1' → (0, 6, 4); '0.8' → (0, 8, 0)."""
-    m = re.match(r"v?(\d+(?:\.\d+)*)", version.strip())
-    if not m:
-        raise ValueError(f"'{version[:40]}' is not a version number")
-    parts = [int(x) for x in m.group(1).split(".") if x != ""][:3]
-    return tuple(parts + [0] * (3 - len(parts)))  # '0.8' is 0.8.0
-
-
 class Release(Sourced):
     """A range of an engine's releases whose behaviour differs from the newest: from `since`
     (released on `since_date`) up to the next range. `changes` are fields of the profile as
@@ -243,6 +235,13 @@ class EngineSpec(Frozen):
     newest_since_date: str = Field(default="", pattern=r"^(\d{4}-\d{2}-\d{2})?$")
     release: str = Field(
         default="", description="set on an older range's profile: the range's first release"
+    )
+    exact_release: str = Field(
+        default="",
+        description=(
+            "the release asked for inside the newest range (`--engine vllm@0.11.0`, a row's "
+            "version); empty: the newest"
+        ),
     )
     memory_fraction: float = Field(
         default=0.9,
@@ -343,7 +342,15 @@ class EngineSpec(Frozen):
     def flag(self) -> str:
         """The `--engine` value that gives this profile back: 'vllm', or 'vllm@0.8.0' for an
         older range (its first release)."""
+        if self.exact_release:
+            return f"{self.name}@{self.exact_release}"
         return f"{self.name}@{self.release}" if self.release else self.name
+
+    @property
+    def known_release(self) -> str:
+        """The release this profile stands for, as far as it is known: the one asked for, an
+        older range's first release, or '' for the newest (a bare name)."""
+        return self.exact_release or self.release
 
     @property
     def label(self) -> str:
@@ -354,11 +361,13 @@ class EngineSpec(Frozen):
 
     def at(self, version: str | None) -> EngineSpec:
         """The profile of release `version` (None: the newest): the range at or below it."""
-        if version is None or not self.releases:
+        if version is None:
             return self
         v = version_key(version)
+        if not self.releases:
+            return self.model_copy(update={"exact_release": ".".join(map(str, v))})
         if v >= version_key(self.newest_since):
-            return self
+            return self.model_copy(update={"exact_release": ".".join(map(str, v))})
         below = [r for r in self.releases if version_key(r.since) <= v]
         return self._with(below[-1] if below else self.releases[0])
 
@@ -367,8 +376,8 @@ class EngineSpec(Frozen):
         range released by then (the oldest range for an earlier date)."""
         if not self.releases:
             return self
-        if self.newest_since_date[: len(date)] <= date:
-            return self
+        if self.newest_since_date[: len(date)] <= date:  # which release of the range: unknown,
+            return self.model_copy(update={"exact_release": self.newest_since})  # its first
         current = [r for r in self.releases if r.since_date[: len(date)] <= date]
         return self._with(current[-1] if current else self.releases[0])
 

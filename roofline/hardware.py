@@ -11,7 +11,8 @@ one is published, else the vendor's capacity read as GiB.
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Any, Literal
 
 from pydantic import Field, HttpUrl, field_validator, model_validator
 
@@ -45,6 +46,10 @@ DEFAULT_ACHIEVABLE_SOURCE = (
 )
 
 Fraction = float
+#: |ln(measured / predicted)| above ln 100: a held-out point 100x off its prediction is no
+#: calibration (the CPU gate's stay within ±0.4, docs/measurements/cpu-ci-calibrated.yaml),
+#: and a band built from it would span ten decades.
+MAX_CHECK_RESIDUAL = math.log(100)
 
 
 class Interconnect(Frozen):
@@ -119,12 +124,19 @@ class Achievable(Frozen):
             "reaches K / (K + K0) of the matmul ceiling"
         ),
     )
-    gemm_surface: str | None = Field(
+    surface_system: str | None = Field(
         default=None,
         description=(
-            "the aiconfigurator-core 0.12.0 system whose measured GEMM tables describe this "
+            "the aiconfigurator-core 0.12.0 system whose measured kernel tables describe this "
             "device (`roofline.surfaces`): its engines' dense GEMMs cost FLOPs / the measured "
-            "FLOP/s at their M instead of the fractions"
+            "FLOP/s at their M, and their all-reduce its measured latency at its size"
+        ),
+    )
+    gemm_surface: bool = Field(
+        default=True,
+        description=(
+            "whether dense GEMMs read the system's table (the serving simulator turns it off: "
+            "FLOPs over a measured rate is not affine in the tokens)"
         ),
     )
     gemm_tile: tuple[int, int] | None = Field(
@@ -206,19 +218,45 @@ class Achievable(Frozen):
 
     @classmethod
     def identity(cls, source: str) -> Achievable:
-        """The datasheet roofline: every fraction 1, every fixed cost 0."""
+        """The datasheet roofline: every fraction 1, every fixed cost 0, sourced by the
+        datasheet `source`."""
         return cls(
             matmul_fraction=dict.fromkeys(COMPUTE_DTYPES, 1.0),
             memory_bandwidth_fraction=1.0,
-            source=source,
+            source=source.strip() or "the datasheet",
         )
 
-    @field_validator("gemm_surface")
+    def terms_off_default(self) -> list[str]:
+        """The terms that differ from their defaults (a matmul fraction equal to
+        DEFAULT_MATMUL_FRACTION is the default)."""
+        off = []
+        for name, field in type(self).model_fields.items():
+            value: Any = getattr(self, name)
+            if name == "matmul_fraction":
+                value = {d: f for d, f in value.items() if f != DEFAULT_MATMUL_FRACTION[d]}
+            if name != "source" and value != field.get_default(call_default_factory=True):
+                off.append(name)
+        return off
+
+    @model_validator(mode="after")
+    def _terms_sourced(self) -> Achievable:
+        """Terms other than the public defaults say where they come from: a source given,
+        not blank (the default source describes the defaults only)."""
+        off = self.terms_off_default()
+        if off and ("source" not in self.model_fields_set or not self.source.strip()):
+            raise ValueError(
+                f"{', '.join(off)} differ from the public defaults, but achievable.source "
+                "does not say where they come from; give achievable.source (the "
+                "measurement, benchmark or paper)"
+            )
+        return self
+
+    @field_validator("surface_system")
     @classmethod
     def _surface_known(cls, v: str | None) -> str | None:
         if v is not None and v not in SURFACE_SYSTEMS:
             raise ValueError(
-                f"unknown GEMM surface '{v}'; use one of: {', '.join(SURFACE_SYSTEMS)}"
+                f"unknown surface system '{v}'; use one of: {', '.join(SURFACE_SYSTEMS)}"
             )
         return v
 
@@ -260,8 +298,29 @@ class HardwareSpec(Frozen):
         default=(),
         description="ln(measured / predicted time) of the held-out points of the `roofline "
         "check` run this spec was calibrated from (`calibrate` writes them): predictions on it "
-        "take their interval from these instead of the published rows",
+        "take their interval from these instead of the published rows; each within "
+        "±MAX_CHECK_RESIDUAL",
     )
+
+    @field_validator("check_residuals", mode="before")
+    @classmethod
+    def _residuals_are_numbers(cls, v: Any) -> Any:
+        for i, x in enumerate(v if isinstance(v, list | tuple) else ()):
+            if isinstance(x, bool):  # YAML `true` would be read as 1.0
+                raise ValueError(f"residual {i} is {str(x).lower()}, not a number")
+        return v
+
+    @field_validator("check_residuals")
+    @classmethod
+    def _residuals_bounded(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        for i, x in enumerate(v):
+            if abs(x) > MAX_CHECK_RESIDUAL:
+                raise ValueError(
+                    f"residual {i} is ln(measured / predicted) = {x:.4g}: a held-out point "
+                    f"more than 100x off (|ln| > {MAX_CHECK_RESIDUAL:.2f}) is no calibration; "
+                    "calibrate again (`roofline calibrate`)"
+                )
+        return v
 
     @field_validator("dense_peak_tflops")
     @classmethod

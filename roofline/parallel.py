@@ -50,6 +50,7 @@ from .model import ModelSpec
 from .operators import ArrayLike, ExpertShard, Step
 from .placement import Parallel, check_ep, pp_stage, tp_shard
 from .stack import Stack
+from .surfaces import AllReduceSurface, all_reduce_surface, measured_for
 
 
 # ---- collectives ----------------------------------------------------------------------------
@@ -62,6 +63,7 @@ class Link:
     hop_s: float = 0.0
     call_s: float = 0.0
     algorithm: Literal["ring", "one-shot", "two-shot"] = "ring"
+    measured: AllReduceSurface | None = None  # the engine's own all-reduce, measured
 
     @classmethod
     def of(
@@ -70,10 +72,14 @@ class Link:
         n: int,
         ceiling: Ceiling = "datasheet",
         engine: EngineSpec | None = None,
+        system: str | None = None,
     ) -> Link:
         """The datasheet link: full bandwidth, no latency (speed of light). Achievable: the
         spec's bus fraction and hop latency, plus the engine's all-reduce algorithm and call
-        cost. Refuses a multi-GPU group without a link."""
+        cost, and, where the device's `surface_system` has tables of the engine's all-reduce
+        at n GPUs, that measured curve for its all-reduces (`surfaces.all_reduce_surface`:
+        under CUDA graphs when the engine captures them). Refuses a multi-GPU group without a
+        link."""
         bw = ic.bandwidth_bytes_per_s
         if n > 1 and (bw is None or ic.kind in ("none", "unified")):
             raise InvalidInputError(
@@ -85,11 +91,23 @@ class Link:
         if ceiling == "datasheet":
             return cls(bw)
         ar = engine.all_reduce if engine is not None else None
+        measured = (
+            all_reduce_surface(system, engine.name, n, engine.cuda_graphs)
+            if engine is not None and n > 1
+            else None
+        )
+        if (
+            measured is not None
+            and engine is not None
+            and not measured_for(engine.known_release, measured.version)
+        ):
+            measured = None  # a newer release's kernel is not assumed for an older one
         return cls(
             bw * ic.bus_bandwidth_fraction,
             ic.latency_us * 1e-6,
             ar.latency_us * 1e-6 if ar else 0.0,
             ar.kind if ar else "ring",
+            measured,
         )
 
 
@@ -101,9 +119,13 @@ def all_reduce_s(message_bytes: ArrayLike, n: int, link: Link) -> ArrayLike:
       one-shot: (n−1)·M/β + λ + call             (every GPU reads all peers' buffers)
     An engine with a one- or two-shot kernel uses it where it is faster and falls back to the
     ring for large messages (vLLM's custom all-reduce stops at a size limit, TensorRT-LLM
-    switches by message size), so those algorithms cost the least of theirs and the ring's."""
+    switches by message size), so those algorithms cost the least of theirs and the ring's.
+    A link with the engine's measured all-reduce at n GPUs (`Link.measured`) reads its time
+    off that curve instead."""
     if n == 1:
         return 0 * message_bytes
+    if link.measured is not None and link.measured.gpus == n:
+        return link.measured.at(np.asarray(message_bytes))
     ring = (
         2 * (n - 1) / n * message_bytes / link.bytes_per_s + 2 * (n - 1) * link.hop_s + link.call_s
     )
@@ -186,7 +208,13 @@ def parallel_step_cost(model: ModelSpec, stack: Stack, step: Step) -> ParallelSt
         tp_shard(model, par.tp), hw, local, precision, stack.ceiling, shard, stack.engine
     )
     hidden_bytes = local.batch * step.new_tokens * model.d_model * precision.residual_bytes
-    link = Link.of(hw.interconnect, par.gpus_per_replica, stack.ceiling, stack.engine)
+    link = Link.of(
+        hw.interconnect,
+        par.gpus_per_replica,
+        stack.ceiling,
+        stack.engine,
+        hw.achievable.surface_system,
+    )
     collectives = []
     if par.tp > 1:
         per_layer = 1 if model.parallel_block else 2

@@ -10,10 +10,10 @@ gemm_efficiency.csv`: the median over every measured (N, K) with N·K ≥ 4096²
 its version and its collection metadata).
 
 A GEMM costs FLOPs / surface(M), interpolated linearly in M between the measured M (where a
-GEMM's time never falls as M grows) and held at the ends (the estimate's `ceiling_source` names the measured range: below M = 1 there is nothing,
-and beyond the largest M, 8,192 or 32,768, a GEMM sits on its plateau), when all of these
-hold:
-- the device's spec names its tables (`Achievable.gemm_surface`: H100 SXM, H200, B200, B300,
+GEMM's time never falls as M grows) and held at the ends (the estimate's `ceiling_source`
+names the measured range: below M = 1 there is nothing, and beyond the largest M, 8,192 or
+32,768, a GEMM sits on its plateau), when all of these hold:
+- the device's spec names its tables (`Achievable.surface_system`: H100 SXM, H200, B200, B300,
   GB200, GB300, A100 SXM 80 GB, L40S) and the engine is one they were measured under
   (`FRAMEWORKS`: vLLM, SGLang, TensorRT-LLM);
 - weights and activations are both 16-bit, or both fp8 (W8A8; the engines' scaled-mm kernels);
@@ -25,7 +25,13 @@ has. Tables exist for one release per engine (vLLM 0.24.0, SGLang 0.5.14, Tensor
 1.3.0rc20; on A100 0.14.0 / 0.5.10 / 1.0.0). An older release asked for (`vllm@0.6.3`) gets
 the same table, said so: its kernels were no faster, so the table is a lower bound on its time,
 as the fractions are. The datasheet ceiling never reads a surface, and the serving simulator
-runs without it (its step cost is affine in the batch's tokens; `serve.stepcost.affine_spec`).
+runs without the GEMM surface (its step cost is affine in the batch's tokens;
+`serve.stepcost.affine_spec`).
+
+An all-reduce of an engine with tables at its GPU count costs the engine's measured latency at
+its message size (`all_reduce_surface`, read by `parallel.Link`: the same link in `estimate`
+and in the simulator, whose collectives are costed exactly per step): log-log between the
+measured sizes (256 B to 1 GiB), a larger message never faster.
 """
 
 from __future__ import annotations
@@ -38,8 +44,10 @@ from importlib import resources
 
 import numpy as np
 
+from .units import version_key
+
 #: The aiconfigurator systems with GEMM tables; a device names its own in its spec
-#: (`Achievable.gemm_surface`, e.g. `gemm_surface: h100_sxm` in hardware_specs/h100-sxm.yaml).
+#: (`Achievable.surface_system`, e.g. `surface_system: h100_sxm` in hardware_specs/h100-sxm.yaml).
 SURFACE_SYSTEMS: tuple[str, ...] = (
     "a100_sxm",
     "b200_sxm",
@@ -55,6 +63,15 @@ FRAMEWORKS: dict[str, str] = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm"
 #: Implementations of the tables that are special-purpose kernels, not the engine's default
 #: GEMM for a dense layer of that dtype (block-scaled fp8, fp4, plugins).
 _SPECIAL = ("deepgemm", "flashinfer", "cutedsl", "triton", "trt_flow_", "nvfp4")
+
+
+def measured_for(release: str, table_version: str) -> bool:
+    """A table measured on `table_version` stands for an engine of `release` ('' = the newest)
+    when it was measured at or below that release: a newer release's kernels are not assumed
+    for an older one."""
+    return not release or version_key(table_version) <= version_key(release)
+
+
 #: Weights of one instance below which a GEMM is smaller than every shape the medians are over.
 MIN_WEIGHT_ELEMS = 4096 * 4096
 
@@ -122,3 +139,77 @@ def gemm_surface(system: str | None, engine: str, dtype: str) -> GemmSurface | N
     return GemmSurface(
         system, framework, rows[0]["framework_version"], impls[0], want, m, m / time_per_m
     )
+
+
+# ---- all-reduce ------------------------------------------------------------------------------
+#: Engine profile → its own all-reduce as the tables name it (under CUDA graphs, and eager).
+#: The collectors timed each engine's all-reduce entry point, so the curves hold its own
+#: switch to NCCL above its custom kernel's size limit (vLLM's eager curve meets NCCL's from
+#: 4 MiB at 8 H100s).
+ALL_REDUCE_IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
+    "vllm": ("vLLM_custom_graph", "vLLM_custom_eager"),
+    "sglang": ("SGLang_CustomAllReduce_graph", "SGLang_CustomAllReduce_eager"),
+    "tensorrt-llm": ("TRTLLM", "TRTLLM"),
+}
+
+
+@dataclass(frozen=True)
+class AllReduceSurface:
+    """An engine's measured all-reduce on one system and GPU count: latency by message size."""
+
+    system: str
+    implementation: str
+    version: str
+    gpus: int
+    message_bytes: np.ndarray  # ascending
+    seconds: np.ndarray  # running maximum: a larger message never takes less time
+
+    def at(self, message_bytes: np.ndarray) -> np.ndarray:
+        """Seconds for messages of `message_bytes` per GPU: log-log interpolation between the
+        measured sizes, the smallest's time below them, and the largest's bandwidth beyond."""
+        m = np.maximum(np.asarray(message_bytes, dtype=float), 1.0)
+        lx, ly = np.log(self.message_bytes), np.log(self.seconds)
+        inside = np.exp(np.interp(np.log(m), lx, ly))
+        beyond = self.seconds[-1] * m / self.message_bytes[-1]
+        return np.where(m > self.message_bytes[-1], beyond, inside)
+
+    @property
+    def label(self) -> str:
+        lo, hi = int(self.message_bytes[0]), int(self.message_bytes[-1])
+        return (
+            f"{self.implementation} on {self.gpus} GPUs of {self.system} ({self.version}), "
+            f"{lo} B-{hi >> 20} MiB (aiconfigurator-core 0.12.0 tables)"
+        )
+
+
+@lru_cache(maxsize=1)
+def _collective_rows() -> tuple[dict[str, str], ...]:
+    text = resources.files("roofline").joinpath("data/surfaces/collectives.csv").read_text()
+    body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#"))
+    return tuple(csv.DictReader(io.StringIO(body)))
+
+
+@lru_cache(maxsize=256)
+def all_reduce_surface(
+    system: str | None, engine: str, gpus: int, graphs: bool
+) -> AllReduceSurface | None:
+    """`engine`'s own all-reduce on `gpus` GPUs of `system`, captured in CUDA graphs or eager;
+    None where the tables have none (another system, engine or GPU count)."""
+    impl = ALL_REDUCE_IMPLEMENTATIONS.get(engine)
+    if system is None or impl is None:
+        return None
+    name = impl[0] if graphs else impl[1]
+    rows = [
+        r
+        for r in _collective_rows()
+        if r["system"] == system
+        and r["implementation"] == name
+        and r["collective"] == "all_reduce"
+        and int(r["gpus"]) == gpus
+    ]
+    if len(rows) < 2:
+        return None
+    rows.sort(key=lambda r: int(r["message_bytes"]))
+    size = np.asarray([float(r["message_bytes"]) for r in rows])
+    secs = np.maximum.accumulate(np.asarray([float(r["latency_us"]) * 1e-6 for r in rows]))
+    return AllReduceSurface(system, name, rows[0]["framework_version"], gpus, size, secs)

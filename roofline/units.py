@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 def si(value: float, unit: str, digits: int = 3) -> str:
     """`si(26.03e9, 'B')` -> '26.0 GB' (decimal prefixes)."""
@@ -67,3 +69,12 @@ def number_range(value: float, low: float, high: float, fmt: str = ",.0f", sep: 
     if not all(x == x and abs(x) != float("inf") for x in (value, low, high)):
         return format(value, fmt)
     return _with_range(format(value, fmt), _short(low), _short(high), sep)
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """'0.7.3.dev138+g21f' → (0, 7, 3); 'v0.6.4.post1' → (0, 6, 4); '0.8' → (0, 8, 0)."""
+    m = re.match(r"v?(\d+(?:\.\d+)*)", version.strip())
+    if not m:
+        raise ValueError(f"'{version[:40]}' is not a version number")
+    parts = [int(x) for x in m.group(1).split(".") if x != ""][:3]
+    return tuple(parts + [0] * (3 - len(parts)))  # '0.8' is 0.8.0

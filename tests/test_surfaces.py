@@ -81,7 +81,7 @@ def test_a_measured_gemm_never_beats_the_datasheet() -> None:
         hw = load_hardware(name)
         for eng in ("vllm", "sglang", "tensorrt-llm"):
             for dtype in ("bf16", "fp8"):
-                s = gemm_surface(hw.achievable.gemm_surface, eng, dtype)
+                s = gemm_surface(hw.achievable.surface_system, eng, dtype)
                 if s is None:
                     continue
                 assert s.flops_per_s.max() < hw.peak_flops_per_s(dtype)
@@ -91,8 +91,8 @@ def test_a_measured_gemm_never_beats_the_datasheet() -> None:
 
 
 def test_an_unknown_surface_in_a_spec_is_refused() -> None:
-    with pytest.raises(ValidationError, match="unknown GEMM surface 'h900_sxm'"):
-        Achievable(gemm_surface="h900_sxm", source="x")
+    with pytest.raises(ValidationError, match="unknown surface system 'h900_sxm'"):
+        Achievable(surface_system="h900_sxm", source="x")
 
 
 def test_the_estimate_names_the_origin(capsys) -> None:
@@ -101,3 +101,66 @@ def test_the_estimate_names_the_origin(capsys) -> None:
     src = json.loads(out)["ceiling_source"]
     assert "dense GEMMs of N*K >= 4096^2 at both widths: measured" in src
     assert "under vllm 0.24.0" in src and "other GEMMs: the fractions" in src
+
+
+def test_an_all_reduce_reads_the_engines_measured_curve() -> None:
+    """Llama-3.1-8B at TP 8 on H100s under vLLM, 7 sequences decoding: each all-reduce moves
+    7 x 4,096 x 2 B = 57,344 B per GPU. vLLM's all-reduce under CUDA graphs at 8 GPUs measured
+    5.581 us at 32,768 B and 6.411 us at 65,536 B; log-log between them: 57,344 is
+    ln(1.75)/ln(2) = 0.807 of the way, 5.581 x (6.411/5.581)^0.807 = 6.242 us."""
+    from roofline.parallel import parallel_step_cost
+    from roofline.placement import Parallel
+    from roofline.stack import Stack
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    stack = Stack.resolve(m, hw, BF16, "achievable", load_engine("vllm"), Parallel(tp=8))
+    ar = parallel_step_cost(m, stack, Step(7, 1, 100)).collectives[0]
+    assert ar.message_bytes == 57_344 and ar.count == 2 * 32
+    assert float(ar.each_s) == pytest.approx(6.242e-6, rel=1e-3)
+    # no table at 3 GPUs, none on the datasheet ceiling: the link model
+    three = Stack.resolve(m, hw, BF16, "achievable", load_engine("vllm"), Parallel(tp=3))
+    assert three.hardware.achievable.surface_system == "h100_sxm"
+    from roofline.parallel import Link
+
+    link = Link.of(hw.interconnect, 3, "achievable", load_engine("vllm"), "h100_sxm")
+    assert link.measured is None
+    assert (
+        Link.of(hw.interconnect, 8, "datasheet", load_engine("vllm"), "h100_sxm").measured is None
+    )
+
+
+def test_a_larger_message_never_all_reduces_faster() -> None:
+    from roofline.surfaces import all_reduce_surface
+
+    for system in ("h100_sxm", "h200_sxm", "b200_sxm", "a100_sxm", "l40s"):
+        for eng in ("vllm", "sglang", "tensorrt-llm"):
+            for n in (2, 4, 8):
+                for graphs in (True, False):
+                    s = all_reduce_surface(system, eng, n, graphs)
+                    if s is None:
+                        continue
+                    m = np.geomspace(64, 4 << 30, 400)
+                    t = s.at(m)
+                    assert np.all(np.diff(t) >= -1e-12 * t[1:]), (system, eng, n, graphs)
+
+
+def test_a_newer_releases_tables_are_not_assumed_for_an_older_one() -> None:
+    """The tables are vLLM 0.24.0's: `--engine vllm@0.24.0` and a bare `vllm` (the newest) read
+    them; vllm@0.11.0 (inside the newest range) and vllm@0.7.4 (the V0 range) keep the fractions
+    and the link model, and the estimate says why."""
+    from roofline.parallel import Link
+    from roofline.surfaces import measured_for
+
+    assert measured_for("", "0.24.0") and measured_for("0.24.0", "0.24.0")
+    assert not measured_for("0.11.0", "0.24.0") and measured_for("0.27.1", "0.24.0")
+    m, hw, vllm = load_model("llama-3.1-8b"), load_hardware("h100-sxm"), load_engine("vllm")
+    step = Step(1, 1, 100)
+    for version, measured in (("0.24.0", True), ("0.11.0", False), ("0.7.4", False)):
+        eng = vllm.at(version)
+        c = step_cost(m, hw, step, BF16, engine=eng)
+        assert (c.ceilings.gemm_surface is not None) is measured, version
+        link = Link.of(hw.interconnect, 8, "achievable", eng, "h100_sxm")
+        assert (link.measured is not None) is measured, version
+    old = step_cost(m, hw, step, BF16, engine=vllm.at("0.11.0")).ceilings.source
+    assert "the measured tables are of vllm 0.24.0, newer than vllm@0.11.0" in old
+    assert vllm.at("0.11.0").flag == "vllm@0.11.0" and vllm.flag == "vllm"

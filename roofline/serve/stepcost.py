@@ -244,7 +244,7 @@ NON_AFFINE_TERMS: dict[str, object] = {
     "matmul_half_rows_by_m": {},
     "gemv_row_ns": 0.0,
     "gemv_memory_fraction": 1.0,
-    "gemm_surface": None,  # FLOPs / measured FLOP/s at M: not affine in the tokens
+    "gemm_surface": False,  # FLOPs / measured FLOP/s at M: not affine in the tokens
 }
 
 
@@ -582,7 +582,13 @@ def _collective_row(
         )
     par = stack.parallel
     n = {"all-reduce": par.tp, "all-to-all": par.ep}.get(c.kind, 2)
-    link = Link.of(stack.hardware.interconnect, par.gpus_per_replica, stack.ceiling, stack.engine)
+    link = Link.of(
+        stack.hardware.interconnect,
+        par.gpus_per_replica,
+        stack.ceiling,
+        stack.engine,
+        stack.hardware.achievable.surface_system,
+    )
     row = CollectiveRow(c.name, c.kind, c.count, per_token, n, link)
     if not np.allclose(row.time_s(tokens), np.broadcast_to(c.time_s, tokens.shape), rtol=1e-9):
         raise InvalidInputError(
