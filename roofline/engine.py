@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .frozen import Frozen
-from .units import version_key
+from .units import UNKNOWN_RELEASE, version_key
 
 if TYPE_CHECKING:
     from .hardware import HardwareSpec
@@ -342,7 +342,7 @@ class EngineSpec(Frozen):
     def flag(self) -> str:
         """The `--engine` value that gives this profile back: 'vllm', or 'vllm@0.8.0' for an
         older range (its first release)."""
-        if self.exact_release:
+        if self.exact_release and self.exact_release != UNKNOWN_RELEASE:
             return f"{self.name}@{self.exact_release}"
         return f"{self.name}@{self.release}" if self.release else self.name
 
@@ -374,8 +374,8 @@ class EngineSpec(Frozen):
     def at_date(self, date: str) -> EngineSpec:
         """The profile of the release current on `date` (YYYY-MM or YYYY-MM-DD): the newest
         range released by then (the oldest range for an earlier date)."""
-        if not self.releases:
-            return self
+        if not self.releases:  # no ranges: which release ran on that date is not known
+            return self.model_copy(update={"exact_release": UNKNOWN_RELEASE})
         if self.newest_since_date[: len(date)] <= date:  # which release of the range: unknown,
             return self.model_copy(update={"exact_release": self.newest_since})  # its first
         current = [r for r in self.releases if r.since_date[: len(date)] <= date]

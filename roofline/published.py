@@ -52,6 +52,7 @@ from .phases import Estimate, estimate
 from .placement import Parallel
 from .precision import Precision
 from .stack import Stack
+from .units import UNKNOWN_RELEASE
 
 METRICS = (
     "decode_tokens_per_s",
@@ -382,15 +383,20 @@ def load_rows(path: str | Path) -> list[Row]:
 
 
 def release_of(row: Row, eng: EngineSpec) -> EngineSpec:
-    """The profile of the release the row ran: the version its engine column names, else the
-    release current at the source's date (`released`), else the newest."""
-    v = row.engine_version
+    """The profile of the release the row ran: the version its engine column names (when the
+    column names this engine: NIM 1.8.0 is not TensorRT-LLM 1.8.0), else the release current
+    at the source's date (`released`), else a release nobody stated (`UNKNOWN_RELEASE`: no
+    kernel table measured later stands for it)."""
+    word = row.engine.split()[0].lower() if row.engine.strip() else ""
+    v = row.engine_version if word == eng.name.lower() else None  # not an alias's (nim) own
     if v is not None:
         try:
             return eng.at(v)
         except ValueError:
             pass
-    return eng.at_date(row.released) if row.released else eng
+    if row.released:
+        return eng.at_date(row.released)
+    return eng.model_copy(update={"exact_release": UNKNOWN_RELEASE})
 
 
 def precision_of(row: Row, engine: EngineSpec | None) -> Precision:

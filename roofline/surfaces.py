@@ -44,7 +44,7 @@ from importlib import resources
 
 import numpy as np
 
-from .units import version_key
+from .units import UNKNOWN_RELEASE, version_key
 
 #: The aiconfigurator systems with GEMM tables; a device names its own in its spec
 #: (`Achievable.surface_system`, e.g. `surface_system: h100_sxm` in hardware_specs/h100-sxm.yaml).
@@ -68,7 +68,9 @@ _SPECIAL = ("deepgemm", "flashinfer", "cutedsl", "triton", "trt_flow_", "nvfp4")
 def measured_for(release: str, table_version: str) -> bool:
     """A table measured on `table_version` stands for an engine of `release` ('' = the newest)
     when it was measured at or below that release: a newer release's kernels are not assumed
-    for an older one."""
+    for an older one, nor for a release nobody stated (`UNKNOWN_RELEASE`)."""
+    if release == UNKNOWN_RELEASE:
+        return False
     return not release or version_key(table_version) <= version_key(release)
 
 

@@ -78,3 +78,8 @@ def version_key(version: str) -> tuple[int, ...]:
         raise ValueError(f"'{version[:40]}' is not a version number")
     parts = [int(x) for x in m.group(1).split(".") if x != ""][:3]
     return tuple(parts + [0] * (3 - len(parts)))  # '0.8' is 0.8.0
+
+
+#: An engine release nobody stated (a published row without a version or a dated range): no
+#: kernel table measured on a named release stands for it.
+UNKNOWN_RELEASE = "unknown"

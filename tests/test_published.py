@@ -149,6 +149,26 @@ def test_an_open_row_is_held_to_its_first_sight() -> None:
     assert not inside.open and not inside.gated_ok
 
 
+def test_a_rows_release_is_its_engines_own_or_unknown() -> None:
+    """Kernel tables stand only for the release they were measured on or later, so a row's
+    release must be its engine's own: NIM 1.8.0 runs some TensorRT-LLM, not 1.8.0; a row with
+    neither a version nor a date names no release at all."""
+    from roofline.published import release_of
+    from roofline.surfaces import measured_for
+    from roofline.units import UNKNOWN_RELEASE
+
+    trt, sgl = load_engine("tensorrt-llm"), load_engine("sglang")
+    nim = release_of(_row(engine="nim 1.8.0"), trt)
+    assert nim.known_release == UNKNOWN_RELEASE and nim.flag == "tensorrt-llm"
+    assert not measured_for(nim.known_release, "1.3.0")
+    assert release_of(_row(engine="sglang 0.4.3.post2"), sgl).known_release == "0.4.3"
+    assert release_of(_row(engine="sglang"), sgl).known_release == UNKNOWN_RELEASE
+    # an engine without release ranges, dated: which release ran then is not known either
+    assert release_of(_row(engine="sglang", released="2024-08"), sgl).known_release == (
+        UNKNOWN_RELEASE
+    )
+
+
 def test_a_correction_from_evidence_rebases_an_open_rows_hold() -> None:
     """A spec correction from kernel- or datasheet-level evidence that moves an open row
     further off re-bases its hold (`held_at`, with the commit and evidence in `held_why`):
