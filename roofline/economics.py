@@ -1,23 +1,16 @@
-"""What a token costs: dollars from a GPU-hour price table, joules from a power model.
+"""What a token costs: dollars from a GPU-hour price table, joules from the power model.
 
 Definitions (one place; `plan`, `estimate` and `serve` reports use them):
 - cost per million output tokens = price · n / (3600 · tok/s) · 10⁶, for n GPUs rented at
   `price` $ per GPU-hour producing `tok/s` output tokens per second. A deployment pays for its
   GPUs whether they are busy or not, so tok/s is what it delivers (at the offered rate, or at a
   stated utilisation), not its peak.
-- power of one GPU = P_idle + (P_TDP − P_idle) · u with u = min(1, max(u_c, s_m · u_m)):
-  u_c = FLOPs / (t · F) and u_m = bytes / (t · β) the utilisations of the *achievable* matmul
-  peak F and bandwidth β (`cost.Ceilings`) during a step of t seconds, and s_m the share of the
-  dynamic power a step saturating only the memory roof draws (`MEMORY_ROOF_POWER_SHARE`). A
-  step on the compute roof draws TDP; an idle GPU draws P_idle.
-- joules per output token = Σ_GPUs ∫ power dt / output tokens.
-
-Power model, stated simplification: power linear in utilisation between idle and TDP (the
-linear utilisation model of Fan, Weber & Barroso, "Power provisioning for a warehouse-sized
-computer", ISCA 2007, applied to a GPU), one utilisation per step (the busier of the compute and
-the weighted memory roof, not their sum), no clock or power-cap behaviour. Idle and the memory
-share are fixed fractions from one public measurement (below) applied to every device: a
-device-specific figure would replace them. Host CPUs, networking and cooling are not counted.
+- power of one GPU: `roofline.power` (P = min(P_cap, P_s + P_d · b), b the busy share of the
+  step's kernels); `estimate`, `serve`, `plan` and `validate --published` all take it from there.
+- joules per output token = Σ_GPUs ∫ power dt / output tokens: for an estimate, the prefill
+  step's power over TTFT and the mid-generation decode step's over E2E − TTFT; for a simulated
+  run, each recorded step's power over its time and the static power over a replica's idle time.
+Host CPUs, networking and cooling are not counted.
 """
 
 from __future__ import annotations
@@ -34,26 +27,13 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .cost import Ceilings
 from .errors import InvalidInputError, SpecError, field_error
 from .files import read_text
 from .hardware import HardwareSpec
 from .operators import ArrayLike, Step
 from .parallel import parallel_step_cost
+from .power import busy_share, power_terms
 
-#: Idle power of a datacenter GPU as a share of its TDP: an H200 SXM measured at 80.3 W idle
-#: against its 700 W TDP (80.3 / 700 = 0.1147), serialalice.pt "GPU Energy Benchmark"
-#: (http://api.serialalice.pt/alice-benchmark, June 2026, TDX-attested nvidia-smi samples).
-IDLE_FRACTION_OF_TDP = 80.3 / 700
-IDLE_SOURCE = (
-    "idle = 0.1147 × TDP: H200 SXM measured 80.3 W idle of 700 W TDP "
-    "(serialalice.pt GPU Energy Benchmark, June 2026), applied to every device"
-)
-#: Share of the dynamic power (TDP − idle) drawn by a step that saturates the memory roof only
-#: (batch-1 decode): the same benchmark's H100 SXM runs span 267 W at batch 1 (weights streamed
-#: at the memory roof) to 680 W at batch 128 (near its 700 W TDP), so (267 − 80.3) / (700 − 80.3)
-#: = 0.301 with the idle above.
-MEMORY_ROOF_POWER_SHARE = (267 - 80.3) / (700 - 80.3)
 SECONDS_PER_HOUR = 3600.0
 #: The largest price table read (the bundled one is ~10 kB).
 MAX_PRICE_FILE_BYTES = 4 * 2**20
@@ -216,46 +196,6 @@ def joules_per_token(
     return np.asarray(power_w_per_gpu) * gpus / tokens_per_s
 
 
-# ---- power ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class PowerModel:
-    """P(u) = P_idle + (P_TDP − P_idle) · u for one GPU (module docstring)."""
-
-    idle_w: float
-    tdp_w: float
-    source: str
-
-    def power_w(self, utilisation: ArrayLike) -> ArrayLike:
-        u = np.clip(utilisation, 0.0, 1.0)
-        return self.idle_w + (self.tdp_w - self.idle_w) * u
-
-
-def power_model(hw: HardwareSpec) -> PowerModel:
-    """TDP from the spec, idle as `IDLE_FRACTION_OF_TDP` of it. Refuses a spec without TDP."""
-    if hw.tdp_w is None:
-        raise InvalidInputError(
-            f"{hw.name}'s spec has no tdp_w, so its energy cannot be "
-            "modelled; add tdp_w (watts, with its source) to the spec"
-        )
-    return PowerModel(
-        IDLE_FRACTION_OF_TDP * hw.tdp_w,
-        hw.tdp_w,
-        f"TDP {hw.tdp_w:g} W from the {hw.name} spec; {IDLE_SOURCE}",
-    )
-
-
-def roof_utilisation(
-    flops: ArrayLike, bytes_: ArrayLike, time_s: ArrayLike, hw: HardwareSpec, compute_dtype: str
-) -> ArrayLike:
-    """u = min(1, max(u_c, s_m · u_m)) on the achievable ceilings (module docstring)."""
-    c = Ceilings.of(hw, compute_dtype, "achievable")
-    u = np.maximum(
-        np.asarray(flops) / (np.asarray(time_s) * c.flops_per_s),
-        MEMORY_ROOF_POWER_SHARE * np.asarray(bytes_) / (np.asarray(time_s) * c.bytes_per_s),
-    )
-    return np.minimum(u, 1.0)
-
-
 # ---- columns for `estimate` -----------------------------------------------------------------
 @dataclass(frozen=True)
 class CaseEconomics:
@@ -288,80 +228,104 @@ class CaseEconomics:
         }
 
 
+def case_power_w(est) -> np.ndarray | None:
+    """Average power of one GPU over each case of a `phases.Estimate` run back to back: the
+    prefill step's power over TTFT, the decode step at the mid-generation context P + G/2 over
+    E2E − TTFT (`roofline.power`), W; None when the spec has no tdp_w."""
+    m, hw = est.model, est.hardware
+    if hw.tdp_w is None:
+        return None
+    terms = power_terms(hw)
+    B = np.array([c.batch for c in est.cases], dtype=float)
+    P, G = est.cases[0].prompt_tokens, est.cases[0].gen_tokens
+    b_pre = busy_share(parallel_step_cost(m, est.stack, Step(B, P, 0)))
+    b_dec = busy_share(parallel_step_cost(m, est.stack, Step(B, 1, P + G // 2)))
+    ttft = np.array([c.ttft_s for c in est.cases])
+    e2e = np.array([c.e2e_s for c in est.cases])
+    p_pre, p_dec = terms.power_w(b_pre), terms.power_w(b_dec)
+    return np.asarray((p_pre * ttft + p_dec * (e2e - ttft)) / e2e, dtype=float)
+
+
 def estimate_economics(
     est, usd_per_gpu_hour: float, utilisation: float = 1.0
 ) -> tuple[CaseEconomics, ...]:
     """Cost and energy per output token of each case of a `phases.Estimate`: batches of B run
-    back to back (prefill, then G−1 decode steps at the mid-generation context P + G/2) for
-    `utilisation` of the time, idle otherwise."""
+    back to back (`case_power_w`) for `utilisation` of the time, idle otherwise."""
     if not 0 < utilisation <= 1:
         raise InvalidInputError(f"`utilisation` must be in (0, 1], got {utilisation}")
-    m, hw, prec = est.model, est.hardware, est.precision
-    if hw.tdp_w is None:  # priced but no power: the cost stands, the energy is unknown
-        return tuple(
-            CaseEconomics(
-                c.batch,
-                usd_per_gpu_hour * c.gpus,
-                c.throughput_tokens_per_s * utilisation,
-                None,
-                c.gpus,
-            )
-            for c in est.cases
+    busy = case_power_w(est)
+    if busy is not None:  # idle the rest of the time, at the static power
+        idle = power_terms(est.hardware).static_w
+        busy = utilisation * busy + (1 - utilisation) * idle
+    return tuple(
+        CaseEconomics(
+            c.batch,
+            usd_per_gpu_hour * c.gpus,
+            c.throughput_tokens_per_s * utilisation,
+            None if busy is None else float(busy[i]),
+            c.gpus,
         )
-    pm = power_model(hw)
-    B = np.array([c.batch for c in est.cases], dtype=float)
-    P, G = est.cases[0].prompt_tokens, est.cases[0].gen_tokens
-    pre = parallel_step_cost(m, est.stack, Step(B, P, 0))
-    dec = parallel_step_cost(m, est.stack, Step(B, 1, P + G // 2))
-    u_pre = np.asarray(
-        roof_utilisation(pre.compute.flops, pre.compute.bytes, pre.time_s, hw, prec.compute)
+        for i, c in enumerate(est.cases)
     )
-    u_dec = np.asarray(
-        roof_utilisation(dec.compute.flops, dec.compute.bytes, dec.time_s, hw, prec.compute)
-    )
-    out = []
-    for i, c in enumerate(est.cases):
-        busy_w = (
-            pm.power_w(u_pre[i]) * c.ttft_s + pm.power_w(u_dec[i]) * (c.e2e_s - c.ttft_s)
-        ) / c.e2e_s
-        power = utilisation * busy_w + (1 - utilisation) * pm.idle_w
-        out.append(
-            CaseEconomics(
-                c.batch,
-                usd_per_gpu_hour * c.gpus,
-                c.throughput_tokens_per_s * utilisation,
-                float(power),
-                c.gpus,
-            )
-        )
-    return tuple(out)
 
 
 # ---- columns for `serve` --------------------------------------------------------------------
 @dataclass(frozen=True)
 class ServeEconomics:
-    """A simulated run's cost and an upper bound on its energy: every busy replica-second at
-    TDP, every idle one at P_idle (the simulator records busy time, not each step's roof use)."""
+    """A simulated run's cost and energy: every recorded step at its power, every idle
+    replica-second at the static power (`roofline.power`)."""
 
     usd_per_hour: float
     tokens_per_s: float
-    energy_j_upper: float
+    energy_j: float
     tokens: float
+    gpu_seconds: float  # GPUs × run duration
 
     @property
     def cost_per_million_tokens_usd(self) -> float:
         return float(self.usd_per_hour / SECONDS_PER_HOUR / self.tokens_per_s * 1e6)
 
     @property
-    def joules_per_token_upper(self) -> float:
-        return self.energy_j_upper / self.tokens
+    def joules_per_token(self) -> float:
+        return self.energy_j / self.tokens
+
+    @property
+    def power_w(self) -> float:
+        """Average power of one GPU over the run."""
+        return self.energy_j / self.gpu_seconds
 
     def as_dict(self) -> dict:
         return {
             "usd_per_hour": self.usd_per_hour,
             "cost_per_million_output_tokens_usd": self.cost_per_million_tokens_usd,
-            "joules_per_output_token_upper_bound": self.joules_per_token_upper,
+            "power_w_per_gpu": self.power_w,
+            "joules_per_output_token": self.joules_per_token,
         }
+
+
+def timeline_busy_share(model, stack, timeline, context: float, width: int = 1) -> np.ndarray:
+    """The busy share (`roofline.power`) of each recorded row of a replica's `Timeline`: a
+    decode row (`width` tokens per sequence per step) is the decode step of its batch over
+    `context` cached tokens; any other row one step of its tokens spread evenly over its
+    sequences, uncached (a prefill, or a chunk beside decodes)."""
+    n = np.maximum(np.asarray(timeline.seqs, dtype=float), 1.0)
+    k = np.asarray(timeline.steps or [1] * n.size, dtype=float)
+    per = np.asarray(timeline.tokens, dtype=float) / (n * k)  # T of each step
+    out = np.ones(n.size)
+    dec = per <= width
+    if dec.any():
+        B, at = np.unique(n[dec], return_inverse=True)
+        b = busy_share(parallel_step_cost(model, stack, Step(B, 1, context)))
+        out[dec] = np.broadcast_to(b, B.shape)[at]
+    if (~dec).any():
+        shapes, at = np.unique(
+            np.stack([n[~dec], np.maximum(np.round(per[~dec]), 1.0)], axis=1),
+            axis=0,
+            return_inverse=True,
+        )
+        b = busy_share(parallel_step_cost(model, stack, Step(shapes[:, 0], shapes[:, 1], 0)))
+        out[~dec] = np.broadcast_to(b, shapes[:, 0].shape)[at.ravel()]
+    return out
 
 
 def serve_economics(
@@ -371,19 +335,33 @@ def serve_economics(
     gpus_per_replica: int = 1,
     tier: Tier = "on-demand",
 ) -> ServeEconomics:
-    """$ per million output tokens and J per token (upper bound) of a `serve.metrics.Summary`;
-    `devices` maps each pool's device name (`Pool.hardware`) to its spec."""
+    """$ per million output tokens and J per token of a `serve.metrics.Summary`; `devices`
+    maps each pool's device name (`Pool.hardware`) to its spec. A replica's energy: each
+    recorded step at its power (`timeline_busy_share`; a pool without a model and stack, a toy
+    timer, runs its steps at busy share 1), the static power over the rest of the run."""
     r = summary.result
     T = summary.duration_s
+    w = r.workload
+    context = float(np.mean(w.input_tokens) + np.mean(w.output_tokens) / 2)
+    spec = r.deployment.speculation
+    width = 1 if spec is None else spec.k + 1
     usd = joules = 0.0
     for e, pool in zip(r.engines, _engine_pools(r), strict=True):
         hw = devices[pool.hardware]
         usd += prices.usd_per_gpu_hour(hw.name, tier) * gpus_per_replica
-        pm = power_model(hw)
-        busy = min(e.busy_s, T)
-        joules += gpus_per_replica * (pm.tdp_w * busy + pm.idle_w * (T - busy))
-    tokens = float(r.workload.output_tokens.sum())
-    return ServeEconomics(usd, summary.throughput_tokens_per_s, joules, tokens)
+        terms = power_terms(hw)
+        tl = e.timeline
+        dt = np.asarray(tl.end_s, dtype=float) - np.asarray(tl.start_s, dtype=float)
+        if pool.model is not None and pool.stack is not None and dt.size:
+            busy = timeline_busy_share(pool.model, pool.stack, tl, context, width)
+        else:
+            busy = np.ones(dt.size)
+        stepping = float(np.sum(terms.power_w(busy) * dt))
+        idle = terms.static_w * max(T - float(dt.sum()), 0.0)
+        joules += gpus_per_replica * (stepping + idle)
+    tokens = float(w.output_tokens.sum())
+    gpu_s = T * gpus_per_replica * len(r.engines)
+    return ServeEconomics(usd, summary.throughput_tokens_per_s, joules, tokens, gpu_s)
 
 
 def _engine_pools(result) -> list:

@@ -400,7 +400,8 @@ def loso_coverage(residuals: Sequence[Residual], coverage: float = DEFAULT_COVER
 # ---- a prediction's intervals ---------------------------------------------------------------
 #: The figures of an estimate case: the quantity whose residuals bound each, and whether it is
 #: a rate. Cost per token scales with the time a token takes (e2e); energy per token too, times
-#: a power the published rows do not check (its basis says so).
+#: a power whose own error is not in this band (its basis says so; the power rows are checked
+#: apart, in roofline/data/published-energy.csv).
 FIGURES: dict[str, tuple[str, bool]] = {
     "ttft_s": ("prefill", False),
     "tpot_s": ("decode", False),
@@ -411,7 +412,10 @@ FIGURES: dict[str, tuple[str, bool]] = {
     "cost_per_million_output_tokens_usd": ("e2e", False),
     "joules_per_output_token": ("e2e", False),
 }
-POWER_NOTE = "; the power behind it is not checked against measured power"
+POWER_NOTE = (
+    "; the power behind it is not in this band (checked apart against measured power: "
+    "roofline/data/published-energy.csv)"
+)
 
 
 def key_of(

@@ -20,7 +20,7 @@ RESULT_FILES = {
     "BAD/binary.json": "not UTF-8",
     "BAD/latin1.json": "not UTF-8",
     "BAD/results-empty.json": "neither JSON",
-    "BAD/results-list.json": "neither JSON",
+    "BAD/results-list.json": "not of InferenceX result rows",
     "BAD/results-broken.json": "not valid JSON",
     "BAD/results-nan.json": "NaN is not a measurement",
     "BAD/results-schema.json": "not a result this version reads",

@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
-from roofline.catalog import hardware_catalog, load_hardware, load_model
-from roofline.cost import Ceilings
+from roofline.catalog import hardware_catalog, load_engine, load_hardware, load_model
 from roofline.economics import (
-    IDLE_FRACTION_OF_TDP,
-    MEMORY_ROOF_POWER_SHARE,
     cost_per_million_tokens,
     estimate_economics,
     joules_per_token,
     load_prices,
     parse_price_options,
-    power_model,
-    roof_utilisation,
 )
 from roofline.errors import InvalidInputError, SpecError
 from roofline.phases import estimate
+from roofline.power import power_terms
 from roofline.stack import Stack
 
 
@@ -34,35 +31,6 @@ def test_cost_per_million_tokens_by_hand():
 def test_joules_per_token_by_hand():
     # 2 GPUs at 500 W = 1000 J/s over 1000 tok/s = 1 J/token
     assert joules_per_token(500, 2, 1000) == pytest.approx(1.0)
-
-
-def test_power_model_idle_and_tdp():
-    pm = power_model(load_hardware("h100-sxm"))
-    # idle = 80.3 W / 700 W x 700 W = 80.3 W; full = TDP; half way = 80.3 + 0.5 x 619.7
-    assert pm.idle_w == pytest.approx(80.3)
-    assert pm.power_w(0.0) == pytest.approx(80.3)
-    assert pm.power_w(1.0) == pytest.approx(700.0)
-    assert pm.power_w(0.5) == pytest.approx(80.3 + 0.5 * 619.7)
-    assert pm.power_w(3.0) == pytest.approx(700.0)  # clipped
-    assert pytest.approx(0.1147, abs=1e-4) == IDLE_FRACTION_OF_TDP
-
-
-def test_roof_utilisation_memory_and_compute():
-    hw = load_hardware("h100-sxm")
-    c = Ceilings.of(hw, "bf16", "achievable")
-    bw, peak = c.bytes_per_s, c.flops_per_s  # achievable β and F
-    # a 1 s step streaming β bytes and no FLOPs sits on the memory roof only
-    assert roof_utilisation(0.0, bw, 1.0, hw, "bf16") == pytest.approx(MEMORY_ROOF_POWER_SHARE)
-    # (267 - 80.3) / (700 - 80.3) = 0.30127
-    assert pytest.approx(0.30127, abs=1e-5) == MEMORY_ROOF_POWER_SHARE
-    assert roof_utilisation(peak, 0.0, 1.0, hw, "bf16") == pytest.approx(1.0)
-    assert roof_utilisation(peak / 4, 0.0, 1.0, hw, "bf16") == pytest.approx(0.25)
-
-
-def test_power_model_refuses_a_spec_without_tdp():
-    hw = load_hardware("h100-sxm").model_copy(update={"tdp_w": None})
-    with pytest.raises(InvalidInputError, match="tdp_w"):
-        power_model(hw)
 
 
 def test_bundled_prices_and_overrides():
@@ -135,17 +103,19 @@ def test_estimate_economics_by_hand():
     )
     # batching spreads the same power over more tokens
     assert full[1].joules_per_token < full[0].joules_per_token
-    pm = power_model(hw)
+    pw = power_terms(hw)
     for x in full:
-        assert pm.idle_w < x.power_w <= pm.tdp_w
-    assert half[0].power_w == pytest.approx((full[0].power_w + pm.idle_w) / 2)
+        assert pw.static_w < x.power_w <= pw.cap_w
+    assert half[0].power_w == pytest.approx((full[0].power_w + pw.static_w) / 2)
     assert math.isclose(full[0].joules_per_token, full[0].power_w / full[0].tokens_per_s)
     with pytest.raises(InvalidInputError, match="utilisation"):
         estimate_economics(e, 3.49, utilisation=0)
 
 
 def test_serve_economics_by_hand():
-    from roofline.economics import serve_economics
+    """Disaggregated: an H100 prefill replica and an H200 decode replica. Each replica's energy
+    is its recorded steps at their power plus the static power over the rest of the run."""
+    from roofline.economics import serve_economics, timeline_busy_share
     from roofline.serve.metrics import Summary
     from roofline.serve.policy import POLICIES
     from roofline.serve.simulate import build_deployment, simulate
@@ -162,10 +132,41 @@ def test_serve_economics_by_hand():
     assert e.cost_per_million_tokens_usd == pytest.approx(
         8.08 / 3600 / s.throughput_tokens_per_s * 1e6
     )
-    T = s.duration_s
-    busy = [x.busy_s for x in s.result.engines]  # prefill engine, then decode engine
-    joules = (700 * busy[0] + 80.3 * (T - busy[0])) + (700 * busy[1] + 80.3 * (T - busy[1]))
-    assert e.joules_per_token_upper == pytest.approx(joules / (100 * 64))
+    T, joules = s.duration_s, 0.0
+    for x, pool, hw in zip(s.result.engines, d.pools, (h100, h200), strict=True):
+        tl, pw = x.timeline, power_terms(hw)
+        dt = np.asarray(tl.end_s) - np.asarray(tl.start_s)
+        b = timeline_busy_share(m, pool.stack, tl, 256 + 64 / 2)
+        joules += float(np.sum(pw.power_w(b) * dt)) + pw.static_w * (T - dt.sum())
+        assert b.min() > 0 and b.max() <= 1
+    assert e.joules_per_token == pytest.approx(joules / (100 * 64))
+    assert e.power_w == pytest.approx(joules / (2 * T))
+    # a run that idles most of the time sits between static power and the cap
+    assert 72.0 < e.power_w < 700
+
+
+def test_estimate_and_serve_agree_on_one_steady_state():
+    """The same deployment, B = 32 sequences of P = 1024 and G = 256 sent together, held by
+    static batching (prefill all, then decode all): `estimate` at batch 32 and `serve` of that
+    burst run the same steps, so their J/token agree within 5%."""
+    from roofline.economics import serve_economics
+    from roofline.serve.metrics import Summary
+    from roofline.serve.policy import policy
+    from roofline.serve.simulate import build_deployment, simulate
+    from roofline.serve.workload import NO_PREFIX, Workload
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    stack = Stack.resolve(m, hw, engine=load_engine("vllm"))
+    est = estimate(m, stack, [32], 1024, 256)
+    by_estimate = estimate_economics(est, 3.49)[0].joules_per_token
+    B = 32
+    w = Workload(
+        np.zeros(B), np.full(B, 1024), np.full(B, 256), np.full(B, NO_PREFIX), np.zeros(B, int)
+    )
+    p = policy("static", stack.engine).on(stack.memory)
+    s = Summary(simulate(w, p, build_deployment(m, stack, p)), math.inf, math.inf)
+    by_serve = serve_economics(s, {hw.name: hw}, load_prices()).joules_per_token
+    assert by_serve == pytest.approx(by_estimate, rel=0.05)
 
 
 def test_serve_prints_cost_line(capsys):

@@ -154,8 +154,9 @@ def test_genai_perf_csv_is_read(tmp_path):
     ("content", "says"),
     [
         ("{not json", "not valid JSON"),
-        ("[1, 2]", "neither JSON"),
+        ("[1, 2]", "not of InferenceX result rows"),
         ('{"a": 1}', "not a result this version reads"),
+        ('{"mean_ttft_ms": 1,', "truncated"),
         (json.dumps(vllm_result(mean_ttft_ms=-1)), "finite number >= 0"),
         (json.dumps(vllm_result(mean_ttft_ms="fast")), "must be a number"),
         ('{"mean_ttft_ms": NaN, "completed": 1}', "NaN is not a measurement"),
@@ -280,3 +281,21 @@ def test_serve_refuses_options_its_workload_ignores(tmp_path, capsys, args, says
         main(["serve", "llama-3.1-8b", *[a.format(f=f) for a in args]])
     err = capsys.readouterr().err.strip()
     assert e.value.code in (1, 2) and says in err, err
+
+
+def test_replicas_share_the_load_round_robin(tmp_path, capsys):
+    """Four equal requests sent at once to four replicas (round-robin): each replica serves one
+    request alone, so every TTFT is the TTFT of one request on one replica."""
+    d = vllm_result(request_rate="inf", num_prompts=4, completed=4)
+    d |= {"input_lens": [2048] * 4, "output_lens": [32] * 4}
+    (four,) = read_benchmarks(write(tmp_path, d, "four.json"))
+    d |= {"num_prompts": 1, "completed": 1, "input_lens": [2048], "output_lens": [32]}
+    (alone,) = read_benchmarks(write(tmp_path, d, "one.json"))
+    m, stack = _stack()
+    spread = {r.metric: r.predicted for r in compare(four, m, stack, replicas=4).rows}
+    single = {r.metric: r.predicted for r in compare(alone, m, stack).rows}
+    packed = {r.metric: r.predicted for r in compare(four, m, stack).rows}
+    assert spread["ttft_p99"] == pytest.approx(single["ttft_p50"], rel=1e-9)
+    assert packed["ttft_p99"] > spread["ttft_p99"]  # on one replica the prefills queue
+    main(["validate", "--serving", str(tmp_path / "four.json"), "-H", "h100", "--replicas", "4"])
+    assert "4 replicas share the load" in capsys.readouterr().out

@@ -513,7 +513,7 @@ def serve_economics_dict(
 
 def cost_line(summary: Any, devices: dict, gpus_per_replica: int, prices: Any) -> str:
     """One line of cost and energy for a serve run (on-demand prices of `prices`), or why not."""
-    from ..economics import IDLE_FRACTION_OF_TDP, serve_economics
+    from ..economics import serve_economics
     from ..errors import RooflineError
 
     try:
@@ -522,7 +522,6 @@ def cost_line(summary: Any, devices: dict, gpus_per_replica: int, prices: Any) -
         return f"cost: not shown ({with_flags(str(err))})"
     return (
         f"cost: ${e.usd_per_hour:.2f}/h, ${e.cost_per_million_tokens_usd:.3f} per million "
-        f"output tokens at the simulated throughput; energy ≤ "
-        f"{e.joules_per_token_upper:.3f} J/token (busy at TDP, idle at "
-        f"{IDLE_FRACTION_OF_TDP:.1%} of it)"
+        f"output tokens at the simulated throughput; energy {e.joules_per_token:.3f} J/token "
+        f"({e.power_w:.0f} W per GPU: each step at its busy share, idle at static power)"
     )

@@ -289,7 +289,8 @@ def validate_cmd(
         typer.Argument(
             help="results JSON from `roofline measure`; with --published, a CSV of published "
             "measurements (default: the bundled set); with --serving, serving benchmark "
-            "result files (vllm bench serve JSON, genai-perf JSON or CSV)"
+            "result files (vllm bench serve / SGLang bench_serving JSON, AIPerf or genai-perf "
+            "JSON or CSV, GuideLLM JSON or YAML, InferenceX results)"
         ),
     ] = None,
     published: Annotated[
@@ -300,8 +301,8 @@ def validate_cmd(
         bool,
         typer.Option(
             "--serving",
-            help="rerun serving benchmark results (vllm bench serve, genai-perf) in the simulator "
-            "and compare every metric they report",
+            help="rerun serving benchmark results (vllm bench serve, SGLang, AIPerf, genai-perf, "
+            "GuideLLM, InferenceX) in the simulator and compare every metric they report",
         ),
     ] = False,
     model: Annotated[
@@ -320,6 +321,14 @@ def validate_cmd(
             callback=common.in_range(1, 10**6),
         ),
     ] = None,
+    replicas: Annotated[
+        int,
+        typer.Option(
+            help="with --serving: identical replicas of --hardware/--tp the benchmark's load was "
+            "spread over (a load-balanced service)",
+            callback=common.in_range(1, common.MAX_GPUS),
+        ),
+    ] = 1,
     max_error: Annotated[
         float | None,
         typer.Option(
@@ -373,6 +382,7 @@ def validate_cmd(
             max_error,
             json_out,
             specs_dir,
+            replicas,
         )
         return
     if len(results or []) > 1:

@@ -126,8 +126,8 @@ def estimate_table(
         )
     if econ is not None:
         t.caption = f"{t.caption}. Cost: {econ.price_source}" + (
-            f", at {econ.utilisation:.0%} utilisation; energy from the roofs' use "
-            "(docs/planning.md)"
+            f", at {econ.utilisation:.0%} utilisation; energy: static power + dynamic power × "
+            "the busy share of each step's kernels (roofline/power.py, docs/planning.md)"
             if priced
             else ""
         )

@@ -65,7 +65,7 @@ def serve(
         Path | None,
         Opt(
             "--from",
-            help="a serving benchmark result (vllm bench serve JSON, genai-perf JSON or CSV): "
+            help="a serving benchmark result (any file validate --serving reads; its first run): "
             "rerun its requests, arrival rate and client concurrency",
         ),
     ] = None,

@@ -31,6 +31,7 @@ def run_serving(
     max_error: float | None,
     json_out: bool,
     specs_dir: list[Path] | None,
+    replicas: int = 1,
 ) -> None:
     """Each file's runs rerun on one stack; exit 1 when `max_error` is given and a gated
     metric (medians, output throughput) is further off."""
@@ -50,12 +51,13 @@ def run_serving(
                 raise InvalidInputError(f"{f}: the file names no model; give --model")
             m = load_model(name, dirs)
             stack = common.stack(m, hw, released(m), "achievable", engine, dirs, Parallel(tp=tp))
-            out.append(compare(run, m, stack, policy_name))
+            out.append(compare(run, m, stack, policy_name, replicas=replicas))
             if model is None:
                 common.NOTES.append(f"{f}: model '{name}' read from the file")
+    copies = f" × {replicas} replicas" if replicas > 1 else ""
     common.NOTES.append(
-        f"not in the files: hardware {hw.name}, TP {tp}, engine {engine} (from the flags); "
-        "weights as released"
+        f"not in the files: hardware {hw.name}, TP {tp}{copies}, engine {engine} (from the "
+        "flags); weights as released"
     )
     worst = max((c.worst() for c in out), default=0.0)
     if json_out:

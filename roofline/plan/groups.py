@@ -1,5 +1,6 @@
 """Stage 1 input: one table per (device, format, layout), from one `phases.estimate` call over a
-grid of batch sizes, the KV capacity the engine allocates and the power model's terms."""
+grid of batch sizes, the KV capacity the engine allocates and the power model's terms
+(`roofline.power`: the busy share of the prefill step and of the decode step at each batch)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import memory
-from ..economics import PriceTable, power_model, roof_utilisation
+from ..economics import PriceTable
 from ..engine import EngineSpec
 from ..errors import DoesNotFitError
 from ..hardware import HardwareSpec
@@ -19,6 +20,7 @@ from ..operators import Step
 from ..parallel import parallel_step_cost
 from ..phases import estimate
 from ..placement import Parallel, pp_stage, tp_shard
+from ..power import busy_share, power_terms
 from ..serve.simulate import kv_capacity_tokens
 from ..stack import Stack
 from .space import Requirement, Space, layouts, precision_of, robust_factors, scheduler_policy
@@ -40,14 +42,15 @@ class GroupTable:
     t_prefill_s: float  # one prompt of P tokens, B = 1
     batch_grid: np.ndarray  # (K,) b, increasing, starting at 1
     tpot_grid_s: np.ndarray  # (K,) mean decode step at batch b over the G − 1 steps
-    u_decode_grid: np.ndarray = field(default_factory=lambda: np.zeros(1))  # (K,) roof use
-    u_prefill: float = 0.0
+    u_decode_grid: np.ndarray = field(default_factory=lambda: np.zeros(1))  # (K,) busy share
+    u_prefill: float = 0.0  # busy share of the prefill step
     kv_capacity_tokens: float = math.inf
     kv_bytes_per_token: float = 0.0  # one GPU's share, moved at a hand-off
     link_bytes_per_s: float = math.inf
     link_latency_s: float = 0.0
-    idle_w: float = 0.0
-    tdp_w: float = 0.0
+    static_w: float = 0.0  # `power.PowerTerms` of the device
+    dynamic_w: float = 0.0
+    cap_w: float = 0.0
     ttft_factor: float = 1.0  # the SLO is checked on TTFT × this (`robust_factors`)
     tpot_factor: float = 1.0
     #: the max batches tried on this replica: the space's, and its batch "max" if asked
@@ -76,7 +79,8 @@ class GroupTable:
         return np.asarray(space.max_batches, dtype=float)
 
     def power_w(self, u: np.ndarray) -> np.ndarray:
-        return self.idle_w + (self.tdp_w - self.idle_w) * np.clip(u, 0.0, 1.0)
+        """Power of one GPU at busy share u (`power.PowerTerms.power_w`)."""
+        return np.minimum(self.cap_w, self.static_w + self.dynamic_w * np.clip(u, 0.0, 1.0))
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,7 @@ def build_groups(
     rejected: list[Rejected] = []
     for hw in hardware:
         price = prices.usd_per_gpu_hour(hw.name, space.tier)
-        pm = power_model(hw)
+        pw = power_terms(hw)
         for fmt in space.formats:
             prec = precision_of(fmt)
             if not hw.supports(prec.compute):
@@ -151,12 +155,10 @@ def build_groups(
                 grid = batch_grid(max(tried))
                 est = estimate(model, stack, [int(b) for b in grid], P, G)
                 dec = parallel_step_cost(model, stack, Step(grid, 1, P + G // 2))
-                u_dec = roof_utilisation(
-                    dec.compute.flops, dec.compute.bytes, dec.time_s, hw, prec.compute
-                )
+                u_dec = busy_share(dec)
                 t_pf = est.cases[0].ttft_s
                 u_pf = float(
-                    roof_utilisation(est.prefill.flops, est.prefill.bytes, t_pf, hw, prec.compute)
+                    np.asarray(busy_share(parallel_step_cost(model, stack, Step(1, P, 0))))
                 )
                 ic = hw.interconnect
                 f_ttft, f_tpot = robust_factors(stack, req.confidence)
@@ -177,8 +179,9 @@ def build_groups(
                         ),
                         link_bytes_per_s=ic.bandwidth_bytes_per_s or math.inf,
                         link_latency_s=ic.latency_us * 1e-6,
-                        idle_w=pm.idle_w,
-                        tdp_w=pm.tdp_w,
+                        static_w=pw.static_w,
+                        dynamic_w=pw.dynamic_w,
+                        cap_w=pw.cap_w,
                         ttft_factor=f_ttft,
                         tpot_factor=f_tpot,
                         max_batches=np.array(sorted(tried), dtype=float),

@@ -171,8 +171,14 @@ class ServeRuns:
         if c.benchmark is None:
             return None
         if self._benchmark is None:
-            self._benchmark = read_benchmarks(c.benchmark, c.requests)[0]
+            runs = read_benchmarks(c.benchmark, c.requests)
+            self._benchmark = runs[0]
             self.notes.extend(f"note: {c.benchmark}: {n}" for n in self._benchmark.notes)
+            if len(runs) > 1:
+                self.notes.append(
+                    f"note: {c.benchmark} holds {len(runs)} runs; the first "
+                    f"({runs[0].load_label}) is simulated"
+                )
         return self._benchmark
 
     @property

@@ -143,12 +143,14 @@ class Counters:
 
 @dataclass
 class Timeline:
-    """One row per step: when it ended, its batch, and the KV held after it."""
+    """One row per step (or stretch of `steps` decode steps of the same sequences): when it
+    ended, its batch, the tokens it fed, and the KV held after it."""
 
     start_s: list[float] = field(default_factory=list)
     end_s: list[float] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
     kv_allocated_tokens: list[int] = field(default_factory=list)
     kv_stored_tokens: list[int] = field(default_factory=list)
     kv_shared_saving_tokens: list[int] = field(default_factory=list)
@@ -250,12 +252,13 @@ class ServingLoop:
         self.r.finish_s[rids] = at_s
         self.r.completions[rids] += 1
 
-    def record(self, start_s: float, seqs: int, tokens: int) -> None:
-        """A step (or stretch of steps) from `start_s` to now, and the KV held after it."""
+    def record(self, start_s: float, seqs: int, tokens: int, steps: int = 1) -> None:
+        """A step (or stretch of `steps` steps) from `start_s` to now, and the KV held after it."""
         self.tl.start_s.append(start_s)
         self.tl.end_s.append(self.clock)
         self.tl.seqs.append(seqs)
         self.tl.tokens.append(tokens)
+        self.tl.steps.append(steps)
         kv, cached = self.kv, self.kv.prefixes.values()
         self.tl.kv_allocated_tokens.append((kv.total_blocks - kv.free_blocks) * kv.block_tokens)
         self.tl.kv_stored_tokens.append(

@@ -145,7 +145,7 @@ class Continuous(Scheduler):
         for rid in run[done]:
             self._complete(int(rid))
         self.run = run[~done]
-        loop.record(start, n, n * self.width * steps)
+        loop.record(start, n, n * self.width * steps, steps)
 
     def _steps_before(self, horizon: float, k: int) -> int:
         """At most k steps of a stretch, about as many as start before `horizon`, from the last
@@ -433,7 +433,7 @@ class Static(Scheduler):
             start = loop.clock
             loop.advance_to(float(ends[-1]))
             self.ctx = self.ctx + k
-            loop.record(start, n, n * k)
+            loop.record(start, n, n * k, k)
         for rid in batch:  # the whole batch frees together
             self.kv.release(int(rid))
         self.batch = np.zeros(0, np.int64)

@@ -38,13 +38,16 @@ UNBOUNDED_KV_TOKENS = 1 << 60
 @dataclass(frozen=True)
 class Pool:
     """Identical replicas (each a group of tp·pp·ep GPUs): their step-time function and the
-    KV tokens each can hold."""
+    KV tokens each can hold; the model and stack the steps are costed on (the power model
+    reads them; None for a toy timer)."""
 
     name: str
     timer: StepTimer
     kv_capacity_tokens: int
     replicas: int = 1
     hardware: str = ""
+    model: ModelSpec | None = None
+    stack: Stack | None = None
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,7 @@ def build_deployment(
             timer = speculative_timer(model, on, speculation)
             draft_weights, draft_kv = draft_memory(model, on, speculation)
         capacity = kv_capacity_tokens(model, on, policy, draft_weights, draft_kv)
-        return Pool(name, timer, capacity, n, device.name)
+        return Pool(name, timer, capacity, n, device.name, model, on)
 
     kv_model = pp_stage(tp_shard(model, par.tp), par.pp)
     kv_per_token = kv_growth_elems_per_token(kv_model) * precision.kv_bytes

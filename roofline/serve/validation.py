@@ -119,16 +119,24 @@ def _predict(s: Summary, metric: str) -> float:
 
 
 def compare(
-    run: BenchmarkRun, model: ModelSpec, stack: Stack, policy_name: str | None = None, seed: int = 0
+    run: BenchmarkRun,
+    model: ModelSpec,
+    stack: Stack,
+    policy_name: str | None = None,
+    seed: int = 0,
+    replicas: int = 1,
 ) -> ServingComparison:
-    """Rerun `run`'s workload on `stack` and put each reported metric beside its prediction."""
+    """Rerun `run`'s workload on `stack` and put each reported metric beside its prediction;
+    `replicas` identical copies of the stack share the load behind the policy's router (a
+    benchmark run against a load-balanced service)."""
     name = policy_name or engine_default(stack.engine)
     p = policy(name, stack.engine).on(stack.memory)
     if p.disaggregated:
         raise InvalidInputError("a benchmark run is compared on one pool; pick another policy")
     w = run.workload(seed)
     w.check(model.max_context, model.name)
-    result = simulate(w, p, build_deployment(model, stack, p), max_concurrency=run.max_concurrency)
+    deployment = build_deployment(model, stack, p, replicas)
+    result = simulate(w, p, deployment, max_concurrency=run.max_concurrency)
     s = Summary(result, math.inf, math.inf)
     rows = []
     for metric, measured in sorted(run.metrics.items(), key=lambda kv: _order(kv[0])):
@@ -137,8 +145,12 @@ def compare(
         )
         rows.append(MetricRow(metric, _predict(s, metric), measured, unit))
     notes = list(run.notes)
-    if not math.isinf(run.request_rate) and run.burstiness != 1.0:
+    if not math.isinf(run.request_rate) and math.isinf(run.burstiness):
+        notes.append("evenly spaced arrivals at the rate")
+    elif not math.isinf(run.request_rate) and run.burstiness != 1.0:
         notes.append(f"gamma arrivals of shape {run.burstiness:g} (vllm bench's burstiness)")
+    if replicas > 1:
+        notes.append(f"{replicas} replicas share the load ({p.router} routing)")
     return ServingComparison(run, name, tuple(rows), tuple(notes))
 
 
