@@ -253,7 +253,7 @@ def tiny_results(tmp_path_factory):
     import roofline.kernels.suite as suite
 
     plan = cpu_plan("ci", info, ("fp32",))
-    small = []
+    small, seen = [], set()
     for p in plan.points:
         s = dict(p.shape)
         if p.kernel == "gemm":
@@ -264,7 +264,12 @@ def tiny_results(tmp_path_factory):
             s.update(S=min(s["S"], 64), T=min(s["T"], 16))
         elif p.family == "decode_step" and (s["B"] > 1 or s["S"] > 128):
             continue
-        small.append(type(p)(p.family, p.kernel, p.dtype, s, p.model, p.native))
+        if p.family == "gemm_sweep":  # shrunk to the calibration GEMMs' size: 100x off them
+            continue
+        key = (p.kernel, p.dtype, p.model, tuple(sorted(s.items())))
+        if key not in seen:  # a results file holds each shape once (`results.contradiction`)
+            seen.add(key)
+            small.append(type(p)(p.family, p.kernel, p.dtype, s, p.model, p.native))
     original = suite.plan
     suite.plan = lambda *a: type(plan)(tuple(small), Budget(0.0, 0.01, min_repeats=2), plan.models)
     try:

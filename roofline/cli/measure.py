@@ -18,17 +18,17 @@ from rich.table import Table
 from ..catalog import load_hardware
 from ..errors import InconclusiveError, InvalidInputError, RooflineError
 from ..files import signals_deferred, write_text
-from ..measure.calibrate import calibrated_spec
 from ..measure.load import COMPETING_CORES, LoadMeter
 from ..measure.results import (
     NOISY_SPREAD,
     Results,
+    check_results,
     load_results,
     median_of_runs,
     run_spread,
     write_results,
 )
-from ..measure.validate import PROTOCOL, Validation, validate, validation_of
+from ..measure.validate import PROTOCOL, Validation, calibration, validation_of
 from ..units import seconds, si
 from . import app, common, interrupt_status
 from .common import JsonFlag, SpecsDir, console, print_json
@@ -174,10 +174,7 @@ def calibrate(
 ) -> None:
     """Write a hardware spec of what this machine achieved (use it with --hardware)."""
     common.check_output(output, "hardware spec")
-    r = load_results(results)
-    spec = calibrated_spec(r, results)
-    # the held-out points' errors on this spec: its own evidence for intervals
-    spec = spec.model_copy(update={"check_residuals": validate(r, spec).held_out_residuals})
+    spec = calibration(load_results(results), results)
     text = yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True), sort_keys=False)
     if output is None:
         print(text, end="")
@@ -443,6 +440,7 @@ def check(
     spread = run_spread(runs)
     load = meter.other_cores()
     path = _save_measured(r, output)
+    check_results(r, path)  # the checks `validate` makes of the file just written
     if len(runs) > 1:
         common.NOTES.append(
             f"note: {len(runs)} runs, which disagree by {spread:.0%} (median point)"

@@ -46,11 +46,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from ..catalog import load_hardware
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, field_error
 from ..hardware import Achievable, HardwareSpec
 from .kernel_ops import attention_op, eager_chain_op
 from .results import Point, Results
@@ -303,7 +305,7 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
         "attention_small point, attention_compute_fraction = the causal "
         "prefill_attention_small point"
     )
-    return HardwareSpec(
+    fields = dict(
         name=f"{name}-calibrated",
         display_name=f"{display} (calibrated)",
         vendor=display.split()[0].lower() if display else "unknown",
@@ -317,13 +319,27 @@ def calibrated_spec(results: Results, source: str | Path) -> HardwareSpec:
         memory_bandwidth_gb_per_s=bw / 1e9,
         dense_peak_tflops={d: f / 1e12 for d, f in peaks.items()},
         l2_cache_mb=(env.device.last_level_cache_bytes or 0) / 1e6 or None,
-        achievable=Achievable(
+        achievable=dict(
             matmul_fraction=fractions,
             memory_bandwidth_fraction=round(a.bandwidth_bytes_per_s / bw, 4),
-            **{k: _rounded(v) for k, v in a.terms.items()},  # type: ignore[arg-type]  # terms, by name
+            **{k: _rounded(v) for k, v in a.terms.items()},  # the terms, by name
             source=src,
         ),
         confidence="measured",
         source=src,
         notes="; ".join(notes + [env.device.datasheet_note or env.device.catalog_note]),
     )
+    return validated_spec(fields, source)
+
+
+def validated_spec(fields: dict[str, Any], source: str | Path) -> HardwareSpec:
+    """The calibrated spec of `fields`, or an InvalidInputError naming the term the results
+    of `source` would give out of range (a negative launch cost, a fraction that rounds to
+    0, a held-out point 100x off): a fit of contradictory results is refused, not written."""
+    try:
+        return HardwareSpec.model_validate(fields)
+    except ValidationError as e:
+        raise InvalidInputError(
+            f"{source}: calibration refused: {field_error(e)}; the measurements contradict "
+            "each other: re-run `roofline measure`"
+        ) from None

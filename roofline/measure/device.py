@@ -79,13 +79,20 @@ def _cpu_caches() -> dict[str, int]:
 
 
 def _cpu_clock_mhz(info: dict[str, str]) -> tuple[float | None, str]:
+    """The clock the CPU peak is derived from, and where it comes from; None where no
+    positive clock is reported (some VMs show 'cpu MHz: 0.000')."""
     try:
         khz = float(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text())
-        return khz / 1e3, "max clock from cpufreq"
+        if khz > 0:
+            return khz / 1e3, "max clock from cpufreq"
     except (OSError, ValueError):
         pass
-    if "cpu MHz" in info:
-        return float(info["cpu MHz"]), (
+    try:
+        mhz = float(info.get("cpu MHz", "nan"))
+    except ValueError:
+        mhz = float("nan")
+    if mhz > 0 and mhz != float("inf"):
+        return mhz, (
             "clock = current 'cpu MHz' of /proc/cpuinfo (no cpufreq max exposed; turbo unknown)"
         )
     return None, "clock unknown"

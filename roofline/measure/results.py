@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from ..catalog import hardware_name, load_hardware
+from ..dtypes import COMPUTE_DTYPES
 from ..errors import InvalidInputError, SpecError, field_error
 from ..files import read_text, replace_from
 from ..frozen import Frozen
 from ..model import ModelSpec
+from ..units import si
 
 SCHEMA_VERSION: Literal[1] = 1
 #: A results file larger than this is not one `measure` wrote (the full suite writes < 1 MB).
@@ -26,6 +29,26 @@ MAX_RESULTS_BYTES = 64 * 2**20
 MAX_TIME_S = 86_400.0
 #: FLOPs or bytes of one point beyond this (10³⁰) is no real shape.
 MAX_COUNT = 1e30
+#: No timer here resolves a call shorter than 10 ns (perf_counter ticks in tens of ns, a CUDA
+#: event in 0.5 µs, and the fastest kernel measured, a few KiB read on a CPU, takes ~1 µs).
+MIN_TIME_S = 1e-8
+#: The timer each kind of device times its points with (`kernels.timing`); a CUDA point also
+#: carries a CUDA-graph replay (`Point.graph_timing`).
+TIMERS: dict[str, str] = {"cpu": "perf_counter", "cuda": "cuda_events"}
+GRAPH_TIMER = "cuda_graph"
+#: Device memory outside 1 MiB .. 1 PiB is no device (the largest hosts hold tens of TiB).
+MIN_MEMORY_BYTES = 2**20
+MAX_MEMORY_BYTES = 2**50
+MAX_THREADS = 2**16
+#: How far a measured FLOP/s may exceed the datasheet peak before the label is not this
+#: device's. A CPU's peak is derived from the clock detection read, which may be the current
+#: 'cpu MHz' with turbo unknown: the Xeon VM's fp32 GEMM reached 1.29x it
+#: (docs/measurements/cpu-ci-xeon.json). No boost doubles a clock; `calibrate` takes a
+#: measured peak above the datasheet's, and says so, up to this factor.
+PEAK_SLACK = 2.0
+
+Positive = Annotated[float, Field(gt=0, le=MAX_COUNT)]
+Count = Annotated[int, Field(ge=1, le=2**62)]
 
 Family = Literal[
     "gemm_peak",
@@ -69,12 +92,25 @@ class Timing(Frozen):
     repeats: int = Field(ge=1, le=10**9)
     method: str = Field(description="perf_counter, cuda_events or cuda_graph")
 
+    @field_validator("method")
+    @classmethod
+    def _known_timer(cls, v: str) -> str:
+        known = (*TIMERS.values(), GRAPH_TIMER)
+        if v not in known:
+            raise ValueError(f"unknown timer '{v}'; `measure` times with {', '.join(known)}")
+        return v
+
     @model_validator(mode="after")
     def _ordered(self) -> Timing:
         if not self.min_s <= self.p20_s <= self.median_s <= self.p80_s:
             raise ValueError(
                 "times must be ordered min <= p20 <= median <= p80, got "
                 f"{self.min_s:g} / {self.p20_s:g} / {self.median_s:g} / {self.p80_s:g} s"
+            )
+        if self.min_s < MIN_TIME_S:
+            raise ValueError(
+                f"min_s = {self.min_s:g} s is shorter than any timer resolves "
+                f"({MIN_TIME_S:g} s): not a measurement"
             )
         return self
 
@@ -123,6 +159,11 @@ class Point(Frozen):
     backend: str = ""
     native: bool = Field(default=True, description="False: dtype emulated on this device")
 
+    @field_validator("dtype")
+    @classmethod
+    def _known_dtype(cls, v: str) -> str:
+        return _compute_dtype(v)
+
     @model_validator(mode="after")
     def _shape_of_kernel(self) -> Point:
         dims = KERNEL_DIMS.get(self.kernel)
@@ -154,6 +195,12 @@ class Point(Frozen):
         return self.flops / self.bytes
 
 
+def _compute_dtype(v: str) -> str:
+    if v not in COMPUTE_DTYPES:
+        raise ValueError(f"unknown dtype '{v}'; use one of: {', '.join(COMPUTE_DTYPES)}")
+    return v
+
+
 class Skipped(Frozen):
     name: str
     reason: str
@@ -164,32 +211,44 @@ class DeviceInfo(Frozen):
 
     kind: Literal["cpu", "cuda"]
     name: str
-    index: int | None = None
+    index: int | None = Field(default=None, ge=0)
     catalog_name: str | None = Field(default=None, description="matching catalog spec")
     catalog_note: str = ""
-    memory_bytes: float | None = None
-    # GPU
+    memory_bytes: float | None = Field(default=None, ge=MIN_MEMORY_BYTES, le=MAX_MEMORY_BYTES)
+    # GPU (NVML facts: informational, 0 where a driver reports nothing)
     driver: str | None = None
     compute_capability: str | None = None
-    sm_count: int | None = None
-    l2_bytes: int | None = None
-    max_sm_clock_mhz: float | None = None
-    max_mem_clock_mhz: float | None = None
-    bus_width_bits: int | None = None
-    theoretical_bandwidth_bytes_per_s: float | None = None
-    power_limit_w: float | None = None
-    sm_clock_mhz_at_start: float | None = None
+    sm_count: int | None = Field(default=None, ge=1, le=2**20)
+    l2_bytes: int | None = Field(default=None, ge=0, le=MAX_MEMORY_BYTES)
+    max_sm_clock_mhz: float | None = Field(default=None, ge=0, le=1e6)
+    max_mem_clock_mhz: float | None = Field(default=None, ge=0, le=1e6)
+    bus_width_bits: int | None = Field(default=None, ge=0, le=2**20)
+    theoretical_bandwidth_bytes_per_s: Positive | None = None
+    power_limit_w: float | None = Field(default=None, ge=0, le=1e6)
+    sm_clock_mhz_at_start: float | None = Field(default=None, ge=0, le=1e6)
     # CPU
-    cores: int | None = None
-    threads_used: int | None = None
-    clock_mhz: float | None = None
-    caches_bytes: dict[str, int] = Field(default_factory=dict)
+    cores: int | None = Field(default=None, ge=1, le=MAX_THREADS)
+    threads_used: int | None = Field(default=None, ge=1, le=MAX_THREADS)
+    clock_mhz: float | None = Field(default=None, gt=0, le=1e6)
+    caches_bytes: dict[str, Count] = Field(default_factory=dict)
     simd_flags: tuple[str, ...] = ()
-    flops_per_cycle_per_core: dict[str, int] = Field(default_factory=dict)
+    flops_per_cycle_per_core: dict[str, Count] = Field(default_factory=dict)
     native_dtypes: tuple[str, ...] = ()
-    datasheet_peak_flops_per_s: dict[str, float] = Field(default_factory=dict)
-    datasheet_bandwidth_bytes_per_s: float | None = None
+    datasheet_peak_flops_per_s: dict[str, Positive] = Field(default_factory=dict)
+    datasheet_bandwidth_bytes_per_s: Positive | None = None
     datasheet_note: str = ""
+
+    @field_validator("flops_per_cycle_per_core", "datasheet_peak_flops_per_s")
+    @classmethod
+    def _dtype_keys(cls, v: dict[str, float]) -> dict[str, float]:
+        for dtype in v:
+            _compute_dtype(dtype)
+        return v
+
+    @field_validator("native_dtypes")
+    @classmethod
+    def _dtypes(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(_compute_dtype(d) for d in v)
 
     @property
     def last_level_cache_bytes(self) -> int | None:
@@ -202,7 +261,7 @@ class Environment(Frozen):
     device: DeviceInfo
     torch_version: str
     python_version: str
-    threads: int = Field(description="torch intra-op threads during timing")
+    threads: int = Field(ge=1, le=MAX_THREADS, description="torch intra-op threads during timing")
     flags: dict[str, str] = Field(default_factory=dict, description="tf32 and similar")
     started_at: str
     finished_at: str
@@ -295,12 +354,115 @@ def write_results(results: Results, path: str | Path) -> Path:
 
 
 def load_results(path: str | Path) -> Results:
+    """A results file, its schema and its consistency (`contradiction`) checked; a UTF-8
+    byte-order mark (some editors write one) is read past."""
     path = Path(path)
-    text = read_text(path, "results file", MAX_RESULTS_BYTES)
+    text = read_text(path, "results file", MAX_RESULTS_BYTES).removeprefix("\ufeff")
     try:
-        return Results.model_validate_json(text)
+        results = Results.model_validate_json(text)
     except ValidationError as e:
         raise SpecError(
             f"{path}: not a roofline results file (schema {SCHEMA_VERSION}): "
             f"{field_error(e)}; run `roofline measure -o FILE` to make one"
         ) from None
+    return check_results(results, path)
+
+
+def check_results(results: Results, path: str | Path) -> Results:
+    """`results`, or a SpecError naming the file and the field its environment contradicts
+    its points in (`contradiction`)."""
+    found = contradiction(results)
+    if found is None:
+        return results
+    field, why = found
+    raise SpecError(f"{path}: field '{field}': {why}")
+
+
+def _point(i: int, p: Point) -> str:
+    return f"point {i} ('{p.name}')"
+
+
+def _foreign_timing(p: Point, kind: str) -> str | None:
+    """How `p` was timed, where a `kind` device does not time so, or None."""
+    if p.timing.method != TIMERS[kind]:
+        return f"was timed by {p.timing.method}"
+    if p.graph_timing is not None and (kind != "cuda" or p.graph_timing.method != GRAPH_TIMER):
+        return f"carries a graph replay timed by {p.graph_timing.method}"
+    return None
+
+
+def contradiction(r: Results) -> tuple[str, str] | None:
+    """The first field of `r` that contradicts its points, with why and what to do, or None.
+    A results file is one device's measurements: its points were timed by that device's timer,
+    on a torch build that runs it, against a catalog spec of its kind whose peak they do not
+    beat by more than PEAK_SLACK, in a memory that holds their buffers, with the threads the
+    CPU peak was derived for; each shape is measured once (a second copy would weigh twice in
+    every fit)."""
+    env, dev = r.environment, r.environment.device
+    relabel = "re-run `roofline measure` on the device, or correct the label"
+    shapes: dict[tuple, int] = {}
+    names: dict[str, int] = {}
+    for i, p in enumerate(r.points):
+        shape = (p.kernel, p.dtype, p.model, tuple(sorted(p.shape.items())))
+        if shape in shapes or p.name in names:
+            what = "shape" if shape in shapes else "name"
+            first = shapes.get(shape, names.get(p.name))
+            return f"points.{i}", (
+                f"{_point(i, p)} has the {what} of point {first}: each shape is measured "
+                "once (a copy weighs twice in the fits); remove one (`roofline check` "
+                "combines runs: each point is the median run's)"
+            )
+        shapes[shape], names[p.name] = i, i
+    for i, p in enumerate(r.points):
+        if (timed := _foreign_timing(p, dev.kind)) is not None:
+            return "environment.device.kind", (
+                f"'{dev.kind}', but {_point(i, p)} {timed}, which a {dev.kind} device does "
+                f"not use (it times by {TIMERS[dev.kind]}); {relabel}"
+            )
+    if dev.kind == "cuda" and "+cpu" in env.torch_version:
+        return "environment.device.kind", (
+            f"'cuda', but torch {env.torch_version} is a CPU-only build; {relabel}"
+        )
+    peaks, peak_field = dict(dev.datasheet_peak_flops_per_s), "datasheet_peak_flops_per_s"
+    if dev.catalog_name is not None:
+        name = hardware_name(dev.catalog_name)
+        if name is None:
+            return "environment.device.catalog_name", (
+                f"'{dev.catalog_name}' is no catalog spec; give one of `roofline hardware "
+                "list`, or remove it (calibrate then uses the measured peaks)"
+            )
+        hw = load_hardware(name)
+        if hw.kind != {"cuda": "gpu", "cpu": "cpu"}[dev.kind]:
+            return "environment.device.catalog_name", (
+                f"'{dev.catalog_name}' is a {hw.kind} spec, but the points were timed on a "
+                f"{dev.kind} ({TIMERS[dev.kind]}); {relabel}"
+            )
+        peaks = {d: hw.peak_flops_per_s(d) for d in hw.dense_peak_tflops}
+        peak_field = "catalog_name"
+    for i, p in enumerate(r.points):
+        peak = peaks.get(p.dtype)
+        if p.native and peak is not None and p.flops_per_s > PEAK_SLACK * peak:
+            field = "catalog_name" if peak_field == "catalog_name" else f"{peak_field}.{p.dtype}"
+            return f"environment.device.{field}", (
+                f"the {p.dtype} peak is {si(peak, 'FLOP/s')}, but {_point(i, p)} reached "
+                f"{si(p.flops_per_s, 'FLOP/s')}, over {PEAK_SLACK:g}x it: not this device's "
+                "datasheet; correct it, or remove it (calibrate then uses the measured peak)"
+            )
+    if dev.memory_bytes is not None:
+        for i, p in enumerate(r.points):
+            if p.kernel != "model" and p.bytes > dev.memory_bytes:  # a step's bytes re-read
+                return "environment.device.memory_bytes", (
+                    f"{si(dev.memory_bytes, 'B')}, but {_point(i, p)} moves "
+                    f"{si(p.bytes, 'B')} of buffers it holds there; correct the memory size"
+                )
+    if dev.kind == "cpu" and dev.threads_used is not None:
+        if dev.threads_used != env.threads:
+            return "environment.threads", (
+                f"torch ran {env.threads} thread(s), but the CPU peak is for "
+                f"environment.device.threads_used = {dev.threads_used}; make them agree"
+            )
+        if dev.cores is not None and dev.threads_used > dev.cores:
+            return "environment.device.threads_used", (
+                f"{dev.threads_used} threads on {dev.cores} cores; make them agree"
+            )
+    return None

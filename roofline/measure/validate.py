@@ -20,7 +20,7 @@ import numpy as np
 from ..catalog import load_hardware
 from ..cost import Ceiling, step_cost
 from ..errors import InvalidInputError
-from ..hardware import HardwareSpec
+from ..hardware import MAX_CHECK_RESIDUAL, HardwareSpec
 from ..operators import Op, Step
 from ..precision import Precision
 from .calibrate import (
@@ -29,6 +29,7 @@ from .calibrate import (
     calibrated_spec,
     is_dram_point,
     read_speedup,
+    validated_spec,
 )
 from .kernel_ops import attention_op, eager_chain_op, gemm_op, op_time_s, stream_op
 from .results import FAMILIES, Point, Results
@@ -152,17 +153,22 @@ class Validation:
         return out
 
     @property
-    def held_out_residuals(self) -> tuple[float, ...]:
-        """ln(measured / predicted time) of the gated points the ceilings were not calibrated
-        on: the machine's own evidence for intervals (`HardwareSpec.check_residuals`)."""
+    def held_out_rows(self) -> tuple[Row, ...]:
+        """The gated rows of points the ceilings were not calibrated on, with a prediction."""
         return tuple(
-            float(np.log(r.measured_s / r.predicted_s))
+            r
             for r in self.rows
             if r.gated
             and r.point.family not in CALIBRATION_FAMILIES
             and r.predicted_s > 0
             and r.measured_s > 0
         )
+
+    @property
+    def held_out_residuals(self) -> tuple[float, ...]:
+        """ln(measured / predicted time) of the held-out rows: the machine's own evidence for
+        intervals (`HardwareSpec.check_residuals`)."""
+        return tuple(float(np.log(r.measured_s / r.predicted_s)) for r in self.held_out_rows)
 
     def interval_check(self, coverage: float = 0.8) -> dict | None:
         """The calibrated interval of this machine and how many held-out points it covers,
@@ -281,6 +287,24 @@ def validate(
         rows.append(Row(p, predicted, band if tolerance is None else tolerance, gated, note))
     # a --tolerance given replaces the bands, the bias bands with them
     return Validation(hw, ceiling, tuple(rows), None if tolerance is None else {})
+
+
+def calibration(results: Results, source: str | Path) -> HardwareSpec:
+    """The spec `calibrated_spec` writes, with its held-out points' errors on it, its own
+    evidence for intervals (`HardwareSpec.check_residuals`). Refused where a held-out point is
+    further off than MAX_CHECK_RESIDUAL allows: the calibration points do not describe it."""
+    spec = calibrated_spec(results, source)
+    v = validate(results, spec)
+    for row, x in zip(v.held_out_rows, v.held_out_residuals, strict=True):
+        if abs(x) > MAX_CHECK_RESIDUAL:
+            raise InvalidInputError(
+                f"{source}: calibration refused: held-out point '{row.point.name}' ran "
+                f"{np.exp(abs(x)):.0f}x {'faster' if x < 0 else 'slower'} than the spec "
+                "calibrated from the other points predicts (more than 100x: "
+                "check_residuals cannot hold it); the calibration points do not describe "
+                "this machine: re-run `roofline measure`"
+            )
+    return validated_spec({**spec.model_dump(), "check_residuals": v.held_out_residuals}, source)
 
 
 def validation_of(
