@@ -45,7 +45,7 @@ class Parallel:
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "ep", "replicas"):
             if getattr(self, name) < 1:
-                raise InvalidInputError(f"--{name} must be at least 1, got {getattr(self, name)}")
+                raise InvalidInputError(f"`{name}` must be at least 1, got {getattr(self, name)}")
 
     @property
     def gpus_per_replica(self) -> int:
