@@ -273,6 +273,7 @@ def test_no_core_message_names_a_flag() -> None:
             and isinstance(n.body[0], ast.Expr)
             and isinstance(n.body[0].value, ast.Constant)
         }
+
         def names_a_flag(text: str) -> bool:
             return any(w.startswith("--") and w[2:3].isalpha() for w in text.split())
 
