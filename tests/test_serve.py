@@ -725,3 +725,20 @@ def test_serve_and_plan_run_the_engines_own_scheduler_by_default(engine, expecte
     )
     assert code == 0 and json.loads(out)["policy"] == expected
     assert scheduler_policy(64, False, load_engine(engine)).name == expected
+
+
+def test_a_preemption_livelock_stops_with_its_state(monkeypatch) -> None:
+    """Issue 42: once in six runs the invariant test spun for minutes. A scheduler that keeps
+    evicting (here: any preemption beyond a limit set to zero, under a KV pool of 64 tokens
+    that 4 requests of 30 + 30 outgrow) stops with one message naming its counts and time,
+    instead of hanging."""
+    import roofline.serve.schedulers as sch
+
+    w = workload([0, 0, 0, 0], [30] * 4, [30] * 4)
+    p = POLICIES["continuous"].with_overrides(max_seqs=4, token_budget=64)
+    ok = simulate(w, p, unified(PerToken(), 64))
+    assert ok.counters.preemptions > 0 and (ok.completions == 1).all()  # pressure, served
+    monkeypatch.setattr(sch, "PREEMPTIONS_PER_REQUEST", 0)
+    monkeypatch.setattr(sch, "LIVELOCK_SLACK", 0)
+    with pytest.raises(RuntimeError, match=r"preemption livelock: 1 preemptions for 4 requests"):
+        simulate(w, p, unified(PerToken(), 64))

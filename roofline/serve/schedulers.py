@@ -20,6 +20,13 @@ Chunks = list[tuple[int, int]]  # (request, prompt tokens computed this step)
 MAX_STRETCH_STEPS = 512
 
 
+#: Preemptions per request beyond which a run is a livelock, not memory pressure: a sequence
+#: evicted a thousand times has cycled with another (issue 42: once in six runs the invariant
+#: test spun for minutes); the simulator stops and says so instead of hanging.
+PREEMPTIONS_PER_REQUEST = 1000
+LIVELOCK_SLACK = 10_000  # and this many beyond, for the smallest workloads
+
+
 class Scheduler(ABC):
     """Holds one replica's admitted sequences and runs each step on the replica's `loop`."""
 
@@ -258,6 +265,12 @@ class Continuous(Scheduler):
         else:
             self.run = self.run[self.run != rid]
         loop.c.preemptions += 1
+        if loop.c.preemptions > PREEMPTIONS_PER_REQUEST * r.w.requests + LIVELOCK_SLACK:
+            raise RuntimeError(
+                f"preemption livelock: {loop.c.preemptions:,} preemptions for {r.w.requests:,} "
+                f"requests by t = {loop.clock:.6g} s (request {rid} evicted again); the "
+                "scheduler is cycling, not serving: report this workload and policy"
+            )
         if self.p.preemption == "swap":
             loop.stall(int(r.computed[rid]))
             r.swapped[rid] = True
