@@ -17,6 +17,12 @@ from ..phases import Estimate
 from ..units import number_range, seconds, seconds_range, si, si_pair
 
 
+def _measured_note(e: Estimate) -> str:
+    """Where the dense GEMMs' times come from, when a measured table gives them."""
+    s = e.decode.ceilings.gemm_surface
+    return "" if s is None else f". Dense GEMMs: measured, {s.label}"
+
+
 def estimate_table(
     e: Estimate, econ: EstimateEconomics | None = None, coverage: float | None = None
 ) -> Table:
@@ -41,7 +47,8 @@ def estimate_table(
         f"fit shows what it would need. Sources of every term: `roofline "
         f"hardware show {e.hardware.name}`"
         + (f", `roofline engines show {e.engine.name}`" if e.engine else "")
-        + " (and ceiling_source in --json)",
+        + " (and ceiling_source in --json)"
+        + _measured_note(e),
         caption_justify="left",
     )
     priced = econ is not None and econ.cases
