@@ -171,6 +171,14 @@ PUBLISHED = [
         "GLM-5's config shapes); the MTP layer not counted",
         0,
     ),
+    # Issue 41: the 2026 models the existing mixers express.
+    (
+        "glm-5",
+        744_000_000_000,
+        "GLM-5 technical report, arXiv:2602.15763: 744B total, 40B activated; the MTP layer "
+        "not counted",
+        0,
+    ),
 ]
 
 # Counts published to two or three significant figures only, which a 0.5 % check cannot hold
@@ -184,6 +192,15 @@ PUBLISHED_ROUNDED = [
     ("kimi-k2", "1.03T", None, "Hub page of moonshotai/Kimi-K2-Instruct (safetensors); card: 1T"),
     ("qwen3-next-80b-a3b", "80B", None, "Qwen/Qwen3-Next-80B-A3B-Instruct model card"),
     ("tinyllama-1.1b", "1.1B", None, "jzhang38/TinyLlama README: 'a 1.1B Llama model'"),
+    # MiniMax's "230B total" is two figures (228.7B rounds to it; 0.57 % away, so not the
+    # 0.5 % check): held to the Hub's three (test_minimax_m2_5_and_m2_7_by_hand).
+    ("minimax-m2.5", "229B", None, "M2.7's Hub figure (same shapes), as for minimax-m2.7"),
+    (
+        "minimax-m2.7",
+        "229B",
+        None,
+        "Hub page of MiniMaxAI/MiniMax-M2.7 (safetensors), as read at thakicloud.github.io",
+    ),
 ]
 
 
@@ -203,6 +220,10 @@ PUBLISHED_CUT = [
 # 0.5 % check cannot apply, so these are checked against a text-only count derived by hand from
 # the config (test_llama_4_text_params_by_hand) and listed here so that every spec with a
 # published_params is accounted for. (name, published total incl. vision, where it comes from)
+QWEN3_VL_SIZES = (
+    "Qwen3-VL report, arXiv:2511.21631: dense 2B/4B/8B/32B and MoE 30B-A3B/235B-A22B, the name "
+    "with the vision encoder (test_qwen3_vl_text_models_are_qwen3)"
+)
 PUBLISHED_WITH_VISION = [
     (
         "llama-4-scout",
@@ -214,6 +235,22 @@ PUBLISHED_WITH_VISION = [
         400_000_000_000,
         "Meta, The Llama 4 herd (April 2025) and the model card: 400B total, 17B active",
     ),
+    (
+        "kimi-k2.5",
+        1_000_000_000_000,
+        "docs.sglang.io on moonshotai/Kimi-K2.5: 1T total, 32B active, MoonViT vision encoder",
+    ),
+    (
+        "kimi-k2.6",
+        1_000_000_000_000,
+        "moonshotai/Kimi-K2.6 card, Model Summary: 1T total, 32B activated, MoonViT of 400M",
+    ),
+    ("qwen3-vl-235b-a22b", 235_000_000_000, QWEN3_VL_SIZES),
+    ("qwen3-vl-30b-a3b", 30_000_000_000, QWEN3_VL_SIZES),
+    ("qwen3-vl-32b", 32_000_000_000, QWEN3_VL_SIZES),
+    ("qwen3-vl-8b", 8_000_000_000, QWEN3_VL_SIZES),
+    ("qwen3-vl-4b", 4_000_000_000, QWEN3_VL_SIZES),
+    ("qwen3-vl-2b", 2_000_000_000, QWEN3_VL_SIZES),
 ]
 
 
@@ -698,6 +735,113 @@ def test_glm_5_1_by_hand() -> None:
     active = total - 75 * 248 * expert
     assert spec.active_params == active == 41_784_709_632
     assert active - 2 * V * D == pytest.approx(40e9, rel=0.005)
+
+
+#: The fields that fix a decoder's counts, KV and operators (not its name, sources or context).
+SHAPES = {
+    "layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab_size", "tied_embeddings",
+    "mtp_layers", "layer_pattern", "attention", "moe", "linear_attention",
+}  # fmt: skip
+
+
+def test_glm_5_has_glm_5_1_shapes() -> None:
+    """zai-org/GLM-5's bundled config.json differs from GLM-5.1's only in transformers_version,
+    so the counts are GLM-5.1's, derived in test_glm_5_1_by_hand; the report's figures are
+    GLM-5's own: 744B total, 40B activated without the embedding and LM head (2·V·D)."""
+    glm5, glm51 = load_model("zai-org/GLM-5"), load_model("glm-5.1")
+    assert glm5.model_dump(include=SHAPES) == glm51.model_dump(include=SHAPES)
+    assert glm5.total_params == glm51.total_params == 743_911_199_232
+    assert glm5.total_params == pytest.approx(744e9, rel=0.005)  # 0.01 % under
+    active = glm5.active_params - 2 * 154_880 * 6_144
+    assert active == 39_881_544_192
+    assert active == pytest.approx(40e9, rel=0.005)  # 0.3 % under
+
+
+def test_kimi_k2_5_and_k2_6_text_models_are_kimi_k2() -> None:
+    """The text_config of Kimi K2.5 (moonshotai) and K2.6 (nvidia/Kimi-K2.6-NVFP4) has every
+    shape of Kimi K2 (test_kimi_k2_is_deepseek_v3_with_its_own_counts) and 262,144 positions
+    instead of 131,072. Moonshot's cards cut their figures: the text model's 1,026.4B plus the
+    400M MoonViT is "1T", and the 32.86B a token runs through (embedding and LM head
+    included) is "32B"; without the two tables it is 30.51B, which neither cuts nor rounds
+    to 32B."""
+    k2 = load_model("kimi-k2")
+    expert = 3 * 7_168 * 2_048
+    for name in ("moonshotai/Kimi-K2.5", "moonshotai/Kimi-K2.6"):
+        spec = load_model(name)
+        assert spec.model_dump(include=SHAPES) == k2.model_dump(include=SHAPES)
+        assert spec.max_context == 262_144 == 2 * k2.max_context
+        assert spec.total_params == 1_026_408_209_408
+        assert spec.active_params == spec.total_params - 60 * 376 * expert == 32_861_477_888
+        assert (spec.total_params + 400_000_000) // 10**12 == 1  # "1T"
+        assert spec.active_params // 10**9 == 32  # "32B"
+
+
+def test_kimi_k2_5_and_k2_6_checkpoint_formats() -> None:
+    """Kimi K2.5 ships its 60 x 384 routed experts in INT4, groups of 32 with one bf16 scale and
+    no zero point (compressed-tensors pack-quantized, symmetric): 4 + 16/32 = 4.5 bits; the
+    rest bf16. nvidia/Kimi-K2.6-NVFP4 stores the same experts in NVFP4, 4 + 8/16 = 4.5 bits.
+    Either way about 595 GB, which no single GPU holds."""
+    from roofline import memory
+    from roofline.precision import Precision
+
+    routed = 60 * 384 * 3 * 7_168 * 2_048  # 1,014,686,023,680
+    for name, weights in (
+        ("kimi-k2.5", "bf16,experts=int4-g32-sym"),
+        ("kimi-k2.6", "bf16,experts=nvfp4"),  # NVIDIA's repackaging, not the release's format
+    ):
+        spec = load_model(name)
+        released = None if name == "kimi-k2.6" else weights  # Moonshot's own format: not read
+        assert spec.checkpoint_weights == released and spec.checkpoint_activations is None
+        got = memory.weights_bytes(spec, Precision(weights))
+        expected = routed * 4.5 / 8 + (spec.total_params - routed) * 2
+        assert got == pytest.approx(expected, rel=1e-12)
+        assert got == pytest.approx(594.1e9, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("vl", "text"),
+    [
+        ("qwen3-vl-235b-a22b", "qwen3-235b-a22b"),
+        ("qwen3-vl-30b-a3b", "qwen3-30b-a3b"),
+        ("qwen3-vl-32b", "qwen3-32b"),
+        ("qwen3-vl-8b", "qwen3-8b"),
+        ("qwen3-vl-4b", "qwen3-4b"),
+        ("qwen3-vl-2b", "qwen3-1.7b"),
+    ],
+)
+def test_qwen3_vl_text_models_are_qwen3(vl: str, text: str) -> None:
+    """Each Qwen3-VL text_config has every shape of a Qwen3 text model (whose count the card
+    checks above: 235B, 30.5B, 32.8B, 8.2B, 4.0B, 1.7B) and 262,144 positions instead of
+    40,960. The sizes in the names count the vision encoder too, which these specs leave out."""
+    spec, twin = load_model(vl), load_model(text)
+    assert spec.model_dump(include=SHAPES) == twin.model_dump(include=SHAPES)
+    assert (spec.max_context, twin.max_context) == (262_144, 40_960)
+    assert (spec.total_params, spec.active_params) == (twin.total_params, twin.active_params)
+
+
+def test_minimax_m2_5_and_m2_7_by_hand() -> None:
+    """MiniMax-M2.5 and M2.7 from their config.json (MiniMaxM2ForCausalLM, identical shapes):
+    62 layers, D=3,072, GQA 48 query and 8 kv heads of 128, 256 experts of F=1,536 top-8 with
+    no shared expert, V=200,064 untied. q/k norm counted per head (2·H); MiniMax normalises over
+    all heads (qk_norm_type per_layer, N·H + K·H), 62·(7,168 − 256) = 428,544 weights more in
+    the checkpoint. MiniMax's 10B active leaves out the embedding and LM head."""
+    D, L, V, H = 3_072, 62, 200_064, 128
+    attention = D * (48 * H + 2 * 8 * H) + 48 * H * D + 2 * H  # q, k, v, o, q/k norm
+    assert attention == 44_040_448
+    expert = 3 * D * 1_536  # 14,155,776
+    moe = 256 * expert + 256 * D  # routed experts, router
+    total = L * (attention + moe + 2 * D) + D + 2 * V * D
+    assert total == 228_689_320_448
+    assert total + L * (48 * H + 8 * H - 2 * H) == 228_689_748_992  # per_layer q/k norm
+    active = total - L * 248 * expert
+    for name in ("MiniMaxAI/MiniMax-M2.5", "MiniMaxAI/MiniMax-M2.7"):
+        spec = load_model(name)
+        assert spec.total_params == total
+        assert spec.active_params == active == 11_030_108_672
+        assert spec.checkpoint_weights == "fp8,embedding=bf16,lm_head=bf16,norms=bf16"
+        assert spec.checkpoint_activations == "fp8"
+    assert not _rounds_to(total, "230B") and _rounds_to(total, "0.23T")  # two figures
+    assert _rounds_to(active - 2 * V * D, "10B")  # 9,800,915,456
 
 
 def test_ministral_3_by_hand() -> None:
