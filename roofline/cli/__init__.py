@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 import typer.main
 
-from ..errors import RooflineError
+from ..errors import InvalidInputError, RooflineError
 
 app = typer.Typer(
     name="roofline",
@@ -211,6 +211,21 @@ def _plain_streams() -> None:
                 stream.reconfigure(errors="replace")
 
 
+def _refuse_empty_values(argv: list[str]) -> None:
+    """An empty value is never "not given": `--model ''`, `--engine=` and a bare `''` are
+    refused by name, so an empty shell variable cannot silently select a default (issue 42)."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--") and arg.endswith("=") and len(arg) > 3:
+            name = arg[:-1]
+        elif arg.strip() == "" and i > 0 and argv[i - 1].startswith("-") and "=" not in argv[i - 1]:
+            name = argv[i - 1]
+        elif arg.strip() == "":
+            name = f"the argument after '{argv[i - 1]}'" if i else "the first argument"
+        else:
+            continue
+        raise InvalidInputError(f"{name} is empty; give it a value or leave it out")
+
+
 def main(argv: list[str] | None = None) -> None:
     from .common import NOTES, with_flags
 
@@ -222,6 +237,7 @@ def main(argv: list[str] | None = None) -> None:
     NOTES.clear()
     try:
         with _stop_signals():
+            _refuse_empty_values(argv)
             register(argv)
             rv = app(args=argv, prog_name="roofline", standalone_mode=False)
             sys.stdout.flush()
