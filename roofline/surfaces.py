@@ -104,9 +104,10 @@ class GemmSurface:
         )
 
 
-@lru_cache(maxsize=1)
-def _rows() -> tuple[dict[str, str], ...]:
-    text = resources.files("roofline").joinpath("data/surfaces/gemm_efficiency.csv").read_text()
+@lru_cache(maxsize=4)
+def _table(name: str) -> tuple[dict[str, str], ...]:
+    """The rows of a bundled surface (roofline/data/surfaces/NAME.csv), its `#` header skipped."""
+    text = resources.files("roofline").joinpath(f"data/surfaces/{name}.csv").read_text()
     body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#"))
     return tuple(csv.DictReader(io.StringIO(body)))
 
@@ -121,7 +122,7 @@ def gemm_surface(system: str | None, engine: str, dtype: str) -> GemmSurface | N
     want = "bf16" if dtype == "fp16" else dtype
     rows = [
         r
-        for r in _rows()
+        for r in _table("gemm_efficiency")
         if r["system"] == system
         and r["framework"] == framework
         and r["dtype"] == want
@@ -184,13 +185,6 @@ class AllReduceSurface:
         )
 
 
-@lru_cache(maxsize=1)
-def _collective_rows() -> tuple[dict[str, str], ...]:
-    text = resources.files("roofline").joinpath("data/surfaces/collectives.csv").read_text()
-    body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#"))
-    return tuple(csv.DictReader(io.StringIO(body)))
-
-
 @lru_cache(maxsize=256)
 def all_reduce_surface(
     system: str | None, engine: str, gpus: int, graphs: bool
@@ -203,7 +197,7 @@ def all_reduce_surface(
     name = impl[0] if graphs else impl[1]
     rows = [
         r
-        for r in _collective_rows()
+        for r in _table("collectives")
         if r["system"] == system
         and r["implementation"] == name
         and r["collective"] == "all_reduce"

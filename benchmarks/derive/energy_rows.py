@@ -30,35 +30,9 @@ REPO = Path(__file__).resolve().parents[2]
 EVIDENCE = REPO.parent / "shared" / "evidence" / "power" / "power-dev.csv"
 CHECKS = REPO / "docs" / "evidence" / "power-row-checks.csv"
 OUT = REPO / "roofline" / "data" / "published-energy.csv"
-COLUMNS = [
-    "id",
-    "model",
-    "hardware",
-    "weights",
-    "kv",
-    "batch",
-    "prompt",
-    "gen",
-    "tp",
-    "metric",
-    "value",
-    "engine",
-    "source",
-    "note",
-    "confidence",
-    "rate_includes_prefill",
-    "per_gpu",
-    "band",
-    "band_note",
-    "profile",
-    "burst",
-    "lengths",
-    "released",
-    "first_sight",
-    "first_sight_at",
-    "held_at",
-    "held_why",
-]
+# the columns of the time rows' data set, so both files read alike (`roofline.published`)
+with (REPO / "roofline" / "data" / "published.csv").open(newline="", encoding="utf-8") as _f:
+    COLUMNS = next(csv.reader(_f))
 IN_SAMPLE = "; a term of the power model is fitted on it (in-sample since)"
 
 
