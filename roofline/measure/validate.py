@@ -5,8 +5,8 @@ Predictions come from the calculator itself: `kernel_ops` operators through
 HardwareSpec given (by default the one `calibrate` derives from the same results file, under
 the held-out protocol it documents). Each family has its own band; a point outside its band
 fails, and any failure fails the run. Points the model does not describe (cache-resident
-bandwidth, dtypes the device emulates) are shown but not gated, with the reason; decode steps
-whose working set this machine re-reads faster than DRAM get a wider band, also with it.
+bandwidth, dtypes the device emulates) are shown but not gated, with the reason; a decode step
+whose working set this machine re-reads faster than DRAM says so on its row.
 """
 
 from __future__ import annotations
@@ -37,10 +37,11 @@ from .results import FAMILIES, Point, Results
 #: |signed error| allowed per family for the calibrated prediction: the worst |error| the CPU
 #: gate (`roofline check --device cpu`) has seen in that family plus a margin, since every
 #: prediction inherits the machine's drift between its calibration point and itself. The runs
-#: each band comes from: docs/measurement.md. Whole decode steps are held to ±25% where their
-#: working set reads at DRAM speed on this machine (`read_speedup`); where it reads faster
-#: they get `CACHED_STEP_BAND`. A regression is caught by `BIAS_BANDS` as well, which a single
-#: point's drift does not move.
+#: each band comes from: docs/measurement.md. Whole decode steps are held to ±40% per point:
+#: the CI runs of these VMs have put single steps at -35% (b561ad2) and -31% (a DRAM-speed
+#: tiny-llama-120m step, 3745c5b, its family's median -13%) while their neighbours agreed. A
+#: regression is caught by `BIAS_BANDS`, which one point's drift does not move. A step whose
+#: working set this machine re-reads faster than DRAM (`read_speedup`) says so on its row.
 BANDS: dict[str, float] = {
     "gemm_peak": 0.25,
     "gemm_small": 0.25,
@@ -53,17 +54,9 @@ BANDS: dict[str, float] = {
     "gemm_sweep": 0.50,
     "decode_attention": 0.50,
     "prefill_attention": 0.45,
-    "decode_step": 0.25,
+    "decode_step": 0.40,
     "prefill_step": 0.25,
 }
-
-#: |signed error| allowed for a whole decode step whose working set (its bytes, re-read every
-#: step) this machine reads more than CACHE_SPEEDUP faster than DRAM: partly cache-resident,
-#: it runs faster than the DRAM model says by as much as the machine's share of a shared
-#: cache allows, and that share drifts. On the Xeon VM (docs/measurement.md) tiny-llama-30m
-#: steps (90-140 MiB) ranged -12% to +34% over 13 checks while tiny-llama-120m steps
-#: (394-796 MiB) stayed within -10% to +7%.
-CACHED_STEP_BAND = 0.40
 
 #: |median signed error| allowed for a whole-step family: a regression makes every step slower
 #: together, so it moves the family's median, which noise at one point does not. Steps made
@@ -281,8 +274,8 @@ def validate(
             gated, note = False, "cache-resident: the model has one DRAM bandwidth"
         elif p.family == "gemm_decode" or (p.family == "gemv_small" and swept):
             gated, note = False, "pooled into the decode-shape terms (M½ by M, gemv row cost)"
-        elif p.family == "decode_step" and (cached := _cached(results, p)):
-            band, note = CACHED_STEP_BAND, cached
+        elif p.family == "decode_step":
+            note = _cached(results, p)
         predicted = predict_s(p, results, hw, ceiling) if hw.supports(p.dtype) else float("nan")
         rows.append(Row(p, predicted, band if tolerance is None else tolerance, gated, note))
     # a --tolerance given replaces the bands, the bias bands with them
