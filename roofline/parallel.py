@@ -99,7 +99,7 @@ class Link:
         if (
             measured is not None
             and engine is not None
-            and not measured_for(engine.known_release, measured.version)
+            and not measured_for(engine.known_release, measured.since)
         ):
             measured = None  # a newer release's kernel is not assumed for an older one
         return cls(

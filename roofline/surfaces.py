@@ -32,6 +32,22 @@ An all-reduce of an engine with tables at its GPU count costs the engine's measu
 its message size (`all_reduce_surface`, read by `parallel.Link`: the same link in `estimate`
 and in the simulator, whose collectives are costed exactly per step): log-log between the
 measured sizes (256 B to 1 GiB), a larger message never faster.
+
+AMD devices have no aiconfigurator tables; theirs come from the cited kernel evidence
+(`../shared/evidence/kernels/`, `benchmarks/derive/amd_surfaces.py` writes
+`amd_gemm_efficiency.csv` and `amd_collectives.csv` in the same columns, their `#` headers
+naming every evidence row). System `mi300x` (gfx942, 304 CUs: MI300X, and MI325X, which runs
+the same tuned kernels):
+- fp8 GEMMs by M = 16 to 16,384 from AITER's tuned block-scaled fp8 GEMM, the kernel SGLang
+  calls on ROCm from 0.4.5 and vLLM from 0.8.3 (older releases keep the fractions). Below the
+  smallest measured M a GEMM takes that M's time (its weights stream the same: an fp8 GEMM on
+  gfx942 takes 10.70 us at M = 1 and 10.72 us at M = 32, evidence gemm-130/131);
+- all-reduce on 8 GPUs from rccl-tests (RCCL 2.22.3, one process per GPU), the HIP-graph
+  curve for an engine that captures graphs, else the eager one. RCCL is what every vLLM and
+  SGLang release on ROCm calls, their custom kernels only where faster, so the curve stands
+  for any release (`AllReduceSurface.engine_release` '0') as an upper bound on its time.
+bf16 GEMMs, fused MoE, and MI355X/MI350X (gfx950) keep the fractions: the evidence has no
+curve by M or by bytes for them.
 """
 
 from __future__ import annotations
@@ -57,7 +73,14 @@ SURFACE_SYSTEMS: tuple[str, ...] = (
     "h100_sxm",
     "h200_sxm",
     "l40s",
+    "mi300x",
 )
+#: Systems whose surfaces come from ../shared/evidence/kernels/ (`amd_surfaces.py`), not from
+#: aiconfigurator-core; their tables are the `amd_` files.
+EVIDENCE_SYSTEMS: tuple[str, ...] = ("mi300x",)
+#: Origin of each table's rows, for the estimate's `ceiling_source`.
+AIC_ORIGIN = "aiconfigurator-core 0.12.0 tables"
+AMD_ORIGIN = "../shared/evidence/kernels via benchmarks/derive/amd_surfaces.py"
 #: Engine profile → the framework folder of the tables.
 FRAMEWORKS: dict[str, str] = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm"}
 #: Implementations of the tables that are special-purpose kernels, not the engine's default
@@ -89,22 +112,27 @@ class GemmSurface:
     dtype: str
     m: np.ndarray  # measured M, ascending
     flops_per_s: np.ndarray  # median over the shapes, FLOP/s
+    origin: str = AIC_ORIGIN
 
     def at(self, rows: np.ndarray) -> np.ndarray:
         """Achieved FLOP/s at M = `rows`: linear in M between the measured M (a GEMM's time
-        then never falls as M grows, `gemm_surface`), held at the measured ends."""
-        return np.interp(np.maximum(np.asarray(rows, dtype=float), 1.0), self.m, self.flops_per_s)
+        then never falls as M grows, `gemm_surface`), held at the largest M; below the
+        smallest (M = 1 in the aiconfigurator tables, 16 in the AMD evidence) the smallest's
+        time is held, so FLOP/s falls in proportion to M."""
+        r = np.maximum(np.asarray(rows, dtype=float), 1.0)
+        inside = np.interp(r, self.m, self.flops_per_s)
+        return np.where(r < self.m[0], self.flops_per_s[0] * r / self.m[0], inside)
 
     @property
     def label(self) -> str:
         lo, hi = int(self.m[0]), int(self.m[-1])
         return (
             f"{self.implementation} {self.dtype} on {self.system} under {self.framework} "
-            f"{self.version}, M {lo}-{hi} (aiconfigurator-core 0.12.0 tables)"
+            f"{self.version}, M {lo}-{hi} ({self.origin})"
         )
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=8)
 def _table(name: str) -> tuple[dict[str, str], ...]:
     """The rows of a bundled surface (roofline/data/surfaces/NAME.csv), its `#` header skipped."""
     text = resources.files("roofline").joinpath(f"data/surfaces/{name}.csv").read_text()
@@ -120,9 +148,10 @@ def gemm_surface(system: str | None, engine: str, dtype: str) -> GemmSurface | N
     if system is None or framework is None or dtype not in ("bf16", "fp16", "fp8"):
         return None
     want = "bf16" if dtype == "fp16" else dtype
+    evidence = system in EVIDENCE_SYSTEMS
     rows = [
         r
-        for r in _table("gemm_efficiency")
+        for r in _table("amd_gemm_efficiency" if evidence else "gemm_efficiency")
         if r["system"] == system
         and r["framework"] == framework
         and r["dtype"] == want
@@ -140,7 +169,14 @@ def gemm_surface(system: str | None, engine: str, dtype: str) -> GemmSurface | N
     # whose time grows keeps the time growing in between.
     time_per_m = np.maximum.accumulate(m / flops)
     return GemmSurface(
-        system, framework, rows[0]["framework_version"], impls[0], want, m, m / time_per_m
+        system,
+        framework,
+        rows[0]["framework_version"],
+        impls[0],
+        want,
+        m,
+        m / time_per_m,
+        AMD_ORIGIN if evidence else AIC_ORIGIN,
     )
 
 
@@ -154,6 +190,9 @@ ALL_REDUCE_IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
     "sglang": ("SGLang_CustomAllReduce_graph", "SGLang_CustomAllReduce_eager"),
     "tensorrt-llm": ("TRTLLM", "TRTLLM"),
 }
+#: On the evidence systems every engine's all-reduce is read off RCCL's own curves (module
+#: docstring): under HIP graphs, and eager.
+RCCL_IMPLEMENTATIONS: tuple[str, str] = ("RCCL_graph", "RCCL_eager")
 
 
 @dataclass(frozen=True)
@@ -166,6 +205,8 @@ class AllReduceSurface:
     gpus: int
     message_bytes: np.ndarray  # ascending
     seconds: np.ndarray  # running maximum: a larger message never takes less time
+    engine_release: str = ""  # the engine release it stands for from ('': `version`)
+    origin: str = AIC_ORIGIN
 
     def at(self, message_bytes: np.ndarray) -> np.ndarray:
         """Seconds for messages of `message_bytes` per GPU: log-log interpolation between the
@@ -181,8 +222,13 @@ class AllReduceSurface:
         lo, hi = int(self.message_bytes[0]), int(self.message_bytes[-1])
         return (
             f"{self.implementation} on {self.gpus} GPUs of {self.system} ({self.version}), "
-            f"{lo} B-{hi >> 20} MiB (aiconfigurator-core 0.12.0 tables)"
+            f"{lo} B-{hi >> 20} MiB ({self.origin})"
         )
+
+    @property
+    def since(self) -> str:
+        """The engine release from which the curve stands for the engine's all-reduce."""
+        return self.engine_release or self.version
 
 
 @lru_cache(maxsize=256)
@@ -194,10 +240,13 @@ def all_reduce_surface(
     impl = ALL_REDUCE_IMPLEMENTATIONS.get(engine)
     if system is None or impl is None:
         return None
+    evidence = system in EVIDENCE_SYSTEMS
+    if evidence:
+        impl = RCCL_IMPLEMENTATIONS
     name = impl[0] if graphs else impl[1]
     rows = [
         r
-        for r in _table("collectives")
+        for r in _table("amd_collectives" if evidence else "collectives")
         if r["system"] == system
         and r["implementation"] == name
         and r["collective"] == "all_reduce"
@@ -208,4 +257,7 @@ def all_reduce_surface(
     rows.sort(key=lambda r: int(r["message_bytes"]))
     size = np.asarray([float(r["message_bytes"]) for r in rows])
     secs = np.maximum.accumulate(np.asarray([float(r["latency_us"]) * 1e-6 for r in rows]))
-    return AllReduceSurface(system, name, rows[0]["framework_version"], gpus, size, secs)
+    version = rows[0]["framework_version"]
+    if evidence:
+        return AllReduceSurface(system, name, f"RCCL {version}", gpus, size, secs, "0", AMD_ORIGIN)
+    return AllReduceSurface(system, name, version, gpus, size, secs)
