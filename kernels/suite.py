@@ -18,11 +18,12 @@ import torch
 from roofline.catalog import load_model
 from roofline.errors import InvalidInputError
 from roofline.files import signals_deferred
+from roofline.forward import operators
 from roofline.measure.calibrate import CALIBRATION_FAMILIES, DRAM_LLC_MULTIPLE
 from roofline.measure.kernel_ops import decode_gemm_shapes, op_flops_bytes
 from roofline.measure.results import DeviceInfo, Environment, Family, Point, Results, Skipped
 from roofline.model import ModelSpec
-from roofline.operators import Step, operators
+from roofline.operators import Step
 
 from .llama import LlamaStack
 from .micro import TORCH_DTYPES, Case, attention_case, eager_chain_case, gemm_case, stream_case

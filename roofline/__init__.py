@@ -8,7 +8,7 @@ The public API, used by the CLI, notebooks and other tools alike::
     e = estimate(m, stack, batches=[1, 64], prompt=1024, gen=256)
     grid = decode_step_s(m, hw, B[:, None], S[None, :])  # a whole batch x context grid
 
-One step's operators: `from roofline.operators import operators`.
+One step's operators: `from roofline.forward import operators`.
 """
 
 from pathlib import Path

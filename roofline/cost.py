@@ -41,21 +41,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
 from . import llamacpp
 from .engine import EngineSpec
 from .errors import InvalidInputError
+from .forward import operators
 from .hardware import Achievable, HardwareSpec
 from .model import ModelSpec
-from .operators import ArrayLike, ExpertShard, Op, Step, operators
+from .operators import ArrayLike, ExpertShard, Op, Step
 from .precision import Precision
 from .surfaces import MIN_WEIGHT_ELEMS, GemmSurface, gemm_surface, measured_for
 
 Ceiling = Literal["datasheet", "achievable"]
-CEILINGS: tuple[str, ...] = ("datasheet", "achievable")
+CEILINGS: tuple[str, ...] = get_args(Ceiling)
 
 #: Rows of the smallest tensor-core tile (mma m16n8k16): a GEMM of fewer rows still computes 16.
 MIN_TILE_ROWS = 16

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 
 import numpy as np
 from pydantic import Discriminator, Field, Tag, model_validator
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 SoftmaxMixer = Literal["global", "local", "chunked"]
 #: Mixers that are softmax attention over a KV cache: full, sliding-window, chunked.
-SOFTMAX_MIXERS: tuple[SoftmaxMixer, ...] = ("global", "local", "chunked")
+SOFTMAX_MIXERS: tuple[SoftmaxMixer, ...] = get_args(SoftmaxMixer)
 
 
 class MixerBlock(Frozen):

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from roofline.catalog import load_hardware, load_model, model_catalog
 from roofline.cli import main
 from roofline.cost import step_cost
+from roofline.forward import operators
 from roofline.memory import ContextFit, context_fit, kv_cache_bytes
 from roofline.model import ModelSpec
 from roofline.operators import (
@@ -23,7 +24,6 @@ from roofline.operators import (
     attended_pairs,
     expected_experts_touched,
     kv_tokens_read,
-    operators,
 )
 from roofline.placement import Parallel, memory_per_gpu, min_gpus_to_fit, tp_shard
 from roofline.precision import Precision

@@ -13,7 +13,8 @@ from roofline.catalog import load_hardware, load_model
 from roofline.cost import step_cost
 from roofline.dtypes import parse_format
 from roofline.errors import InvalidInputError
-from roofline.operators import Step, operators
+from roofline.forward import operators
+from roofline.operators import Step
 from roofline.placement import Parallel, memory_per_gpu
 from roofline.precision import Precision, group_params
 

@@ -13,6 +13,7 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from roofline.catalog import load_model  # noqa: E402
 from roofline.cli import main  # noqa: E402
+from roofline.forward import operators  # noqa: E402
 from roofline.kernels.llama import LlamaStack  # noqa: E402
 from roofline.kernels.micro import attention_case, gemm_case, stream_case  # noqa: E402
 from roofline.kernels.suite import cpu_plan, cuda_plan, fp8_native, run  # noqa: E402
@@ -22,7 +23,7 @@ from roofline.measure.device import cpu_flops_per_cycle, detect_cpu, match_catal
 from roofline.measure.kernel_ops import op_flops_bytes  # noqa: E402
 from roofline.measure.results import DeviceInfo, load_results, write_results  # noqa: E402
 from roofline.measure.validate import validate  # noqa: E402
-from roofline.operators import Step, operators  # noqa: E402
+from roofline.operators import Step  # noqa: E402
 
 CPU = torch.device("cpu")
 

@@ -18,9 +18,10 @@ from pydantic import Discriminator, Tag
 
 from roofline import llamacpp, memory
 from roofline.catalog import load_hardware, load_model
+from roofline.forward import operators
 from roofline.mixers import MLAAttention, SoftmaxAttention, _Attention
 from roofline.model import LayerKind, ModelSpec
-from roofline.operators import Op, Step, attended_pairs, kv_tokens_read, operators, projection
+from roofline.operators import Op, Step, attended_pairs, kv_tokens_read, projection
 from roofline.phases import estimate
 from roofline.precision import Precision
 from roofline.serve.stepcost import MixedStepCost, mixed_step_cost

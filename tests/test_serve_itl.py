@@ -1,5 +1,5 @@
 """Inter-token latency as `vllm bench serve` takes it: every gap between a request's streamed
-outputs (`loop.Gaps`), not each request's mean gap."""
+outputs (`state.Gaps`), not each request's mean gap."""
 
 from __future__ import annotations
 

@@ -8,9 +8,10 @@ measured and predicted numbers always describe one shape counted one way.
 from __future__ import annotations
 
 from ..cost import Ceilings, activation_bytes, op_cost
+from ..forward import operators
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
-from ..operators import NORM_LAUNCHES, ROPE_LAUNCHES, Op, Step, operators, sdpa_op
+from ..operators import NORM_LAUNCHES, ROPE_LAUNCHES, Op, Step, sdpa_op
 from ..precision import Precision
 
 #: Elements each streaming kernel moves per element of its buffers, and its FLOPs per element.

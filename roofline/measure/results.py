@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import numpy as np
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -65,21 +65,7 @@ Family = Literal[
     "decode_step",
     "prefill_step",
 ]
-FAMILIES: tuple[str, ...] = (
-    "gemm_peak",
-    "gemm_small",
-    "gemv_small",
-    "attention_small",
-    "prefill_attention_small",
-    "gemm_decode",
-    "eager_ops",
-    "gemm_sweep",
-    "bandwidth",
-    "decode_attention",
-    "prefill_attention",
-    "decode_step",
-    "prefill_step",
-)
+FAMILIES: tuple[str, ...] = get_args(Family)
 
 
 class Timing(Frozen):

@@ -5,7 +5,7 @@ as a precision, and the layouts a device can run a model in."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from ..cost import Ceiling
 from ..economics import PriceTable, Tier
@@ -21,7 +21,7 @@ from ..serve.policy import ENGINE_POLICY, POLICIES, Policy, policy
 from ..stack import Stack
 
 Serving = Literal["both", "aggregated", "disaggregated"]
-SERVING: tuple[str, ...] = ("both", "aggregated", "disaggregated")
+SERVING: tuple[str, ...] = get_args(Serving)
 
 
 class InfeasibleError(RooflineError):

@@ -17,7 +17,7 @@ import numpy as np
 from .workload import NO_PREFIX
 
 if TYPE_CHECKING:
-    from .loop import Requests
+    from .state import Requests
 
 
 @dataclass

@@ -98,7 +98,7 @@ class Summary:
 
     @property
     def itl_s(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every inter-token gap (s) and its count (`loop.Gaps`): one per streamed output
+        """Every inter-token gap (s) and its count (`state.Gaps`): one per streamed output
         after a request's first, as `vllm bench serve` records ITL."""
         return self.result.gaps
 

@@ -4,7 +4,9 @@ A new policy is one subclass of `Scheduler` and one line in `SCHEDULERS`."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, cast
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
@@ -12,8 +14,9 @@ from .policy import Policy
 from .speculation import accepted
 
 if TYPE_CHECKING:
-    from .loop import ServingLoop
+    from .blocks import BlockAllocator
     from .speculation import SpeculativeTimer
+    from .state import Counters, Requests
 
 Chunks = list[tuple[int, int]]  # (request, prompt tokens computed this step)
 #: Speculative steps drawn at once at most (`Continuous._verify_stretch`): bounds its arrays.
@@ -27,11 +30,53 @@ PREEMPTIONS_PER_REQUEST = 1000
 LIVELOCK_SLACK = 10_000  # and this many beyond, for the smallest workloads
 
 
-class Scheduler(ABC):
-    """Holds one replica's admitted sequences and runs each step on the replica's `loop`."""
+class StepTimer(Protocol):
+    """Step times from the sequences' shapes (see `roofline.serve.stepcost`)."""
 
-    def __init__(self, policy: Policy, loop: ServingLoop) -> None:
-        self.p, self.loop, self.r, self.kv = policy, loop, loop.r, loop.kv
+    def step_s(self, T: np.ndarray, S: np.ndarray, verify: int = 0) -> float:
+        """One step over sequences with T_i new tokens on S_i cached, the first `verify` of
+        them speculative verifications."""
+
+    def decode_s(self, S: np.ndarray, steps: int) -> np.ndarray:
+        """`steps` consecutive decode steps of sequences starting at contexts S_i."""
+
+
+class Replica(Protocol):
+    """One replica (`loop.ServingLoop`) as its scheduler sees it: what a step reads and changes,
+    and the calls that book it."""
+
+    r: Requests  # the simulation's requests, shared by every replica
+    kv: BlockAllocator  # this replica's KV cache
+    timer: StepTimer
+    c: Counters  # the run's totals
+    clock: float  # s; moved only by `advance` and `advance_to`
+    pending: deque[int]  # routed here, not yet ready
+    waiting: deque[int]  # ready, not admitted (preempted ones in front)
+    handoff: Callable[[int, float], None] | None  # takes each request after its first token
+
+    def advance(self, dt: float) -> None: ...
+
+    def advance_to(self, t: float) -> None: ...
+
+    def stall(self, tokens: int) -> None: ...
+
+    def finish(self, rids: np.ndarray | int, at_s: np.ndarray | float) -> None: ...
+
+    def record(self, start_s: float, seqs: int, tokens: int, steps: int = 1) -> None: ...
+
+
+class Scheduler(ABC):
+    """Holds one replica's admitted sequences and runs each step on that replica, the `loop` it
+    is attached to (`attach`: the replica it is given to calls it)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.p = policy
+
+    def attach(self, loop: Replica) -> None:
+        """Step `loop` from now on; a scheduler steps one replica only."""
+        if getattr(self, "loop", None) is not None:
+            raise RuntimeError("a scheduler steps one replica: build one per ServingLoop")
+        self.loop, self.r, self.kv = loop, loop.r, loop.kv
 
     @property
     @abstractmethod
@@ -54,16 +99,19 @@ class Continuous(Scheduler):
 
     chunks_prompts = False  # a prompt may be split over steps; else whole, or alone if oversized
 
-    def __init__(self, policy: Policy, loop: ServingLoop) -> None:
-        super().__init__(policy, loop)
+    def __init__(self, policy: Policy) -> None:
+        super().__init__(policy)
         self.run = np.zeros(0, np.int64)  # decoding, in admission order
         self.prefilling: list[int] = []  # admitted, prompt partly computed (chunked)
         self.admitted: dict[int, int] = {}  # admission order of the admitted, for preemption
         self._admissions = 0
+        self._last_step_s = 0.0  # the last stretch's first step (s), 0 before any
+
+    def attach(self, loop: Replica) -> None:
+        super().attach(loop)
         self.spec = self.r.speculation
         # positions a decoding sequence runs per step: its last token (and K drafts to verify)
         self.width = 1 if self.spec is None else self.spec.k + 1
-        self._last_step_s = 0.0  # the last stretch's first step (s), 0 before any
 
     @property
     def sequences(self) -> int:
@@ -394,8 +442,8 @@ class Static(Scheduler):
     """A batch of up to `max_seqs` waiting requests is prefilled together and decodes until its
     longest output is done; finished sequences keep their slot (and keep being computed)."""
 
-    def __init__(self, policy: Policy, loop: ServingLoop) -> None:
-        super().__init__(policy, loop)
+    def __init__(self, policy: Policy) -> None:
+        super().__init__(policy)
         self.batch = np.zeros(0, np.int64)
         self.ctx = np.zeros(0)  # KV tokens of each slot, padding included
 
@@ -461,6 +509,7 @@ SCHEDULERS: dict[str, type[Scheduler]] = {
 }
 
 
-def scheduler_for(policy: Policy, loop: ServingLoop) -> Scheduler:
-    """Static batching has no prefill mode; continuous batching is scheduled by its mode."""
-    return SCHEDULERS["static" if policy.batching == "static" else policy.prefill](policy, loop)
+def scheduler_for(policy: Policy) -> Scheduler:
+    """Static batching has no prefill mode; continuous batching is scheduled by its mode. One
+    per replica: `loop.ServingLoop` takes it and attaches itself."""
+    return SCHEDULERS["static" if policy.batching == "static" else policy.prefill](policy)

@@ -21,9 +21,11 @@ from ..model import ModelSpec
 from ..parallel import check
 from ..placement import pp_stage, stage_memory, stages_of, tp_shard
 from ..stack import MemoryPolicy, Stack
-from .loop import Counters, Requests, ServingLoop, StepTimer, Timeline
+from .loop import ServingLoop
 from .policy import Policy
+from .schedulers import StepTimer, scheduler_for
 from .speculation import Speculation, draft_memory, speculative_timer
+from .state import Counters, Requests, Timeline
 from .stepcost import mixed_step_cost
 from .workload import Workload
 
@@ -351,6 +353,7 @@ def simulate(
         engines = [
             ServingLoop(
                 policy,
+                scheduler_for(policy),
                 p.timer,
                 p.kv_capacity_tokens,
                 max_seq_len,

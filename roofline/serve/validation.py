@@ -6,7 +6,7 @@ Metrics and how the simulator gives each (`metrics.Summary`):
 - TTFT, TPOT, E2E: per request, from the send time (the benchmark's clock), percentiles as the
   benchmark takes them (numpy's linear interpolation, as vLLM and genai-perf use);
 - ITL (vLLM: every gap between streamed outputs): every gap the simulator's requests stream
-  (`loop.Gaps`): a decode step a prefill chunk lengthens, a preemption, a hand-off show in its
+  (`state.Gaps`): a decode step a prefill chunk lengthens, a preemption, a hand-off show in its
   tail as in the measured one;
 - throughputs: output tokens and completed requests over the span from the first send to the
   last finish (vLLM's benchmark duration).

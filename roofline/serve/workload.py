@@ -13,7 +13,7 @@ import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -22,8 +22,8 @@ from ..files import read_text
 
 Arrivals = Literal["poisson", "fixed"]
 LengthKind = Literal["fixed", "uniform", "lognormal"]
-ARRIVALS: tuple[str, ...] = ("poisson", "fixed")
-LENGTH_KINDS: tuple[str, ...] = ("fixed", "uniform", "lognormal")
+ARRIVALS: tuple[str, ...] = get_args(Arrivals)
+LENGTH_KINDS: tuple[str, ...] = get_args(LengthKind)
 NO_PREFIX = -1
 _COLUMNS = ("arrival_s", "input_tokens", "output_tokens")
 _OPTIONAL = ("prefix_id", "prefix_tokens")
