@@ -210,3 +210,72 @@ def memory_budget(
     hw: HardwareSpec, memory_fraction: float = DEFAULT_MEMORY_FRACTION
 ) -> MemoryBudget:
     return MemoryBudget(float(hw.memory_bytes), check_memory_fraction(memory_fraction))
+
+
+#: vLLM's profile run samples `max_num_seqs` dummy requests with top_k = V - 1 and top_p < 1
+#: (V0 `model_runner.profile_run`: SamplingParams(top_p=0.99, top_k=vocab_size - 1); V1
+#: `_dummy_sampler_run`: top_p 0.9, top_k V - 1), so the torch sampler sorts the logits. Bytes
+#: per (sequence × vocabulary entry) alive during that sort: the model's 16-bit logits (2, held
+#: by the caller), their fp32 copy (4, `logits.to(torch.float)`), the sort's values (4) and
+#: int64 indices (8) (`logits.sort(dim=-1)` in `_apply_top_k_top_p`), and the sort's own
+#: temporaries, 20 (PyTorch aten/src/ATen/native/cuda/SortStable.cu: with >= 128 rows
+#: `segmented_sort_pairs` allocates int64 reverse indices (8) and CUB's SortPairs its alternate
+#: key (4) and value (8) buffers; with fewer rows `segmented_sort_pairs_by_full_sort` two int2
+#: buffers (8 + 8) and a key buffer (4)). Read in vllm==0.5.4, 0.6.3, 0.6.4.post1, 0.7.3, 0.8.3
+#: vllm/model_executor/layers/sampler.py (`logits.sort`) and vllm==0.8.3
+#: vllm/v1/sample/ops/topk_topp_sampler.py:186 (the native path, without FlashInfer).
+#: Component check: kv010's printed activation peak, 1.43 GiB = 256 × 152064 × 38 B + 6600 ×
+#: 3584 × 2 B = 1.422 GiB (the sampler is its peak there).
+VLLM_SAMPLER_PEAK_BYTES = 2 + 4 + 4 + 8 + 20
+#: Memory vLLM counts outside torch's allocator, grown from the worker's start to the end of
+#: its profile run (cuBLAS/cuDNN handles, NCCL and custom all-reduce buffers), as vLLM prints it
+#: ("non_torch_memory takes X GiB", vllm 0.7-0.8 V0; roofline/data/kv_capacity_logs.csv, a
+#: measured component): 0.06 GiB at TP 1 (kv010, A10G), 0.25-0.48 GiB at TP 2-4 on PCIe boxes
+#: (kv012 0.25, kv011 0.30, kv021 0.40 and 0.48: the median, 0.35 GiB, is used). NVSwitch
+#: boxes take more (NCCL NVLS buffers: kv008's H200 TP 8 printed 5.7-7.7 GiB): not modelled.
+VLLM_NON_TORCH_TP1_BYTES = 0.06 * 2**30
+VLLM_NON_TORCH_TP_BYTES = 0.35 * 2**30
+#: The CUDA context, which vLLM 0.6.4 and V1 0.8.x count too (their non-torch term is the
+#: device's used memory less torch's, `mem_get_info` total - free, vllm==0.6.4.post1
+#: vllm/worker/worker.py:209, vllm==0.8.3 vllm/v1/worker/gpu_worker.py:177), while 0.3-0.6.3
+#: subtract the free memory after the profile from the free memory at worker start and 0.7+
+#: (V0) / 0.10+ (V1) count only the growth since start: kv006's device-level 0.35 GiB (RTX
+#: 3090, TP 1, vllm 0.6.4) less the TP-1 growth above, 0.29 GiB.
+VLLM_CUDA_CONTEXT_BYTES = 0.29 * 2**30
+
+
+def vllm_profile_activation_bytes(
+    shard: ModelSpec,
+    p: Precision,
+    tokens: int,
+    seqs: int,
+    vocab: int,
+    *,
+    v1: bool = True,
+) -> float:
+    """Peak torch allocation beyond the weights of vLLM's profile run on one GPU: `tokens`
+    (`max_num_batched_tokens`) over `seqs` (`max_num_seqs`) dummy prompts through `shard` (one
+    TP rank's part of the model), then the sampler over `seqs` rows of the full `vocab` (the
+    logits are gathered on the rank that samples; 0 on a PP stage without the LM head). The
+    two peaks do not overlap, so the larger counts:
+
+    - a layer: n·(3D + widest FFN hidden) at the activation width. In an FFN the residual,
+      the normed input the caller holds, the fused gate-and-up output (2F/tp), the activation's
+      output (F/tp) and the down projection's output are alive together (vLLM LlamaMLP.forward
+      keeps `gate_up` until it returns): 3D + 3F/tp for a gated FFN, 3D + 2F/tp for a plain one.
+      Component check: kv006 / kv007 (Llama-3.1-8B, 20000 / 29000 tokens, vllm 0.6.4) printed
+      peak_torch_memory 17.06 / 17.98 GiB: 0.92 GiB for 9000 tokens = 109.8 kB per token,
+      against (3·4096 + 3·14336)·2 B = 110.6 kB;
+    - the sampler: `seqs` · vocab · `VLLM_SAMPLER_PEAK_BYTES`, beside the hidden states the
+      model returned: all n tokens' in V0 (`execute_model` holds them), the `seqs` sampled rows'
+      in V1 (`_dummy_run` returns `hidden_states[logit_indices]`)."""
+    a = p.activation_bytes
+    widths = [shard.mlp_matrices * shard.d_ff, 2 * shard.d_inner]
+    if shard.moe is not None:
+        widths.append(shard.moe.top_k * shard.mlp_matrices * shard.moe.expert_d_ff)
+    D = shard.d_model
+    layer = tokens * (3 * D + max(widths)) * a
+    if not vocab:
+        return float(layer)
+    sampler = (seqs if v1 else tokens) * D * a + seqs * vocab * VLLM_SAMPLER_PEAK_BYTES
+    return float(max(layer, sampler))

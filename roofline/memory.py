@@ -29,6 +29,9 @@ from .footprint import (
     DEFAULT_MEMORY_FRACTION,
     DEFAULT_PREFILL_TOKEN_BUDGET,
     LOGIT_BYTES,
+    VLLM_CUDA_CONTEXT_BYTES,
+    VLLM_NON_TORCH_TP1_BYTES,
+    VLLM_NON_TORCH_TP_BYTES,
     MemoryBudget,
     activation_bytes,
     check_memory_fraction,
@@ -40,13 +43,14 @@ from .footprint import (
     peak_activation_bytes,
     prefill_step_tokens,
     step_activation_bytes,
+    vllm_profile_activation_bytes,
     weights_bytes,
 )
 from .model import ModelSpec
 from .operators import ArrayLike, Step
-from .placement import GpuMemory, Parallel, memory_per_gpu, min_gpus_to_fit
+from .placement import GpuMemory, Parallel, memory_per_gpu, min_gpus_to_fit, stages_of
 from .stack import Stack
-from .units import si, si_pair
+from .units import UNKNOWN_RELEASE, si, si_pair, version_key
 
 __all__ = [
     "DEFAULT_MEMORY_FRACTION",
@@ -178,6 +182,10 @@ def batch_fit(m: ModelSpec, stack: Stack, context: int, prompt: int | None = Non
     # when it is larger
     cap, tokens = stack.memory.max_num_seqs, stack.memory.prefill_token_budget
     profile = float(mem(max(cap // par.ep, 1)).activation_bytes) if cap and tokens else 0.0
+    if cap and tokens:  # vLLM: its own profile run and non-torch memory, as serve reserves
+        reserve = vllm_profile_reserve_bytes(m, stack, cap, stack.memory.step_token_budget(cap))
+        if reserve is not None:
+            profile = max(reserve)
 
     def total(x: ArrayLike) -> np.ndarray:
         g = mem(x)
@@ -450,3 +458,54 @@ def cache_summary(m: ModelSpec, stack: Stack, context: int) -> CacheSummary:
         context_fit=context_fit(m, stack, 1),
         warnings=context_warning(m, context),
     )
+
+
+def vllm_release_terms(stack: Stack) -> tuple[bool, float] | None:
+    """(V1 engine?, non-torch bytes per GPU) of vLLM's KV profiler for the stack's release, or
+    None when the engine is not vLLM. The release is the one asked for (`exact_release`), else
+    the profile's range (`release`; the newest range when empty). V1 from 0.8.0 (a V0 run of a
+    later release is asked for as `vllm@0.7`). The non-torch term is what vLLM grows outside
+    torch's allocator after the worker starts (`footprint.VLLM_NON_TORCH_TP1_BYTES`, TP 1, or
+    `VLLM_NON_TORCH_TP_BYTES`), plus the CUDA context (`footprint.VLLM_CUDA_CONTEXT_BYTES`) in
+    the releases whose profiler counts device-level used memory: 0.6.4-0.6.x and V1 0.8.0-0.9.x
+    (roofline/data/engine_releases.yaml `kv_profiler` of vllm==0.6.4.post1, 0.8.3, 0.8.5; 0.7.3
+    and 0.10.2 count the growth since start, 0.6.3 the drop in free memory since start)."""
+    eng = stack.engine
+    if eng is None or eng.name != "vllm":
+        return None
+    text = eng.exact_release if eng.exact_release != UNKNOWN_RELEASE else ""
+    release = version_key(text or eng.release or eng.newest_since or "0.10.0")
+    v1 = release >= (0, 8, 0)
+    tp = stack.parallel.tp
+    non_torch = VLLM_NON_TORCH_TP1_BYTES if tp == 1 else VLLM_NON_TORCH_TP_BYTES
+    if (0, 6, 4) <= release < (0, 7, 0) or (0, 8, 0) <= release < (0, 10, 0):
+        non_torch += VLLM_CUDA_CONTEXT_BYTES
+    return v1, non_torch
+
+
+def vllm_profile_reserve_bytes(
+    model: ModelSpec, stack: Stack, seqs: int, step_tokens: int
+) -> list[float] | None:
+    """What vLLM takes off each PP stage's GPU before the KV pool, beyond the weights: its
+    profile run's peak (`footprint.vllm_profile_activation_bytes`: `step_tokens` over `seqs`
+    dummy prompts, the sampler on the stage holding the LM head) plus the memory it counts
+    outside torch (`vllm_release_terms`); None when the engine is not vLLM. The one definition
+    `kv_capacity_tokens` (serve) reserves; `batch_fit` (estimate) reserves it too."""
+    terms = vllm_release_terms(stack)
+    if terms is None:
+        return None
+    v1, non_torch = terms
+    stages = stages_of(model, stack.parallel.tp, stack.parallel.pp)
+    last = len(stages) - 1
+    return [
+        non_torch
+        + vllm_profile_activation_bytes(
+            stage,
+            stack.precision,
+            step_tokens,
+            seqs,
+            model.vocab_size if k == last else 0,
+            v1=v1,
+        )
+        for k, stage in enumerate(stages)
+    ]

@@ -34,23 +34,27 @@ def test_batch_max_of_llama_70b_on_two_h200_in_fp8_by_hand() -> None:
       embedding + LM head at 2 B    2·⌈128256/2⌉·8192·2     = 2,101,346,304 B
       W                                                      = 36,329,504,768 B
     KV per sequence per GPU at 1280 tokens, bf16: 80·2·(8/2)·128·2·1280 = 209,715,200 B.
-    vLLM reserves its profile run whatever the batch: its 8,192-token budget over its 1,024
-    sequences, 8192·(2·8192 + 3·14336)·2 = 973,078,528 B of hidden states (the gated FFN's
-    gate-and-up 2F beside the activation's F, F/2 = 14,336 a rank) and 1024 · ⌈V/2⌉ = 64,128
-    entries · 12 B (fp32 logits, softmax, log-softmax) = 788,004,864 B: 1,761,083,392 B.
-    b = ⌊(0.9·150,754,820,096 − 36,329,504,768 − 1,761,083,392) / 209,715,200⌋
-      = ⌊97,588,749,926.4 / 209,715,200⌋ = ⌊465.34⌋ = 465, under vLLM's max_num_seqs 1,024."""
+    vLLM reserves its profile run whatever the batch (`memory.vllm_profile_reserve_bytes`): the
+    larger of a layer of its 8,192-token budget, 8192·(3·8192 + 3·14336)·2 = 1,107,296,256 B
+    (residual, normed input and a D-wide output beside the gated FFN's gate-and-up 2F and the
+    activation's F, F/2 = 14,336 a rank), and the sampler over its 1,024 sequences on the rank
+    that samples, 1024·8192·2 B of hidden states + 1024·128,256 entries · 38 B (16-bit logits,
+    their fp32 copy, the sort's values, indices and temporaries) = 5,007,474,688 B; plus
+    0.35 GiB = 375,809,638.4 B outside torch at TP > 1: 5,383,284,326.4 B.
+    b = ⌊(0.9·150,754,820,096 − 36,329,504,768 − 5,383,284,326.4) / 209,715,200⌋
+      = ⌊93,966,548,992 / 209,715,200⌋ = ⌊448.07⌋ = 448, under vLLM's max_num_seqs 1,024."""
     m, stack = load_model("llama-3.1-70b"), _70b_h200_tp2_fp8()
     e = estimate(m, stack, [1, 8, "max"], 1024, 256)
     assert e.fit.weights_bytes == 36_329_504_768
-    profile = 8192 * (2 * 8192 + 3 * 14336) * 2 + 1024 * 64_128 * 12
-    assert profile == 1_761_083_392
-    assert (0.9 * 150_754_820_096 - 36_329_504_768 - profile) // 209_715_200 == 465
-    assert [c.batch for c in e.cases] == [1, 8, 465]
+    sampler = 1024 * 8192 * 2 + 1024 * 128_256 * 38
+    assert sampler == 5_007_474_688 > 8192 * (3 * 8192 + 3 * 14336) * 2
+    profile = sampler + 0.35 * 2**30
+    assert (0.9 * 150_754_820_096 - 36_329_504_768 - profile) // 209_715_200 == 448
+    assert [c.batch for c in e.cases] == [1, 8, 448]
     assert e.batch_max == {
-        "batch": 465,
+        "batch": 448,
         "binding": "KV",
-        "fits_in_memory": 465,
+        "fits_in_memory": 448,
         "max_num_seqs": 1024,
     }
     assert all(c.fits for c in e.cases)
@@ -80,11 +84,11 @@ def test_the_cli_prints_the_batch_and_its_binding(capsys) -> None:
     args = ["estimate", "llama-3.1-70b", "--hardware", "h200", "--tp", "2", "--weights", "fp8"]
     code, out, err = run_cli(capsys, *args, "--batch", "max")
     assert code == 0, err
-    assert "batch max = 465: bound by memory (KV)" in " ".join(out.split())
+    assert "batch max = 448: bound by memory (KV)" in " ".join(out.split())
     code, out, err = run_cli(capsys, *args, "--batch", "1,8,max", "--json")
     assert code == 0, err
     d = json.loads(out)
-    assert [c["batch"] for c in d["cases"]] == [1, 8, 465] and d["batch_max"]["binding"] == "KV"
+    assert [c["batch"] for c in d["cases"]] == [1, 8, 448] and d["batch_max"]["binding"] == "KV"
 
 
 @pytest.mark.parametrize("text", ["max,0", "maximum", "1,,x"])
@@ -113,23 +117,24 @@ def _plan_groups(model: str, device: str, fmt: str, tp: int, batches: tuple[int,
 def test_plan_tries_each_replicas_batch_max_as_estimate_resolves_it() -> None:
     """plan's `max` is estimate's, tried beside the integers asked for. Llama-3.1-70B TP 2 on
     H200 in plan format fp8/bf16: the weights and 16-bit KV of the hand derivation above, but
-    fp8 activations (W8A8), so the profile run's 8,192-token step reserves 1 B a value:
-    8192·(2·8192 + 3·14336)·1 = 486,539,264 B instead of 973,078,528, beside the same
-    788,004,864 B of fp32 sampling over 1,024 sequences: 1,274,544,128 B.
-    b = ⌊(0.9·150,754,820,096 − 36,329,504,768 − 1,274,544,128) / 209,715,200⌋
-      = ⌊98,075,289,190.4 / 209,715,200⌋ = ⌊467.66⌋ = 467."""
-    profile = 8192 * (2 * 8192 + 3 * 14336) * 1 + 1024 * 64_128 * 12
-    assert (0.9 * 150_754_820_096 - 36_329_504_768 - profile) // 209_715_200 == 467
+    fp8 activations (W8A8), so the profile run holds 1 B a value: the sampler's hidden states
+    1024·8192·1 B + the same 1024·128,256·38 B of logits (the sort runs on them, not on the
+    activations) = 4,999,086,080 B, over the layer's 8192·(3·8192 + 3·14336)·1 = 553,648,128;
+    plus 375,809,638.4 B outside torch: 5,374,895,718.4 B.
+    b = ⌊(0.9·150,754,820,096 − 36,329,504,768 − 5,374,895,718.4) / 209,715,200⌋
+      = ⌊93,974,937,600 / 209,715,200⌋ = ⌊448.11⌋ = 448."""
+    profile = 1024 * 8192 * 1 + 1024 * 128_256 * 38 + 0.35 * 2**30
+    assert (0.9 * 150_754_820_096 - 36_329_504_768 - profile) // 209_715_200 == 448
     g = _plan_groups("llama-3.1-70b", "h200", "fp8/bf16", 2, (64,))
-    assert g.batch_max == 467 and g.batch_max_binding == "KV"
-    assert g.max_batches.tolist() == [64, 467]
-    assert g.batch_grid.max() == 467  # decode step times reach the largest batch tried
+    assert g.batch_max == 448 and g.batch_max_binding == "KV"
+    assert g.max_batches.tolist() == [64, 448]
+    assert g.batch_grid.max() == 448  # decode step times reach the largest batch tried
     m = load_model("llama-3.1-70b")
     stack = Stack.resolve(
         m, load_hardware("h200"), Precision("fp8", "fp8", "bf16"), engine=load_engine("vllm"),
         parallel=Parallel(tp=2),
     )  # fmt: skip
-    assert estimate(m, stack, ["max"], 1024, 256).batch_max["batch"] == 467
+    assert estimate(m, stack, ["max"], 1024, 256).batch_max["batch"] == 448
 
 
 def test_plan_batch_max_stops_at_max_num_seqs() -> None:

@@ -30,16 +30,28 @@ HIDDEN13 = (2 * 5120 + 3 * 13824) * 2  # 103,424 B
 LOGITS13 = 32000 * 3 * 4  # fp32 logits, softmax and log-softmax while sampling, B per sequence
 # the vLLM profile's reservation on an H100: its token budget over its 1,024 sequences
 VLLM_SEQS = 1024
+# what vLLM (newest range, V1, torch-native sampler) holds at its profile run's peak
+# (`memory.vllm_profile_reserve_bytes`): the larger of a layer, n·(3D + 3F/tp)·2 B, and the
+# sampler, seqs·D·2 B of sampled hidden states + seqs·V·38 B of logits sorted for top-k/top-p
+# (`footprint.VLLM_SAMPLER_PEAK_BYTES`), plus the memory it counts outside torch, 0.06 GiB at
+# TP 1 and 0.35 GiB at TP > 1 (`footprint.VLLM_NON_TORCH_TP1_BYTES`, `VLLM_NON_TORCH_TP_BYTES`)
+NON_TORCH_TP1 = 0.06 * 2**30  # 64,424,509.44 B
+NON_TORCH_TP = 0.35 * 2**30  # 375,809,638.4 B
 
 
 def test_one_max_batch_across_estimate_kv_and_serve(capsys):
     """Llama-2-13B, bf16, one H100 under vLLM (1,024 sequences), 1024 + 256 tokens, a 2,048-token
-    prefill budget, 0.9 usable. vLLM reserves its profile run: 2,048 tokens over 1,024
-    sequences, 2048 · 103,424 + 1024 · 384,000 = 211,812,352 + 393,216,000 B, whatever the
-    batch; (76,968,728,985.6 − 26,031,728,640 − 605,028,352) / (1280 · 819,200) = 48.0003 → 48."""
-    profile = 2048 * HIDDEN13 + VLLM_SEQS * LOGITS13
+    prefill budget, 0.9 usable. vLLM reserves its profile run whatever the batch: a layer of
+    2,048 tokens, 2048 · (3 · 5120 + 3 · 13824) · 2 = 232,783,872 B, or the sampler over 1,024
+    sequences, 1024 · 5120 · 2 + 1024 · 32000 · 38 = 10,485,760 + 1,245,184,000 =
+    1,255,669,760 B, the larger; plus 64,424,509.44 B outside torch: 1,320,094,269.44 B.
+    (76,968,728,985.6 − 26,031,728,640 − 1,320,094,269.44) / (1280 · 819,200) = 47.32 → 47."""
+    layer = 2048 * (3 * 5120 + 3 * 13824) * 2
+    sampler = VLLM_SEQS * 5120 * 2 + VLLM_SEQS * 32000 * 38
+    assert (layer, sampler) == (232_783_872, 1_255_669_760)
+    profile = max(layer, sampler) + NON_TORCH_TP1
     by_hand = int((USABLE - W13 - profile) // (1280 * KV13))
-    assert by_hand == 48
+    assert by_hand == 47
     m, hw = load_model("llama-2-13b"), load_hardware("h100-sxm")
     vllm = load_engine("vllm")
     e = estimate(
@@ -54,11 +66,13 @@ def test_one_max_batch_across_estimate_kv_and_serve(capsys):
         capsys, "estimate", "llama-2-13b", "--prefill-token-budget", "2048", "--json"
     )
     assert code == 0 and json.loads(out)["max_batch"] == by_hand
-    # serve reserves the same step, 2,048 tokens over its 1,024 sequences:
-    # (76,968,728,985.6 − 26,031,728,640 − 605,028,352) / 819,200 = 61,440 tokens, 48 of 1280
+    # serve reserves the same profile run, 2,048 tokens over its 1,024 sequences, and counts
+    # whole 16-token blocks as vLLM does: (76,968,728,985.6 − 26,031,728,640 −
+    # 1,320,094,269.44) / (16 · 819,200) = 3,785.4 → 3,785 blocks = 60,560 tokens, 47 of 1280
     policy = dataclasses.replace(POLICIES["continuous"], max_seqs=VLLM_SEQS, token_budget=2048)
-    tokens = kv_capacity_tokens(m, Stack.resolve(m, hw, BF16), policy)
-    assert tokens == int((USABLE - W13 - profile) // KV13) == 61_440
+    stack = Stack.resolve(m, hw, BF16, engine=vllm, prefill_token_budget=2048)
+    tokens = kv_capacity_tokens(m, stack, policy)
+    assert tokens == int((USABLE - W13 - profile) // (16 * KV13)) * 16 == 60_560
     assert tokens // 1280 == by_hand
 
 
@@ -90,18 +104,20 @@ def test_binding_limits_are_named():
 
 def test_kv_caps_the_context_at_the_model_limit(capsys):
     """Llama-3.1-8B (8,030,261,248 params, 131,072 B of KV per token, limit 131,072 tokens)
-    under vLLM on an H100 (1,024 sequences, 8,192 tokens a step): its profile run reserves
-    8192 · (2 · 4096 + 3 · 14336) · 2 B + 1024 · 128,256 · 12 B = 838.9 MB + 1,576.0 MB; one
-    sequence could hold (76.97e9 − 16.06e9 − 2.415e9) / 131,072 B ≈ 446,000 tokens; the
-    model's trained context binds."""
+    under vLLM on an H100 (1,024 sequences, 8,192 tokens a step): its profile run reserves the
+    larger of a layer, 8192 · (3 · 4096 + 3 · 14336) · 2 = 905,969,664 B, and the sampler,
+    1024 · 4096 · 2 + 1024 · 128,256 · 38 = 4,999,086,080 B, plus 64,424,509.44 B outside
+    torch: 5,063,510,589.44 B; one sequence could hold (76,968,728,985.6 − 16,060,522,496 −
+    5,063,510,589.44) / 131,072 B = 426,061 tokens; the model's trained context binds."""
     code, out, _ = run_cli(capsys, "kv", "llama-3.1-8b", "--context", "8192", "--json")
     (row,) = json.loads(out)
-    profile = 8192 * (2 * 4096 + 3 * 14336) * 2 + VLLM_SEQS * 128_256 * 12
-    room = USABLE - 8_030_261_248 * 2 - profile
-    assert room / 131_072 > 440_000
+    sampler = VLLM_SEQS * 4096 * 2 + VLLM_SEQS * 128_256 * 38
+    assert sampler == 4_999_086_080 > 8192 * (3 * 4096 + 3 * 14336) * 2
+    room = USABLE - 8_030_261_248 * 2 - sampler - NON_TORCH_TP1
+    assert 420_000 < room / 131_072 < 430_000
     assert row["max_context"] == 131_072 and row["max_context_binding"] == "context"
-    # max batch at 8192 tokens: room / (8192 · 131,072 B) = 54.5 → 54
-    assert row["max_batch"] == int(room // (8192 * 131_072)) == 54
+    # max batch at 8192 tokens: 55,844,695,900.16 / (8192 · 131,072 B) = 52.01 → 52
+    assert row["max_batch"] == int(room // (8192 * 131_072)) == 52
     assert row["memory"]["capacity_bytes"] == H100_BYTES
     assert row["memory"]["reserve_bytes"] == pytest.approx(0.1 * H100_BYTES)
 
@@ -114,18 +130,23 @@ def test_kv_says_when_the_weights_fill_the_device_and_takes_tp(capsys):
     code, out, _ = run_cli(capsys, "kv", "llama-3.1-70b", "--context", "4096")
     assert "weights fill the" in out
     # TP 2: each GPU holds 4 of 8 kv heads, 2 · 80 · 4 · 128 · 2 B = 163,840 B per token; vLLM's
-    # profile run of 8,192 tokens over 1,024 sequences has D = 8192 and F/2 = 14,336 wide rows,
-    # 8192 · (2 · 8192 + 3 · 14336) · 2 B, and 1024 · ⌈128,256 / 2⌉ · 12 B of sampling.
-    # Weights per GPU from the sharded spec.
+    # profile run of 8,192 tokens over 1,024 sequences: a layer of D = 8192 and F/2 = 14,336
+    # wide rows, 8192 · (3 · 8192 + 3 · 14336) · 2 = 1,107,296,256 B, or the sampler on the rank
+    # that samples, over the whole vocabulary (the logits are gathered), 1024 · 8192 · 2 +
+    # 1024 · 128,256 · 38 = 5,007,474,688 B, the larger; plus 375,809,638.4 B outside torch
+    # at TP > 1. Weights per GPU from the sharded spec: (76,968,728,985.6 − w −
+    # 5,383,284,326.4) / (4096 · 163,840) = 1.5 → 1.
     code, out, _ = run_cli(
         capsys, "kv", "llama-3.1-70b", "--context", "4096", "--tp", "2", "--json"
     )
     (row,) = json.loads(out)
     w = row["memory"]["weights_bytes"]
     assert w == pytest.approx(70_553_706_496, rel=1e-3)  # half of 141.1 GB, norms replicated
-    profile = 8192 * (2 * 8192 + 3 * 14336) * 2 + VLLM_SEQS * 64_128 * 12
-    assert row["max_batch"] == int((USABLE - w - profile) // (4096 * 163_840)) == 6
-    assert row["max_batch_binding"] == "KV"
+    profile = max(8192 * (3 * 8192 + 3 * 14336) * 2, VLLM_SEQS * (8192 * 2 + 128_256 * 38))
+    assert profile == 5_007_474_688
+    assert row["max_batch"] == int((USABLE - w - profile - NON_TORCH_TP) // (4096 * 163_840)) == 1
+    # the larger consumer names the binding: the profile's 5.38 GB over one sequence's 0.67 GB
+    assert row["max_batch_binding"] == "activations"
 
 
 def test_memory_fraction_is_a_parameter_of_the_core():

@@ -187,6 +187,19 @@ FACTS: tuple[Fact, ...] = (
     ),
     _f(
         "vllm",
+        "kv_profile_run",
+        "vllm/worker/model_runner.py vllm/v1/worker/gpu_model_runner.py "
+        "vllm/model_executor/layers/sampler.py vllm/v1/sample/ops/topk_topp_sampler.py "
+        "vllm/v1/sample/sampler.py vllm/model_executor/models/llama.py",
+        r"sampling_params = SamplingParams\(top_p=0\.99, top_k=self\.vocab_size - 1\)"
+        r"|seq_len = \(max_num_batched_tokens // max_num_seqs"
+        r"|^\s*top_k=dummy_tensors\(logits\.size\(1\) - 1\)|logit_indices = np\.cumsum"
+        r"|return hidden_states\[logit_indices\]|hidden_states = self\._dummy_run\(self\.max_num"
+        r"|logits_sort, logits_idx = logits\.sort\(|logits = logits\.to\(torch\.float"
+        r"|^\s*gate_up, _ = self\.gate_up_proj\(x\)|^\s*x = self\.act_fn\(gate_up\)",
+    ),
+    _f(
+        "vllm",
         "kv_profiler",
         "vllm/worker/worker.py vllm/v1/worker/gpu_worker.py vllm/utils.py vllm/utils/*.py "
         "vllm/v1/worker/utils.py vllm/v1/worker/extensible_kv_cache.py",

@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import DoesNotFitError, InvalidInputError
 from ..footprint import TokenEquivalents, kv_growth_elems_per_token
 from ..hardware import HardwareSpec
+from ..memory import vllm_profile_reserve_bytes
 from ..model import ModelSpec
 from ..parallel import check
 from ..placement import pp_stage, stage_memory, stages_of, tp_shard
@@ -95,17 +96,26 @@ def kv_capacity_tokens(
     (`footprint.kv_token_equivalents`, applied by the block allocator), as vLLM V1's hybrid
     allocator frees the blocks a window has left: the batch it holds at S tokens is the one
     `memory.batch_fit` counts. A speculative drafter's weights (per GPU) come off the free
-    memory and its KV per token is held beside the target's (`speculation.draft_memory`)."""
+    memory and its KV per token is held beside the target's (`speculation.draft_memory`).
+    On vLLM the activations are its profile run's (`footprint.vllm_profile_activation_bytes`:
+    `step_tokens` over `seqs` dummy prompts, then the sampler's sort on the LM-head stage) plus
+    the memory it counts outside torch (`memory.vllm_release_terms`, by release), and the pool is
+    whole blocks of `policy.block_size` tokens, as vLLM's `num_gpu_blocks` is."""
     hw, precision, par = stack.hardware, stack.precision, stack.parallel
     policy = policy.on(stack.memory)
     budget = stack.budget
+    vllm = vllm_profile_reserve_bytes(model, stack, policy.seqs, policy.step_tokens)
     per_stage = []  # (tokens, weights, act, state) of each PP stage: the tightest binds
-    for gpu, stage in zip(
-        stage_memory(model, precision, par, policy.seqs, policy.step_tokens / policy.seqs, 0),
-        stages_of(model, par.tp, par.pp),
-        strict=True,
+    for k, (gpu, stage) in enumerate(
+        zip(
+            stage_memory(model, precision, par, policy.seqs, policy.step_tokens / policy.seqs, 0),
+            stages_of(model, par.tp, par.pp),
+            strict=True,
+        )
     ):
         weights, act = float(gpu.weights_bytes), float(gpu.activation_bytes)
+        if vllm is not None:  # vLLM's profile run and the memory it counts outside torch
+            act = vllm[k]
         state = (
             par.sequences_per_gpu(policy.seqs) * stage.state_elems_per_sequence * precision.kv_bytes
         )
@@ -115,10 +125,11 @@ def kv_capacity_tokens(
         # per sequence (`footprint.kv_token_equivalents`), as vLLM's hybrid allocator frees
         # the blocks a window has left
         per_token = kv_growth_elems_per_token(stage) * precision.kv_bytes + draft_kv_bytes_per_token
+        block = policy.block_size if vllm is not None else 1  # vLLM counts whole blocks
         tokens = (
             UNBOUNDED_KV_TOKENS
             if per_token == 0 and free >= 0
-            else math.floor(free / per_token) * par.ep
+            else math.floor(free / (block * per_token)) * block * par.ep
             if per_token
             else 0
         )
