@@ -11,6 +11,11 @@ Definitions (one place; `plan`, `estimate` and `serve` reports use them):
   step's power over TTFT and the mid-generation decode step's over E2E − TTFT; for a simulated
   run, each recorded step's power over its time and the static power over a replica's idle time.
 Host CPUs, networking and cooling are not counted.
+
+Prices: `roofline/data/gpu_prices.yaml`, written by `benchmarks/derive/prices.py` from the
+collected provider rows (one rule: per device and tier, the lower median across providers of
+each provider's latest dated figure); every figure carries its provider, tier, date and URL
+(`GpuPrice.provenance`), which `hardware show` prints.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 import yaml
@@ -38,7 +43,7 @@ SECONDS_PER_HOUR = 3600.0
 #: The largest price table read (the bundled one is ~10 kB).
 MAX_PRICE_FILE_BYTES = 4 * 2**20
 Tier = Literal["on-demand", "discounted"]
-TIERS: tuple[str, ...] = ("on-demand", "discounted")
+TIERS: tuple[str, ...] = get_args(Tier)
 
 
 # ---- prices ---------------------------------------------------------------------------------
@@ -50,9 +55,18 @@ class GpuPrice(BaseModel):
     on_demand_usd_per_gpu_hour: float | None = Field(gt=0, allow_inf_nan=False)
     discounted_usd_per_gpu_hour: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     discounted_kind: Literal["community", "spot", "reserved"] | None = None
+    # the on-demand figure's provenance (`source` is its URL, `date` the day it was read)
+    provider: str = ""
     offer: str = ""
     source: str = ""
     date: str = ""
+    considered_on_demand: tuple[str, ...] = ()
+    # the discounted figure's provenance
+    discounted_provider: str = ""
+    discounted_offer: str = ""
+    discounted_source: str = ""
+    discounted_date: str = ""
+    considered_discounted: tuple[str, ...] = ()
     note: str = ""
 
     @field_validator("on_demand_usd_per_gpu_hour", "discounted_usd_per_gpu_hour", mode="before")
@@ -69,10 +83,34 @@ class GpuPrice(BaseModel):
             else self.discounted_usd_per_gpu_hour
         )
 
+    def provenance(self, tier: Tier) -> dict[str, object]:
+        """The figure used for `tier`, with its provider, tier name, date, URL and offer, and
+        every provider's figure it was chosen from (empty strings where the file gives none)."""
+        if tier == "on-demand":
+            return {
+                "usd_per_gpu_hour": self.on_demand_usd_per_gpu_hour,
+                "provider": self.provider,
+                "tier": "on-demand",
+                "date": self.date,
+                "url": self.source,
+                "offer": self.offer,
+                "considered": list(self.considered_on_demand),
+            }
+        return {
+            "usd_per_gpu_hour": self.discounted_usd_per_gpu_hour,
+            "provider": self.discounted_provider,
+            "tier": self.discounted_kind or "",
+            "date": self.discounted_date,
+            "url": self.discounted_source,
+            "offer": self.discounted_offer,
+            "considered": list(self.considered_discounted),
+        }
+
 
 class PriceFile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    rule: str = ""  # how each figure was chosen from the evidence (bundled table)
     devices: dict[str, GpuPrice]
 
 
@@ -83,6 +121,7 @@ class PriceTable:
     devices: dict[str, GpuPrice]
     source: str
     overrides: dict[str, float] | None = None
+    rule: str = ""  # the file's statement of how its figures were chosen
 
     def usd_per_gpu_hour(self, hardware: str, tier: Tier = "on-demand") -> float:
         """The price of one GPU-hour of `hardware`; refuses a device without one, by name."""
@@ -111,8 +150,8 @@ class PriceTable:
         """Where the price used for `hardware` comes from."""
         if self.overrides and hardware in self.overrides:
             return "given by the user"
-        e = self.devices[hardware]
-        return f"{e.offer}; {e.source}, read {e.date}"
+        p = self.devices[hardware].provenance(tier)
+        return f"{p['offer']} ({p['tier']}); {p['url']}, read {p['date']}"
 
     def with_overrides(self, overrides: dict[str, float]) -> PriceTable:
         return replace(self, overrides={**(self.overrides or {}), **overrides})
@@ -126,24 +165,25 @@ class PriceTable:
         return [n for n in (self.overrides or {}) if n not in mine and hardware_name(n) is None]
 
 
-def _parse_price_file(text: str, where: str) -> dict[str, GpuPrice]:
+def _parse_price_file(text: str, where: str) -> PriceFile:
     try:
         data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as e:
         problem = " ".join(str(e).split())  # one line: YAML's own message spans several
         raise SpecError(f"{where}: not valid YAML ({problem[:200]})") from None
     try:
-        return PriceFile.model_validate(data).devices
+        return PriceFile.model_validate(data)
     except ValidationError as e:
         raise SpecError(f"{where}: {field_error(e)}") from None
 
 
 @lru_cache(maxsize=1)
 def _bundled() -> PriceTable:
-    text = resources.files("roofline").joinpath("data/gpu_prices.yaml").read_text("utf-8")
-    return PriceTable(
-        _parse_price_file(text, "roofline/data/gpu_prices.yaml"), "roofline/data/gpu_prices.yaml"
+    where = "roofline/data/gpu_prices.yaml"
+    f = _parse_price_file(
+        resources.files("roofline").joinpath("data/gpu_prices.yaml").read_text("utf-8"), where
     )
+    return PriceTable(f.devices, where, rule=f.rule)
 
 
 def load_prices(path: str | Path | None = None) -> PriceTable:
@@ -152,7 +192,8 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
         return _bundled()
     p = Path(path)
     text = read_text(p, "price table", MAX_PRICE_FILE_BYTES)  # a pipe or a device is refused
-    return PriceTable(_parse_price_file(text, str(p)), str(p))
+    f = _parse_price_file(text, str(p))
+    return PriceTable(f.devices, str(p), rule=f.rule)
 
 
 def parse_price_options(values: Sequence[str], table: PriceTable | None = None) -> PriceTable:

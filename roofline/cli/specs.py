@@ -40,7 +40,10 @@ def hardware_show(
     name: Annotated[str, typer.Argument(help="device name, alias or YAML path")],
     specs_dir: SpecsDir = None,
 ) -> None:
-    """Print one device's full spec as JSON, with derived values."""
+    """Print one device's full spec as JSON, with derived values and the rental price
+    (bundled table) that `estimate`, `serve` and `plan` use, with its provenance."""
+    from ..economics import load_prices
+
     h = load_hardware(name, specs_dir or ())
     out = h.model_dump(mode="json")
     out["derived"] = {
@@ -49,6 +52,15 @@ def hardware_show(
         "ridge_point_flops_per_byte": {
             d: h.ridge_point_flops_per_byte(d) for d in h.dense_peak_tflops
         },
+    }
+    prices = load_prices()
+    entry = prices.devices.get(h.name)
+    out["price_usd_per_gpu_hour"] = {
+        "table": prices.source,
+        "rule": prices.rule,
+        "on-demand": entry.provenance("on-demand") if entry else None,
+        "discounted": entry.provenance("discounted") if entry else None,
+        "note": (entry.note if entry else "not in the price table") or None,
     }
     print_json(out)
 

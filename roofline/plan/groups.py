@@ -13,12 +13,12 @@ import numpy as np
 from .. import memory
 from ..economics import PriceTable
 from ..engine import EngineSpec
-from ..errors import DoesNotFitError
+from ..errors import DoesNotFitError, InvalidInputError
 from ..hardware import HardwareSpec
 from ..model import ModelSpec
 from ..operators import Step
 from ..parallel import parallel_step_cost
-from ..phases import estimate
+from ..phases import estimate, first_token_split
 from ..placement import Parallel, pp_stage, tp_shard
 from ..power import busy_share, power_terms
 from ..serve.simulate import kv_capacity_tokens
@@ -58,6 +58,14 @@ class GroupTable:
     max_batches: np.ndarray | None = None
     batch_max: int | None = None  # what "max" resolved to here (None: not asked)
     batch_max_binding: str = ""  # what binds it: KV, activations or max_num_seqs
+    #: a lower bound on any request's TTFT (s): the prompt's prefill alone, no queue, the
+    #: smaller of the estimate's (`t_prefill_s`) and the serving simulator's own step for it,
+    #: which the simulator's TTFT never goes below (None: `t_prefill_s`)
+    t_prefill_floor_s: float | None = None
+
+    @property
+    def prefill_floor_s(self) -> float:
+        return self.t_prefill_s if self.t_prefill_floor_s is None else self.t_prefill_floor_s
 
     @property
     def gpus(self) -> int:
@@ -99,6 +107,22 @@ class Rejected:
 def batch_grid(max_batch: int, points: int = BATCH_GRID_POINTS) -> np.ndarray:
     """Integers 1..max_batch, geometrically spaced, both ends included."""
     return np.unique(np.round(np.geomspace(1, max_batch, points))).astype(float)
+
+
+def simulated_prefill_s(model: ModelSpec, stack: Stack, prompt: int) -> float:
+    """The serving simulator's step for one prompt alone (T = P, or P - 1 where the engine's
+    first token comes from a decode step, over S = 0): its TTFT for any request is at least
+    this (chunks of the prompt, sequences sharing the step and the queue only add; the
+    step-cost features are sums over the sequences with non-negative coefficients). inf where
+    the simulator refuses the stack (it then accepts nothing of it)."""
+    from ..serve.stepcost import mixed_step_cost
+
+    tokens = prompt - first_token_split(stack, prompt)
+    try:
+        timer = mixed_step_cost(model, stack)
+        return float(timer.step_s(np.array([tokens]), np.array([0])))
+    except (InvalidInputError, DoesNotFitError):
+        return math.inf
 
 
 def build_groups(
@@ -157,6 +181,7 @@ def build_groups(
                 dec = parallel_step_cost(model, stack, Step(grid, 1, P + G // 2))
                 u_dec = busy_share(dec)
                 t_pf = est.cases[0].ttft_s
+                t_floor = min(t_pf, simulated_prefill_s(model, stack, P))
                 u_pf = float(
                     np.asarray(busy_share(parallel_step_cost(model, stack, Step(1, P, 0))))
                 )
@@ -187,6 +212,7 @@ def build_groups(
                         max_batches=np.array(sorted(tried), dtype=float),
                         batch_max=None if fit is None else max(fit.runnable, 1),
                         batch_max_binding="" if fit is None else fit.runnable_binding,
+                        t_prefill_floor_s=t_floor,
                     )
                 )
     return groups, rejected
