@@ -201,6 +201,9 @@ PUBLISHED_ROUNDED = [
         None,
         "Hub page of MiniMaxAI/MiniMax-M2.7 (safetensors), as read at thakicloud.github.io",
     ),
+    # the 27B cards give "27B" under "Language Model" (the text part this spec models)
+    ("qwen3.5-27b", "27B", None, "Qwen/Qwen3.5-27B model card, 'Language Model'"),
+    ("qwen3.6-27b", "27B", None, "Qwen/Qwen3.6-27B model card, 'Language Model'"),
 ]
 
 
@@ -224,7 +227,15 @@ QWEN3_VL_SIZES = (
     "Qwen3-VL report, arXiv:2511.21631: dense 2B/4B/8B/32B and MoE 30B-A3B/235B-A22B, the name "
     "with the vision encoder (test_qwen3_vl_text_models_are_qwen3)"
 )
+QWEN3_5_NAMES = (
+    "the checkpoint's name, which counts its vision encoder (tests/test_catalog_2026b.py checks "
+    "text + the vision tower derived from vision_config within 0.5%)"
+)
 PUBLISHED_WITH_VISION = [
+    ("qwen3.5-35b-a3b", 35_000_000_000, f"Qwen/Qwen3.5-35B-A3B: {QWEN3_5_NAMES}"),
+    ("qwen3.6-35b-a3b", 35_000_000_000, f"Qwen/Qwen3.6-35B-A3B: {QWEN3_5_NAMES}"),
+    ("qwen3.5-122b-a10b", 122_000_000_000, f"Qwen/Qwen3.5-122B-A10B: {QWEN3_5_NAMES}"),
+    ("qwen3.5-397b-a17b", 397_000_000_000, f"Qwen/Qwen3.5-397B-A17B: {QWEN3_5_NAMES}"),
     (
         "llama-4-scout",
         109_000_000_000,

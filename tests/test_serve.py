@@ -549,6 +549,11 @@ REFUSED = {
     "minimax-m2.7": "leave no KV memory",
     "qwen3-vl-235b-a22b": "leave no KV memory",
     "qwen3-next-80b-a3b": "leave no KV memory",
+    # 53.8 GB of weights fit one H200, the delta-net state of 1,024 sequences (80.3 GB) does not
+    "qwen3.5-27b": "leave no KV memory",
+    "qwen3.6-27b": "leave no KV memory",
+    "qwen3.5-122b-a10b": "leave no KV memory",
+    "qwen3.5-397b-a17b": "leave no KV memory",
     "mistral-large-2": "leave no KV memory",
     "gpt-3-175b": "leave no KV memory",
     "llama-2-70b": "leave no KV memory",
