@@ -28,9 +28,12 @@ The terms (`roofline/data/power.yaml`, written by `benchmarks/derive/power_terms
 power evidence) come per device where the evidence has that device (`origin` says which rows),
 else from the rule of its class: static = a fraction of TDP; dynamic = TDP − static for a
 datacenter part (compute-bound work reaches its TDP), (TDP − static) / a_s for a workstation
-or consumer board (its board limit binds in decode). a_s and a_att are fitted once, on vLLM
-runs of H100 and A100 (docs/evidence/power-row-checks.csv). Host CPUs, networking and cooling are
-not counted; clocks follow the cap (no separate clock model).
+or consumer board (its board limit binds in decode). a_s comes from phase power on one device:
+(P_decode − P_idle) / (P_prefill − P_idle), the decode phase streaming weights and KV, prefill
+compute-bound (Splitwise's H100 and A100 parameters, PW056–PW061). No evidence measures
+attention apart from the rest of a step, so a_att stays fitted to S1's whole-run vLLM rows and
+is flagged so (`Activity.fitted`). Host CPUs, networking and cooling are not counted; clocks
+follow the cap (no separate clock model).
 """
 
 from __future__ import annotations
@@ -56,11 +59,15 @@ DATA = "data/power.yaml"
 
 # ---- the data ---------------------------------------------------------------------------------
 class Activity(Frozen):
-    """How busy the compute units are while a kernel waits on memory, by kernel kind."""
+    """How busy the compute units are while a kernel waits on memory, by kernel kind. A weight
+    the power evidence cannot set is named in `fitted` (fitted to whole-run rows, `fit_rows`),
+    so nobody takes it for a derived one."""
 
     stream: float = Field(gt=0, le=1, description="a_s: GEMMs, norms, fixed time, collectives")
     attention: float = Field(gt=0, le=1, description="a_att: attention kernels")
     rows: tuple[str, ...] = ()
+    fitted: tuple[Literal["stream", "attention"], ...] = ()
+    fit_rows: tuple[str, ...] = ()
     source: str = Field(min_length=1)
 
 
@@ -163,6 +170,8 @@ def power_terms(
         said += f"; dynamic {dynamic:.0f} W = (TDP − static) / a_s ({cls} class rule)"
     cap = tdp if cap_w is None else cap_w
     said += f"; cap {cap:g} W ({'tdp_w of the spec' if cap_w is None else 'set by the caller'})"
+    if d.activity.fitted:
+        said += f"; activity {', '.join(d.activity.fitted)} fitted to whole-run rows, not derived"
     return PowerTerms(
         static_w=static, dynamic_w=dynamic, cap_w=cap, activity=d.activity, origin=said
     )

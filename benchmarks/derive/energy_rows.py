@@ -15,15 +15,28 @@ enters the set, `first_sight_at` that commit; a row already in the file keeps th
 has, so re-running after a model change never rewrites it. A `both` row also sets a term of the
 power model (`benchmarks/derive/power_terms.py`); its `first_sight_at` says so, and the
 accuracy report counts it in-sample.
+
+    python benchmarks/derive/energy_rows.py --explain
+
+writes nothing: it prints, per row, whether its error is the power's or the time's (a markdown
+table for docs/measurements/energy-first-sight.md). A J-per-output-token row is P · n / (tok/s),
+so 1 + e_J = (1 + e_P)(1 + e_t): e_P from the same run's power row, e_t = (1 + e_J) / (1 + e_P)
+− 1 the time per output token's. A power row whose source states the run's latency (S1: its
+mean is over the generate call plus 1 s of idle) gets the predicted E2E against it and the
+prediction over the source's own window, (P · E2E + P_s · 1 s) / (E2E + 1 s).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
+import re
 import subprocess
 from pathlib import Path
 
+from roofline.catalog import load_hardware
+from roofline.power import power_terms
 from roofline.published import ENERGY_METRICS, load_rows, predict
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,12 +76,58 @@ def rows_to_predict(evidence: Path, checks: Path) -> list[dict[str, str]]:
     return out
 
 
+def _run(r) -> tuple:
+    return (r.source.split(" ")[0], r.model, r.hardware, r.batch, r.prompt, r.gen, r.tp)
+
+
+def explain(path: Path) -> None:
+    """Print the per-row table of `--explain` (module docstring)."""
+    rows = load_rows(path)
+    with path.open(encoding="utf-8", newline="") as f:
+        notes = {r["id"]: r["note"] for r in csv.DictReader(f)}
+    preds = {r.id: predict(r) for r in rows}
+    power = {_run(r): preds[r.id] for r in rows if r.metric == "power_w"}
+    head = ("row", "metric", "device, model, B, TP", "published", "predicted", "error")
+    print("| " + " | ".join((*head, "power part", "time part")) + " |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        p = preds[r.id]
+        if p.error is None:
+            print(f"| {r.id} | {r.metric} | not predicted: {p.why} |")
+            continue
+        what = f"{r.hardware}, {r.model}, {r.batch}, {r.tp}"
+        pw = tm = ""
+        if r.metric == "joules_per_output_token":
+            pp = power.get(_run(r))
+            if pp is not None and pp.error is not None:
+                pw = f"{pp.error:+.0%} ({pp.row.id})"
+                tm = f"{(1 + p.error) / (1 + pp.error) - 1:+.0%}"
+        else:
+            m = re.search(r"latency ([\d.]+) s", notes[r.id])
+            if m is not None:
+                lat = float(m.group(1))
+                e2e = predict(dataclasses.replace(r, metric="e2e_s", value=lat)).predicted
+                assert e2e is not None
+                p_s = power_terms(load_hardware(r.hardware)).static_w
+                window = (p.predicted * e2e + p_s * 1.0) / (e2e + 1.0)
+                pw = f"{window / r.value - 1:+.0%} over the source's window"
+                tm = f"E2E {e2e:.2f} s against {lat:g} s ({e2e / lat - 1:+.0%})"
+        print(
+            f"| {r.id} | {r.metric} | {what} | {r.value:g} | {p.predicted:.4g} | "
+            f"{p.error:+.0%} | {pw} | {tm} |"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("evidence", nargs="?", type=Path, default=EVIDENCE)
     ap.add_argument("--checks", type=Path, default=CHECKS)
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--explain", action="store_true", help="print the per-row table, write nothing")
     args = ap.parse_args()
+    if args.explain:
+        explain(args.out)
+        return
     head = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
     ).stdout.strip()
@@ -98,7 +157,8 @@ def main() -> None:
         w = csv.DictWriter(f, COLUMNS, extrasaction="ignore", lineterminator="\r\n")
         w.writeheader()
         w.writerows(rows)
-    print(f"{len(rows)} rows -> {args.out.relative_to(REPO)}")
+    out = args.out.resolve()
+    print(f"{len(rows)} rows -> {out.relative_to(REPO) if out.is_relative_to(REPO) else out}")
 
 
 if __name__ == "__main__":

@@ -17,11 +17,22 @@ re-run. Printed: every figure with the rows behind it and the fit's residuals.
 3. H200 dynamic power: least squares of power against DCGM sm_active over the 14 decode points of
    S6 (PW083-PW096, CUDA graphs and eager); its slope is the dynamic power, its intercept is
    printed beside the measured idle power (PW144).
-4. Activity a_s, a_att (`power.Activity`): least squares (relative) over the vLLM runs of S1 on
-   H100 and A100 (PW001-PW016): each run's measured mean power against the model's, the run
-   being prefill + G − 1 decode steps (`power.busy_terms` of the calculator's steps, as
-   `economics.case_power_w` does) followed by the 1 s of idle the source's sampling window
-   includes. This step uses the calculator's step times: re-run it after a change to them.
+4. Activity a_s (`power.Activity.stream`), from phase power on one device, not from a run:
+   a decode step streams weights and KV, a prefill step is compute-bound, so with P_idle the
+   static power, a_s = (P_decode − P_idle) / (P_prefill − P_idle) (module docstring of
+   `roofline/power.py`: b = 1 in prefill, ≈ a_s in a decode step whose time is its kernels').
+   Splitwise's per-GPU phase parameters (S4, Patel et al. ISCA'24, measured on DGX-H100 and
+   DGX-A100): H100 (380 − 75) / (700 − 75), A100 (250 − 63) / (400 − 63); a_s is their median,
+   to 2 decimals. PW058/PW061 are audited `terms` (not rows to predict: no model, batch or
+   lengths), the decode side of a phase ratio like PW057/PW060. Printed beside it, not
+   used: S3's H100 batch-1 HF generate (PW054/PW055), an upper-side check (eager host gaps
+   lower it, the prefill share in its window raises it).
+5. Activity a_att: no power evidence isolates attention kernels from the rest of a step, so it
+   cannot be derived; the value fitted at issue 39's first pass (least squares with a_s over
+   S1's vLLM runs PW001-PW016, 0.89) is kept and flagged `fitted` in the data file. Printed,
+   not written: the one-parameter refit of a_att over the same runs with the derived a_s (the
+   run being prefill + G − 1 decode steps of the calculator, `power.busy_terms`, then the 1 s
+   idle tail of S1's sampling window); it moves with the calculator's step times.
 """
 
 from __future__ import annotations
@@ -69,6 +80,12 @@ H200_FIT = [f"PW{i:03d}" for i in range(83, 97)]
 COMPUTE_BOUND_AT_TDP = ("PW054", "PW057", "PW060")
 AT_THE_LIMIT = ("PW038", "PW041", "PW043", "PW045", "PW047", "PW050", "PW052")
 TAIL_S = 1.0  # S1's sampling window runs 1 s past the generate call (README caveat)
+#: Splitwise phase parameters (S4) by device: (idle, prompt, token) power rows.
+PHASE_ROWS = {"h100-sxm": ("PW059", "PW060", "PW061"), "a100-sxm-80gb": ("PW056", "PW057", "PW058")}
+#: Audited `drop` as rows to predict, used here as terms (item 4 of the docstring).
+#: a_att as fitted at issue 39's first pass (item 5), kept and flagged `fitted`.
+ATTENTION_FITTED = 0.89
+FIT_ROWS = tuple(f"PW{i:03d}" for i in range(1, 17))
 
 
 def tdp_of(device: str) -> float:
@@ -113,14 +130,42 @@ def _row(c: dict[str, str], r: dict[str, str]) -> Row:
     )  # fmt: skip
 
 
-def activity_fit(
-    rows: dict[str, dict], checks: list[dict[str, str]], static: dict, classes: dict
-) -> tuple[float, float, list[tuple[str, float]]]:
-    """(a_s, a_att, [(row, relative residual)]) of the least-squares fit (module docstring)."""
+def stream_activity(rows: dict[str, dict]) -> tuple[float, list[str], list[str]]:
+    """(a_s, rows, the arithmetic) from the phase rows (docstring item 4)."""
+    ratios, said, used = [], [], []
+    for dev, (idle, prompt, token) in PHASE_ROWS.items():
+        assert rows[idle]["phase"] == "idle" and rows[prompt]["phase"] == "prefill", dev
+        assert rows[token]["phase"] == "decode", dev
+        p_i, p_p, p_t = (float(rows[i]["value"]) for i in (idle, prompt, token))
+        ratios.append((p_t - p_i) / (p_p - p_i))
+        said.append(
+            f"{dev} ({p_t:g} - {p_i:g}) / ({p_p:g} - {p_i:g}) = {ratios[-1]:.3f} "
+            f"({token}, {idle}, {prompt})"
+        )
+        used += [idle, prompt, token]
+    a_s = round(float(np.median(ratios)), 2)
+    said.append(f"median {float(np.median(ratios)):.4f} -> {a_s}")
+    return a_s, used, said
+
+
+def s3_check(rows: dict[str, dict], static_h100: float) -> str:
+    pre, gen = float(rows["PW054"]["value"]), float(rows["PW055"]["value"])
+    r = (gen - static_h100) / (pre - static_h100)
+    return (
+        f"S3 check (not used): H100 HF batch-1 generate ({gen:g} - {static_h100:g}) / "
+        f"({pre:g} - {static_h100:g}) = {r:.3f}"
+    )
+
+
+def attention_refit(
+    rows: dict[str, dict], checks: list[dict[str, str]], static: dict, classes: dict, a_s: float
+) -> tuple[float, list[tuple[str, float]]]:
+    """(a_att, [(row, relative residual)]): least squares (relative) of a_att alone over S1's
+    vLLM runs, a_s held at its derived value (docstring item 5; printed, not written)."""
     A, y, ids = [], [], []
     for c in checks:
         r = rows[c["id"]]
-        if c["use"] != "both" or r["metric"] != "power_w" or not r["source"].startswith("argonne"):
+        if c["id"] not in FIT_ROWS or r["metric"] != "power_w":
             continue
         row = _row(c, r)
         m, hw = load_model(row.model), load_hardware(row.hardware)
@@ -132,23 +177,23 @@ def activity_fit(
         dec = busy_terms(parallel_step_cost(m, stack, Step(B, 1, row.prompt + row.gen // 2)))
         t_pre, t_dec = case.ttft_s, case.e2e_s - case.ttft_s
         # busy-seconds of the run by kind: the step's share of each, over the phase's time
-        terms = [
+        c_, s_, a_ = (
             float(getattr(pre, k) / pre.step_s * t_pre + getattr(dec, k) / dec.step_s * t_dec)
             for k in ("compute_s", "stream_s", "attention_s")
-        ]
+        )
         tdp = tdp_of(row.hardware)
         p_s = static[row.hardware][0] if row.hardware in static else classes["datacenter"] * tdp
         p_d = tdp - p_s
         window = case.e2e_s + TAIL_S
-        # P = (P_s·window + P_d·(C + a_s·S + a_att·A)) / window: linear in (a_s, a_att)
-        A.append([p_d * terms[1] / window, p_d * terms[2] / window])
-        y.append(float(r["value"]) - (p_s * window + p_d * terms[0]) / window)
+        # P = (P_s·window + P_d·(C + a_s·S + a_att·A)) / window: linear in a_att
+        A.append(p_d * a_ / window)
+        y.append(float(r["value"]) - (p_s * window + p_d * (c_ + a_s * s_)) / window)
         ids.append((c["id"], float(r["value"])))
     A_, y_ = np.array(A), np.array(y)
     w = 1 / np.array([v for _, v in ids])
-    (a_s, a_att), *_ = np.linalg.lstsq(A_ * w[:, None], y_ * w, rcond=None)
-    resid = (A_ @ np.array([a_s, a_att]) - y_) * w
-    return float(a_s), float(a_att), [(i, float(e)) for (i, _), e in zip(ids, resid, strict=True)]
+    a_att = float(np.sum(A_ * w * y_ * w) / np.sum((A_ * w) ** 2))
+    resid = (A_ * a_att - y_) * w
+    return a_att, [(i, float(e)) for (i, _), e in zip(ids, resid, strict=True)]
 
 
 def main() -> None:
@@ -162,8 +207,10 @@ def main() -> None:
     with args.checks.open(encoding="utf-8") as f:
         checks = list(csv.DictReader(f))
     use = {c["id"]: c["use"] for c in checks}
-    for rid in (*IDLE_DEVICE, *H200_FIT, *COMPUTE_BOUND_AT_TDP, *AT_THE_LIMIT):
+    for rid in (*IDLE_DEVICE, *H200_FIT, *COMPUTE_BOUND_AT_TDP, *AT_THE_LIMIT, *FIT_ROWS):
         assert use[rid] in ("terms", "both"), f"{rid} is not a terms row in the audit"
+    for rid in (i for ids in PHASE_ROWS.values() for i in ids):
+        assert use[rid] in ("terms", "both"), f"{rid}: audit says {use[rid]}"
 
     static = static_terms(rows)
     shares: dict[str, list[tuple[str, float]]] = {}
@@ -181,27 +228,34 @@ def main() -> None:
         f"h200: P = {b0:.1f} W + {b1:.1f} W x sm_active (RMSE {rmse:.1f} W, "
         f"{len(H200_FIT)} points); idle with a model {static['h200'][0]:g} W"
     )
-    a_s, a_att, resid = activity_fit(rows, checks, static, classes)
-    a_s, a_att = round(a_s, 2), round(a_att, 2)
+    a_s, phase_rows, arithmetic = stream_activity(rows)
+    print("activity a_s: " + "; ".join(arithmetic))
+    print(s3_check(rows, static["h100-sxm"][0]))
+    refit, resid = attention_refit(rows, checks, static, classes, a_s)
     print(
-        f"activity: a_s {a_s}, a_att {a_att}; residuals "
-        + ", ".join(f"{i} {100 * e:+.1f}%" for i, e in resid)
+        f"activity a_att: kept {ATTENTION_FITTED} (fitted, flagged); refit with a_s {a_s}: "
+        f"{refit:.3f}, residuals " + ", ".join(f"{i} {100 * e:+.1f}%" for i, e in resid)
     )
-    Activity(stream=a_s, attention=a_att, source="check")  # in range
+    Activity(stream=a_s, attention=ATTENTION_FITTED, source="check")  # in range
 
     src = "shared/evidence/power/power-dev.csv via docs/evidence/power-row-checks.csv"
     data = {
         "source": f"written by benchmarks/derive/power_terms.py from {src}; do not edit by hand",
         "activity": {
             "stream": a_s,
-            "attention": a_att,
-            "rows": [i for i, _ in resid],
+            "attention": ATTENTION_FITTED,
+            "rows": phase_rows,
+            "fitted": ["attention"],
+            "fit_rows": list(FIT_ROWS),
             "source": (
-                "least squares (relative) of the mean power of S1's vLLM runs (argonne-lcf/"
-                "LLM-Inference-Bench@4211f5d, H100 SXM and A100 40GB, Llama-2-7B and Llama-3-8B, "
-                "batch 1-64, in=out=1024) against the calculator's prefill and decode steps and "
-                "the 1 s idle tail of the source's window; residuals "
-                f"{min(e for _, e in resid):+.1%} to {max(e for _, e in resid):+.1%}"
+                "stream (a_s): decode over prefill power above idle on one device, Splitwise's "
+                "per-GPU phase parameters (S4, Mutinifni/splitwise-sim@3780880 configs/"
+                "power_model/constant.yaml): "
+                + "; ".join(arithmetic)
+                + ". attention (a_att): FITTED, not derived - no power evidence isolates "
+                "attention kernels; least squares with a_s over S1's vLLM runs (argonne-lcf/"
+                "LLM-Inference-Bench@4211f5d, H100 SXM and A100 40GB, Llama-2-7B and "
+                "Llama-3-8B, batch 1-64, in=out=1024) at issue 39's first pass, kept"
             ),
         },
         "classes": {
