@@ -50,13 +50,13 @@ def _plan(slo_ttft_s: float):
 
 def test_the_cheapest_feasible_candidate_near_the_ttft_slo_is_chosen():
     # With a loose TTFT SLO (10 s) the cheapest deployment is 1 x h100-sxm fp8: its p95 TTFT
-    # is s in the simulator and a > s in the screen's M/D/1 estimate (0.034 s against 0.054 s
-    # when written).
+    # is s in the simulator and a > s in the screen's M/D/1 estimate (0.043 s against 0.054 s
+    # when written; 0.034 s before the simulator's steps took the measured GEMM table).
     _, _, loose = _plan(10.0)
     c = loose.chosen
     assert c is not None and c.sim is not None and c.gpus == 1
     s, a = c.sim.ttft_p95_s, c.ttft_p95_s
-    assert a > 1.3 * s  # the estimate runs high
+    assert a > 1.15 * s  # the estimate runs high: more than the 5% margin below
     # Now the SLO sits 5% above the simulated p95 TTFT: under the estimate, so the analytic
     # status of that deployment is "TTFT over SLO" ...
     slo = 1.05 * s

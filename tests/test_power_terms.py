@@ -19,7 +19,6 @@ from roofline.published import load_rows, predict
 from roofline.serve.metrics import Summary
 from roofline.serve.policy import policy
 from roofline.serve.simulate import build_deployment, simulate
-from roofline.serve.stepcost import affine_spec
 from roofline.serve.workload import NO_PREFIX, Workload
 from roofline.stack import Stack
 
@@ -118,17 +117,12 @@ def _serve_and_estimate(stack_est: Stack, B: int) -> tuple:
 def test_estimate_and_serve_agree_on_one_steady_state():
     """32 requests of P = 1024, G = 256 sent together (static batching) on one H100, vLLM:
     both price each step with `power_terms(hw).power_w(busy_share(step))`, so the power per
-    GPU agrees within 1%. J per token = P · time / tokens, so what is left between them is the
-    time: the simulator runs the device without its non-affine terms (`affine_spec`: no
-    measured GEMM surface, no gemv row cost). On that spec the estimate's J per token is the
-    simulator's within 1%; on the full spec J differs by the time ratio (within 1%)."""
+    GPU agrees within 1%; and the simulator adds back the measured GEMM table's share of each
+    step (`stepcost.gemm_rows_delta`), so its steps take the estimate's time: J per token, P ·
+    time / tokens, agrees within 5% (issue 39; the run's mean context differs from the
+    estimate's midpoint, and its first and last steps are part-batches)."""
     m, hw, eng = load_model("llama-3.1-8b"), load_hardware("h100-sxm"), load_engine("vllm")
-    full = Stack.resolve(m, hw, engine=eng)
-    se, t_serve, e, t_est = _serve_and_estimate(full, 32)
+    se, _, e, _ = _serve_and_estimate(Stack.resolve(m, hw, engine=eng), 32)
     assert e.power_w is not None and e.joules_per_token is not None
     assert se.power_w == pytest.approx(e.power_w, rel=0.01)
-    ratio = se.joules_per_token / e.joules_per_token
-    assert ratio == pytest.approx((t_serve / t_est) * (se.power_w / e.power_w), rel=0.01)
-    se_a, _, e_a, _ = _serve_and_estimate(Stack.resolve(m, affine_spec(hw), engine=eng), 32)
-    assert e_a.joules_per_token is not None
-    assert se_a.joules_per_token == pytest.approx(e_a.joules_per_token, rel=0.01)
+    assert se.joules_per_token == pytest.approx(e.joules_per_token, rel=0.05)

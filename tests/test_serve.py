@@ -20,7 +20,7 @@ from roofline.precision import released
 from roofline.serve.metrics import Summary
 from roofline.serve.policy import POLICIES, policy
 from roofline.serve.simulate import Deployment, Pool, build_deployment, simulate
-from roofline.serve.stepcost import affine_spec, mixed_step_cost
+from roofline.serve.stepcost import mixed_step_cost, serving_step_cost
 from roofline.serve.workload import NO_PREFIX, Lengths, Workload, synthetic
 from roofline.stack import Stack
 
@@ -67,13 +67,13 @@ def unified(timer, tokens=1000) -> Deployment:
     ("B", "T", "S"), [(1, 1, 0), (64, 1, 1000), (8, 512, 0), (3, 2048, 100), (256, 1, 30000)]
 )
 def test_mixed_step_cost_equals_step_cost_for_uniform_batches(model, hardware, B, T, S):
+    """Every step here has a row count on `stepcost.ROWS_GRID` (B·T = 1, 64, 4096, 6144, 256),
+    where the non-affine GEMM terms the simulator adds back are exact."""
     m, hw = load_model(model), load_hardware(hardware)
     mixed = mixed_step_cost(m, Stack.resolve(m, hw)).step_s(
         np.full(B, T, float), np.full(B, S, float)
     )
-    assert mixed == pytest.approx(
-        float(step_cost(m, affine_spec(hw), Step(B, T, S)).time_s), rel=1e-9
-    )
+    assert mixed == pytest.approx(float(step_cost(m, hw, Step(B, T, S)).time_s), rel=1e-9)
 
 
 # MoE (experts touched by the step's tokens), sliding windows (W = 1024 or 4096: contexts
@@ -114,7 +114,7 @@ def test_mixed_step_cost_is_exact_for_every_family(model, B, T, S):
         np.full(B, T, float), np.full(B, S, float)
     )
     assert mixed == pytest.approx(
-        float(step_cost(m, affine_spec(hw), Step(B, T, S)).time_s), rel=1e-9
+        float(serving_step_cost(m, Stack.resolve(m, hw), Step(B, T, S)).time_s), rel=1e-9
     )
 
 
@@ -147,7 +147,7 @@ def test_moe_step_cost_follows_experts_touched():
     c = mixed_step_cost(m, Stack.resolve(m, hw))
     for B in (1, 2, 3, 64):
         assert c.step_s(np.ones(B), np.full(B, 500.0)) == pytest.approx(
-            float(step_cost(m, affine_spec(hw), Step(B, 1, 500)).time_s), rel=1e-9
+            float(serving_step_cost(m, Stack.resolve(m, hw), Step(B, 1, 500)).time_s), rel=1e-9
         )
 
 
@@ -614,8 +614,8 @@ def test_every_catalog_model_simulates_or_is_refused(name, capsys):
     first = np.argmin(w.arrival_s)
     assert tl.end_s[0] - tl.start_s[0] == pytest.approx(
         float(
-            step_cost(
-                m, affine_spec(hw), Step(1, int(w.input_tokens[first]), 0), released(m)
+            serving_step_cost(
+                m, Stack.resolve(m, hw, released(m)), Step(1, int(w.input_tokens[first]), 0)
             ).time_s
         ),
         rel=1e-9,
@@ -630,16 +630,16 @@ def test_mla_mixed_step_decompresses_the_chunk_and_absorbs_the_decode():
     costs the shared operators once, the absorbed attention for the decode and the naive
     (decompressed) attention for the chunk: more than either alone, less than both steps
     run apart (weights read once)."""
-    from roofline.serve.stepcost import MlaPathsStepCost, affine_spec
+    from roofline.serve.stepcost import MlaPathsStepCost
 
     m, hw = load_model("deepseek-v2-lite"), load_hardware("h200")
     timer = mixed_step_cost(m, Stack.resolve(m, hw))
     assert isinstance(timer, MlaPathsStepCost)
     T, S = np.array([1.0, 512.0]), np.array([1000.0, 0.0])
     mixed = timer.step_s(T, S)
-    device = affine_spec(hw)  # the simulator's device: its non-affine GEMM terms off
-    decode = float(step_cost(m, device, Step(1, 1, 1000)).time_s)
-    chunk = float(step_cost(m, device, Step(1, 512, 0)).time_s)
+    stack = Stack.resolve(m, hw)  # as the simulator costs a uniform step (serving_step_cost)
+    decode = float(serving_step_cost(m, stack, Step(1, 1, 1000)).time_s)
+    chunk = float(serving_step_cost(m, stack, Step(1, 512, 0)).time_s)
     assert max(decode, chunk) < mixed < decode + chunk
     # and it is not the all-absorbed fit's cost of the same step
     assert mixed != pytest.approx(timer.absorbed.step_s(T, S), rel=1e-6)

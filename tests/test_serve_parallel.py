@@ -10,11 +10,10 @@ from conftest import run_cli
 from roofline.catalog import load_hardware, load_model
 from roofline.errors import DoesNotFitError
 from roofline.operators import Step
-from roofline.parallel import parallel_step_cost
 from roofline.placement import Parallel
 from roofline.serve.policy import POLICIES
 from roofline.serve.simulate import build_deployment, simulate
-from roofline.serve.stepcost import affine_spec, mixed_step_cost
+from roofline.serve.stepcost import mixed_step_cost, serving_step_cost
 from roofline.serve.workload import Lengths, synthetic
 from roofline.stack import Stack
 
@@ -43,18 +42,14 @@ def test_mixed_step_cost_equals_parallel_step_cost_for_uniform_batches(model, pa
     m, hw = load_model(model), load_hardware("h100-sxm")
     c = mixed_step_cost(m, Stack.resolve(m, hw, parallel=par))
     for B, T, S in SHAPES:
-        ref = float(
-            parallel_step_cost(
-                m, Stack.resolve(m, affine_spec(hw), parallel=par), Step(B, T, S)
-            ).time_s
-        )
+        ref = float(serving_step_cost(m, Stack.resolve(m, hw, parallel=par), Step(B, T, S)).time_s)
         assert c.step_s(np.full(B, T, float), np.full(B, S, float)) == pytest.approx(ref, rel=1e-9)
         if T == 1:  # the decode stretch: step j runs over S + j cached tokens
             steps = c.decode_s(np.full(B, S, float), 3)
             for j in range(3):
                 ref_j = float(
-                    parallel_step_cost(
-                        m, Stack.resolve(m, affine_spec(hw), parallel=par), Step(B, 1, S + j)
+                    serving_step_cost(
+                        m, Stack.resolve(m, hw, parallel=par), Step(B, 1, S + j)
                     ).time_s
                 )
                 assert steps[j] == pytest.approx(ref_j, rel=1e-9)
@@ -116,8 +111,8 @@ def test_one_shot_all_reduce_falls_back_to_the_ring_inside_serving() -> None:
     c = mixed_step_cost(m, Stack.resolve(m, hw, engine=eng, parallel=par))
     for B, T, S in ((4, 1, 500), (1, 2048, 0), (2, 512, 100)):
         ref = float(
-            parallel_step_cost(
-                m, Stack.resolve(m, affine_spec(hw), engine=eng, parallel=par), Step(B, T, S)
+            serving_step_cost(
+                m, Stack.resolve(m, hw, engine=eng, parallel=par), Step(B, T, S)
             ).time_s
         )
         got = c.step_s(np.full(B, T, float), np.full(B, S, float))

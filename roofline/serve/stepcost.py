@@ -41,8 +41,13 @@ touched (`operators.busiest_rank_experts`) in place of the mean.
 Exact while n stays below the vocabulary size V (the embedding gathers min(n, V) rows);
 serving token budgets are far below V. Device terms that are step functions of a GEMM's rows
 (tile and wave quantisation, the calibrated CPU terms M½ and gemv row cost) are not affine in
-these features, so the simulator runs the device's spec without them (`affine_spec`) and says
-so; every other achievable and engine term is kept: the fixed per-kernel and per-GEMM times
+these features, so the simulator fits the device's spec without them (`affine_spec`) and adds
+back, per operator row, what they make of a GEMM of the step's rows (`gemm_rows_delta`: the
+difference tabulated by rows: every count to 256, every multiple of 64 to 32,768, linear between;
+a dense GEMM has the step's n = Σ T_i rows however the step mixes them, the LM head one per
+sequence), so a decode step of a dense model costs what `estimate` says (routed experts and
+expert parallelism keep the affine spec: `gemm_rows_delta` says why); every
+other achievable and engine term is kept: the fixed per-kernel and per-GEMM times
 (constant per step), the engine's decode attention cost (pure-decode steps), and the host:
 a step takes max(device time, host launch time) + the engine's per-step host time, with no
 host launch cost for pure-decode steps an engine replays from CUDA graphs.
@@ -50,13 +55,14 @@ host launch cost for pure-decode steps an engine replays from CUDA graphs.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-from ..cost import MAX_VERIFY_TOKENS
+from ..cost import MAX_VERIFY_TOKENS, gemm_rows
 from ..errors import InvalidInputError
 from ..hardware import HardwareSpec
 from ..mixers import mla_naive_is_cheaper
@@ -69,7 +75,15 @@ from ..operators import (
     busiest_rank_pairs,
     kv_tokens_read,
 )
-from ..parallel import Collective, Link, all_reduce_s, all_to_all_s, parallel_step_cost, send_recv_s
+from ..parallel import (
+    Collective,
+    Link,
+    ParallelStepCost,
+    all_reduce_s,
+    all_to_all_s,
+    parallel_step_cost,
+    send_recv_s,
+)
 from ..stack import Stack
 
 #: (B, T, S) probe shapes: their features span every direction, the rest re-check the fit.
@@ -295,6 +309,9 @@ class MixedStepCost:
     names: tuple[str, ...] = ()  # one per row: operators, then collectives
     op_overhead_s: tuple[float, ...] = ()  # fixed device time per operator row
     collectives: tuple[CollectiveRow, ...] = ()  # costed from the tokens feature (column 1)
+    #: the non-affine GEMM terms' share of each operator row (`gemm_rows_delta`): rows of the
+    #: grid (GEMM rows), then one column per operator row, seconds; None: none to add
+    rows_delta: tuple[np.ndarray, np.ndarray] | None = None
 
     @cached_property
     def table(self) -> tuple[Feature, ...]:
@@ -336,12 +353,25 @@ class MixedStepCost:
         n = self.compute_coef.shape[0]
         ops = np.maximum(both[..., :n], both[..., n:])
         lm = self._lm_head
+        seq = self._sequences_col
         if logit_rows is not None and lm is not None:
-            col = [f.name for f in self.table].index("sequences")
             rows = np.array(x, dtype=float, copy=True)
-            rows[..., col] = logit_rows
+            rows[..., seq] = logit_rows
             ops[..., lm] = np.maximum(rows @ self.compute_coef[lm], rows @ self.memory_coef[lm])
+        if self.rows_delta is not None:
+            grid, delta = self.rows_delta
+            ops = ops + _interp_rows(x[..., 1], grid, delta)  # every GEMM has the step's n rows
+            if lm is not None:  # but the LM head one per sequence (or per verified position)
+                m = np.asarray(x[..., seq] if logit_rows is None else logit_rows, dtype=float)
+                ops[..., lm] += (
+                    _interp_rows(m, grid, delta)[..., lm]
+                    - _interp_rows(x[..., 1], grid, delta)[..., lm]
+                )
         return ops
+
+    @cached_property
+    def _sequences_col(self) -> int:
+        return [f.name for f in self.table].index("sequences")
 
     def _times(
         self, x: np.ndarray, decode: bool = False, logit_rows: float | None = None
@@ -494,6 +524,104 @@ class MlaPathsStepCost:
         return np.array([self.step_s(one, S + j) for j in range(steps)])
 
 
+#: GEMM rows at which the non-affine terms' share is tabulated: every count to 256 (decode
+#: batches), every multiple of 64 to 32,768 (prefill chunks and token budgets: the tile and
+#: wave steps of a GEMM fall on multiples of its tile's rows), then eight a factor of two up
+#: to 2^18; linear between them and held past the last
+ROWS_GRID = np.unique(
+    np.concatenate(
+        (
+            np.arange(1, 257),
+            np.arange(256, 32768 + 1, 64),
+            np.round(np.geomspace(32768, 2**18, 3 * 8 + 1)),
+        )
+    )
+).astype(float)
+
+
+def _interp_rows(n: np.ndarray, grid: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """delta (grid, ops) at row counts n (...): (..., ops), linear between grid points."""
+    n = np.clip(np.asarray(n, dtype=float), grid[0], grid[-1])
+    i = np.clip(np.searchsorted(grid, n, side="right") - 1, 0, grid.size - 2)
+    w = ((n - grid[i]) / (grid[i + 1] - grid[i]))[..., None]
+    return delta[i] * (1 - w) + delta[i + 1] * w
+
+
+def gemm_rows_delta(
+    model: ModelSpec, stack: Stack, affine: Stack
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """What the device's non-affine GEMM terms (`NON_AFFINE_TERMS`: the measured GEMM table by
+    M, tile and wave quantisation, the calibrated M½ and gemv row cost) add to each GEMM row of
+    a step, by the GEMM's rows: time and fixed time on `stack` less those on its `affine` spec
+    (a measured table's time holds the kernel's launch, the affine spec a fixed time), of
+    pure-decode steps of n = 1 … 2^18 sequences over one cached token (a dense GEMM has n rows
+    whatever mixes them; the LM head one per sequence). Other operator rows get 0: GEMMs over
+    the context (MLA's decompression of the cached latent, rows Σ(S_i + T_i)) and routed
+    experts: `cost` prices their ragged per-expert shapes one way for one batch and another
+    for a vector of batches (8.29 against 7.97 ms for Qwen3-30B-A3B's experts at 7 sequences on
+    an H100), so no table of them read off vector probes is what `estimate` says. None when
+    the spec has no such term, or with expert parallelism (the fullest GPU's rows are not the
+    step's tokens): the simulator then runs the affine spec alone."""
+    if stack.hardware.achievable == affine.hardware.achievable or stack.parallel.ep > 1:
+        return None
+    B = ROWS_GRID
+    step = Step(B, np.ones_like(B), np.ones_like(B))
+    full = parallel_step_cost(model, stack, step).compute
+    aff = parallel_step_cost(model, affine, step).compute
+
+    def time(o) -> np.ndarray:  # with its fixed time: a measured GEMM's includes its launch
+        return np.broadcast_to(np.maximum(o.compute_s, o.memory_s) + o.overhead_s, B.shape)
+
+    longer = parallel_step_cost(model, affine, Step(B, np.ones_like(B), 65 * np.ones_like(B)))
+    delta = np.stack(
+        [
+            time(f) - time(a) if _by_tokens(a, o64) else np.zeros(B.shape)
+            for f, a, o64 in zip(full.ops, aff.ops, longer.compute.ops, strict=True)
+        ],
+        axis=-1,
+    )  # (grid, ops)
+    return (B, delta) if np.any(delta) else None
+
+
+def serving_step_cost(model: ModelSpec, stack: Stack, step: Step) -> ParallelStepCost:
+    """A uniform step as the simulator costs it, evaluated directly (the reference its fitted
+    coefficients reproduce): `parallel_step_cost` on the device as specified for the GEMMs of
+    the step's tokens (the rows `gemm_rows_delta` adds back), every other row, and every row
+    with expert parallelism, on the `affine_spec`. MLA with `mla_decode: auto` takes the path
+    the simulator's `MlaPathsStepCost` gives the step's (uniform) sequences."""
+    if model.attention.kind == "mla" and model.attention.mla_decode == "auto":
+        W = model.attention.sliding_window if model.layers_with("local") else None
+        naive = bool(np.all(mla_naive_is_cheaper(model, step.new_tokens, step.cached_tokens, W)))
+        spec = ModelSpec.model_validate(
+            model.model_dump()
+            | {"attention": model.attention.model_dump() | {"mla_decode": _PATHS[naive]}}
+        )
+        return serving_step_cost(spec, stack.for_model(spec), step)
+    affine = stack.on(affine_spec(stack.hardware))
+    aff = parallel_step_cost(model, affine, step)
+    if gemm_rows_delta(model, stack, affine) is None:
+        return aff
+    full = parallel_step_cost(model, stack, step)
+    longer = parallel_step_cost(
+        model, affine, dataclasses.replace(step, cached_tokens=np.asarray(step.cached_tokens) + 64)
+    )
+    ops = tuple(
+        f if _by_tokens(a, o64) else a
+        for f, a, o64 in zip(full.compute.ops, aff.compute.ops, longer.compute.ops, strict=True)
+    )
+    return ParallelStepCost(dataclasses.replace(full.compute, ops=ops), full.collectives)
+
+
+_PATHS = {True: "naive", False: "absorbed"}
+
+
+def _by_tokens(o, longer) -> bool:
+    """A GEMM of the step's tokens: the same rows over a longer context (one over the context,
+    MLA's decompression of the cached latent, is not), and not the routed experts."""
+    rows, rows64 = (np.asarray(gemm_rows(x.op), dtype=float) for x in (o, longer))
+    return o.op.kind == "matmul" and o.op.group != "experts" and bool(np.allclose(rows, rows64))
+
+
 def mixed_step_cost(model: ModelSpec, stack: Stack) -> MixedStepCost | MlaPathsStepCost:
     """Fit the per-operator coefficients from `parallel_step_cost` (one GPU: `step_cost`) at
     the probe shapes and check them; collectives are rows with a memory time only. The
@@ -519,6 +647,7 @@ def mixed_step_cost(model: ModelSpec, stack: Stack) -> MixedStepCost | MlaPathsS
 
         return MlaPathsStepCost(model, forced("naive"), forced("absorbed"))
     hw = affine_spec(stack.hardware)
+    rows_delta = gemm_rows_delta(model, stack, stack.on(hw))
     stack, par, engine = stack.on(hw), stack.parallel, stack.engine
     W = model.attention.sliding_window if model.layers_with("local") else None
     moe = (model.moe.experts, model.moe.top_k) if model.moe is not None else None
@@ -565,6 +694,7 @@ def mixed_step_cost(model: ModelSpec, stack: Stack) -> MixedStepCost | MlaPathsS
         tuple(names),
         tuple(per_row),
         collectives,
+        rows_delta,
     )
 
 
