@@ -25,7 +25,7 @@ def sizes(text: str) -> list[int]:
     if len(text) > 20_000:
         raise InvalidInputError("--sizes: at most 1000 values; give fewer")
     try:
-        floats = [float(v) for v in text.split(",") if v.strip()]
+        floats = [float(v) for v in common.comma_items(text, "--sizes")]
     except ValueError:
         raise InvalidInputError(
             f"--sizes must be comma-separated byte counts, got '{text[:40]}'"

@@ -168,23 +168,42 @@ def in_range(
     return check
 
 
-def batch_list(text: str, what: str = "batch size") -> list[int | Literal["max"]]:
+def comma_items(text: str, flag: str, item: str = "item") -> list[str]:
+    """' 1, 8,max' -> ['1', '8', 'max']: the items of a comma-separated option, stripped. An
+    empty one ('1,,8', '1,', ',2') is refused naming the option (`item`: what each one is):
+    dropping it would run something other than what was typed."""
+    items = [v.strip() for v in text.split(",")]
+    if "" in items:
+        raise InvalidInputError(
+            f"{flag} has an empty {item} in '{text[:40]}'; give at least one, separated by "
+            "single commas"
+        )
+    return items
+
+
+def batch_list(
+    text: str, what: str = "batch size", flag: str = "--batch"
+) -> list[int | Literal["max"]]:
     """'1,8,max' -> [1, 8, 'max']: batch sizes, `max` for the most the engine runs at once."""
-    words = [v.strip().lower() for v in text.split(",") if v.strip()]
+    words = [v.lower() for v in comma_items(text, flag, what)]
     if "max" not in words:
-        return list(int_list(text, what))  # type: ignore[arg-type]  # list is invariant
+        return list(int_list(text, what, flag=flag))  # type: ignore[arg-type]  # list is invariant
     rest = [w for w in words if w != "max"]
-    sizes = iter(int_list(",".join(rest), what) if rest else [])
+    sizes = iter(int_list(",".join(rest), what, flag=flag) if rest else [])
     out: list[int | Literal["max"]] = ["max" if w == "max" else next(sizes) for w in words]
     return out
 
 
-def int_list(text: str, what: str, limit: int = MAX_BATCH, long: int = 1000) -> list[int]:
-    """'1,16,64' -> [1, 16, 64]; each value an integer in [1, limit], at most `long` values."""
+def int_list(
+    text: str, what: str, limit: int = MAX_BATCH, long: int = 1000, flag: str | None = None
+) -> list[int]:
+    """'1,16,64' -> [1, 16, 64]; each value an integer in [1, limit], at most `long` values;
+    an empty item refused naming `flag` (`what` when the caller names no flag)."""
     if len(text) > 20 * long:
         raise InvalidInputError(f"{what}: at most {long} values; give fewer")
+    items = comma_items(text, flag, what) if flag else comma_items(text, what)
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
+        values = [int(v) for v in items]
     except ValueError:
         raise InvalidInputError(
             f"{what} must be comma-separated integers, got '{text[:40]}'"

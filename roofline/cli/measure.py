@@ -63,7 +63,7 @@ def _measure(device: str, suite: str, dtype: str | None, threads: int | None = N
     from ..measure.device import detect
 
     info = detect(device, _threads(suite, threads))
-    dtypes = tuple(d.strip() for d in dtype.split(",")) if dtype else default_dtypes(info)
+    dtypes = tuple(common.comma_items(dtype, "--dtype")) if dtype else default_dtypes(info)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

@@ -21,14 +21,14 @@ Opt = typer.Option
 
 
 def _names(text: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in text.split(",") if v.strip())
+    return tuple(common.comma_items(text, "--hardware"))
 
 
 def plan_formats(text: str) -> tuple[str, ...]:
     """`--formats`: formats separated by commas, a `group=format` item belonging to the format
     before it: 'bf16,experts=mxfp4,fp8' is (bf16 with MXFP4 experts) and fp8."""
     out: list[str] = []
-    for item in _names(text):
+    for item in common.comma_items(text, "--formats"):
         if "=" in item.split("/")[0]:
             if not out:
                 raise InvalidInputError(
@@ -126,7 +126,7 @@ def run_plan(
 def _max_batches(text: str) -> tuple[tuple[int, ...], bool]:
     """'8,64,max' -> ((8, 64), True): the integers, and whether `max` (each replica's batch
     max, as `estimate --batch max`) is tried too."""
-    items = [v.strip().lower() for v in text.split(",") if v.strip()]
+    items = [v.lower() for v in common.comma_items(text, "--max-batches")]
     asked_max = "max" in items
     rest = ",".join(v for v in items if v != "max")
     return (tuple(int_list(rest, "max batch")) if rest or not asked_max else ()), asked_max

@@ -105,7 +105,7 @@ def roofline_cmd(
     """Roofline of a device, with each operator of a model's prefill and decode steps."""
     _chart_path(output)
     roof = common.ceiling(ceiling)
-    batches = int_list(batch, "batch size")
+    batches = int_list(batch, "batch size", flag="--batch")
     hw = load_hardware(hardware, specs_dir or ())
     estimates = []
     if model is not None:
@@ -157,7 +157,7 @@ def batch_cmd(
     TPOT interval shaded."""
     _chart_path(output)
     roof = common.ceiling(ceiling)
-    batches = int_list(batch, "batch size")
+    batches = int_list(batch, "batch size", flag="--batch")
     specs = [load_model(m, specs_dir or ()) for m in models]
     devices = [load_hardware(h, specs_dir or ()) for h in hardware]
     P, G = positive(prompt, "--prompt"), positive(gen, "--gen")
@@ -249,7 +249,7 @@ def serve_cmd(
     config = ServeConfig(
         model=model,
         hardware=hardware,
-        policies=tuple(compare.split(",")),
+        policies=tuple(common.comma_items(compare, "--compare", "policy")),
         requests=requests,
         input_tokens=input_tokens,
         output_tokens=output_tokens,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from rich.table import Table
@@ -132,7 +133,9 @@ def estimate_table(
             "--json has every figure's, with its basis"
         )
     if econ is not None:
-        t.caption = f"{t.caption}. Cost: {econ.price_source}" + (
+        # the price's URL is `hardware show`'s and --json's: a table caption keeps the offer
+        source = re.sub(r"; https?://\S+, read", ", read", econ.price_source)
+        t.caption = f"{t.caption}. Cost: {source}" + (
             f", at {econ.utilisation:.0%} utilisation; energy: static power + dynamic power × "
             "the busy share of each step's kernels (roofline/power.py, docs/planning.md)"
             if priced

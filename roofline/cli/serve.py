@@ -224,7 +224,7 @@ def serve(
             f"{', '.join(extra)} {'applies' if len(extra) == 1 else 'apply'} to speculative "
             "decoding; add --speculate K or drop them"
         )
-    named = {policy_name, *(compare.split(",") if compare else [])}
+    named = {policy_name, *(common.comma_items(compare, "--compare", "policy") if compare else [])}
     if "disaggregated" not in named and (extra := _given(ctx, DISAGGREGATED)):
         raise InvalidInputError(
             f"{', '.join(extra)} {'applies' if len(extra) == 1 else 'apply'} to the "
@@ -245,7 +245,9 @@ def serve(
     config = ServeConfig(
         model=model,
         hardware=hardware,
-        policies=tuple(compare.split(",") if compare else [policy_name]),
+        policies=tuple(
+            common.comma_items(compare, "--compare", "policy") if compare else [policy_name]
+        ),
         requests=requests,
         arrivals=arrivals,  # type: ignore[arg-type]  # checked by `synthetic`
         lengths=lengths,  # type: ignore[arg-type]  # checked by `Lengths`

@@ -53,7 +53,7 @@ def probabilities(text: str) -> list[float]:
     if len(text) > 20_000:
         raise InvalidInputError("--acceptance: at most 1000 values; give fewer")
     try:
-        values = [float(v) for v in text.split(",") if v.strip()]
+        values = [float(v) for v in common.comma_items(text, "--acceptance")]
     except ValueError:
         raise InvalidInputError(
             f"--acceptance must be comma-separated numbers, got '{text}'"
@@ -142,7 +142,11 @@ def speculate(
             model=load_model(draft, specs_dir or ()) if draft else None, head_layer_fraction=heads
         )
     hw = load_hardware(hardware, specs_dir or ())
-    ks, alphas, batches = k_values(k), probabilities(acceptance), int_list(batch, "batch size")
+    ks, alphas, batches = (
+        k_values(k),
+        probabilities(acceptance),
+        int_list(batch, "batch size", flag="--batch"),
+    )
     precision = common.precision(dtype, weights, activations, common.kv_format(kv_format, kv), t)
     stack = common.stack(
         t,

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import InvalidInputError
-from .common import BenchmarkRun, at, count, number
+from .common import BenchmarkRun, Metrics, at, count, duration_limit, number
 
 #: metric -> (quantity, seconds per unit)
 LATENCIES = {
@@ -72,12 +72,14 @@ def _load(strategy: dict, src: str) -> tuple[float, float, int | None, list[str]
     if kind == "synchronous":
         return math.inf, 1.0, 1, ["GuideLLM's synchronous strategy: one request at a time"]
     if kind == "concurrent":
-        return math.inf, 1.0, count(at(strategy, "streams", src, HINT), "streams", src), []
+        streams = at(strategy, "streams", src, HINT)
+        return math.inf, 1.0, count(streams, "args.strategy.streams", src), []
     if kind == "throughput":
         cap = strategy.get("max_concurrency")
-        return math.inf, 1.0, None if cap is None else count(cap, "max_concurrency", src), []
+        conc = None if cap is None else count(cap, "args.strategy.max_concurrency", src)
+        return math.inf, 1.0, conc, []
     if kind in ("constant", "poisson"):
-        rate = number(at(strategy, "rate", src, HINT), "rate", src)
+        rate = number(at(strategy, "rate", src, HINT), "args.strategy.rate", src)
         notes = []
         if strategy.get("initial_burst"):
             notes.append(
@@ -85,8 +87,8 @@ def _load(strategy: dict, src: str) -> tuple[float, float, int | None, list[str]
             )
         return rate, math.inf if kind == "constant" else 1.0, None, notes
     raise InvalidInputError(
-        f"{src}: strategy '{kind}' is not one of synchronous, concurrent, throughput, "
-        "constant, poisson"
+        f"{src}: strategy {str(kind)[:40]!r} ('args.strategy.type_') is not one of "
+        "synchronous, concurrent, throughput, constant, poisson"
     )
 
 
@@ -95,36 +97,57 @@ def _benchmark(b: Any, src: str) -> BenchmarkRun:
         raise InvalidInputError(f"{src}: each benchmark must be a mapping; {HINT}")
     strategy = at(b, "args.strategy", src, HINT)
     rate, burstiness, conc, notes = _load(strategy if isinstance(strategy, dict) else {}, src)
-    metrics: dict[str, float] = {}
+    metrics = Metrics(src)
     for name, (quantity, scale) in LATENCIES.items():
         s = _summary(b, name, src)
-        metrics[f"{quantity}_mean"] = number(s.get("mean"), f"{name}.mean", src) * scale
-        metrics[f"{quantity}_p50"] = number(s.get("median"), f"{name}.median", src) * scale
+        path = f"metrics.{name}.successful"
+        metrics.read(f"{quantity}_mean", s.get("mean"), f"{path}.mean", scale)
+        metrics.read(f"{quantity}_p50", s.get("median"), f"{path}.median", scale)
+        percentiles = s.get("percentiles")
+        if percentiles is not None and not isinstance(percentiles, dict):
+            raise InvalidInputError(f"{src}: '{path}.percentiles' must be a mapping; {HINT}")
         for key, label in PERCENTILES.items():
-            value = (s.get("percentiles") or {}).get(key)
+            value = (percentiles or {}).get(key)
             if value is not None:
-                metrics[f"{quantity}_{label}"] = number(value, f"{name}.{key}", src) * scale
+                metrics.read(f"{quantity}_{label}", value, f"{path}.percentiles.{key}", scale)
     for name, key in THROUGHPUTS.items():
-        metrics[key] = number(_summary(b, name, src).get("mean"), f"{name}.mean", src)
+        metrics.read(key, _summary(b, name, src).get("mean"), f"metrics.{name}.successful.mean")
     totals = at(b, "request_totals", src, HINT)
     done = count(at(totals, "successful", src, HINT), "request_totals.successful", src)
     if done < 1:
-        raise InvalidInputError(f"{src}: no request succeeded; nothing to compare")
+        raise InvalidInputError(
+            f"{src}: 'request_totals.successful': no request succeeded; nothing to compare"
+        )
     left = {k: totals.get(k) for k in ("incomplete", "errored") if totals.get(k)}
     if left:
-        said = ", ".join(f"{count(v, k, src)} {k}" for k, v in left.items())
+        said = ", ".join(f"{count(v, f'request_totals.{k}', src)} {k}" for k, v in left.items())
         notes.append(f"{said} in the benchmark; the {done} successful requests are simulated")
-    if b.get("args", {}).get("max_duration") is not None:
-        limit_s = number(b["args"]["max_duration"], "max_duration", src)
+    args = b.get("args")
+    if isinstance(args, dict) and args.get("max_duration") is not None:
+        limit_s = duration_limit(args["max_duration"], "args.max_duration", src)
         notes.append(f"the run ended on its {limit_s:g} s duration, not on a request count")
     inp, out = _per_request(b, done, src)
+    paths = {
+        "requests": "request_totals.successful",
+        "max_concurrency": "args.strategy.streams",
+        "request_rate": "args.strategy.rate",
+        "duration_s": "duration",
+    }
     if inp is None or out is None:
         mean_in = number(
-            _summary(b, "prompt_token_count", src).get("mean"), "prompt_token_count", src
+            _summary(b, "prompt_token_count", src).get("mean"),
+            "metrics.prompt_token_count.successful.mean",
+            src,
         )
         mean_out = number(
-            _summary(b, "output_token_count", src).get("mean"), "output_token_count", src
+            _summary(b, "output_token_count", src).get("mean"),
+            "metrics.output_token_count.successful.mean",
+            src,
         )
+        paths |= {
+            "mean_input_tokens": "metrics.prompt_token_count.successful.mean",
+            "mean_output_tokens": "metrics.output_token_count.successful.mean",
+        }
         notes.append(
             "the report keeps a sample of the requests, not all: every request at the mean input "
             "and output lengths"
@@ -149,7 +172,9 @@ def _benchmark(b: Any, src: str) -> BenchmarkRun:
         max_concurrency=conc,
         input_tokens=inp,
         output_tokens=out,
+        duration_s=None if b.get("duration") is None else number(b["duration"], "duration", src),
         notes=tuple(notes),
+        paths={**metrics.paths, **paths},
     )
 
 
@@ -159,11 +184,10 @@ def _per_request(b: dict, done: int, src: str) -> tuple[np.ndarray | None, np.nd
     ok = reqs.get("successful") if isinstance(reqs, dict) else None
     if not isinstance(ok, list) or len(ok) != done:
         return None, None
-    try:
-        inp = [count(r["prompt_tokens"], "prompt_tokens", src) for r in ok]
-        out = [count(r["output_tokens"], "output_tokens", src) for r in ok]
-    except (KeyError, TypeError):
+    if not all(isinstance(r, dict) and "prompt_tokens" in r and "output_tokens" in r for r in ok):
         return None, None
+    inp = [count(r["prompt_tokens"], "requests.successful[].prompt_tokens", src) for r in ok]
+    out = [count(r["output_tokens"], "requests.successful[].output_tokens", src) for r in ok]
     if min(inp) < 1 or min(out) < 1:
         return None, None
     return np.array(inp, dtype=np.int64), np.array(out, dtype=np.int64)

@@ -25,13 +25,15 @@ import re
 from typing import Any
 
 from ...errors import InvalidInputError
-from .common import BenchmarkRun, count, number, stat_label
+from .common import BenchmarkRun, Metrics, count, number, share, stat_label
 
 #: `median_ttft`, `p99_tpot`, `mean_e2el` (seconds); `std_` and `intvty` are not kept
 ROW_KEY = re.compile(r"^(mean|median|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)$")
 #: prompts InferenceX's fixed-length runs send: 10 per client (benchmark scripts'
 #: `--num-prompts $((CONC * 10))`, as the GLM-4.7 Gaudi 3 results show: 160 at conc 16)
 PROMPTS_PER_CLIENT = 10
+#: GPUs of one parallel dimension a row can name: more than any cluster benchmarked
+MAX_GPUS = 10**5
 HINT = "give an InferenceX result (agg_*.json) or ingest file"
 
 
@@ -64,34 +66,45 @@ def _stack_note(row: dict) -> str:
 
 def _row(row: dict, src: str, requests: int | None) -> BenchmarkRun:
     agentic = "num_requests_successful" in row or "scenario_type" in row
-    values = row["metrics"] if isinstance(row.get("metrics"), dict) else row
-    metrics: dict[str, float] = {}
+    nested = isinstance(row.get("metrics"), dict)
+    values = row["metrics"] if nested else row
+    prefix = "metrics." if nested else ""
+    metrics = Metrics(src)
     for key, value in values.items():
         m = ROW_KEY.match(key)
         if m is None or value is None or (label := stat_label(m.group(1))) is None:
             continue
         if agentic and m.group(2) == "itl":
             continue
-        metrics[f"{m.group(2)}_{label}"] = number(value, key, src)
+        metrics.read(f"{m.group(2)}_{label}", value, f"{prefix}{key}")
     if "ttft_mean" not in metrics and "ttft_p50" not in metrics:
         raise InvalidInputError(f"{src}: no 'mean_ttft' or 'median_ttft'; {HINT}")
     conc = count(row["conc"], "conc", src)
+    for key in ("tp", "ep"):  # the stack the row ran on, said in a note and used for per-GPU
+        if row.get(key) is not None and not 1 <= count(row[key], key, src) <= MAX_GPUS:
+            raise InvalidInputError(f"{src}: '{key}': {row[key]} GPUs; 1 to {MAX_GPUS:,}")
+    paths = {"max_concurrency": "conc", "requests": "conc", "duration_s": "duration_seconds"}
     notes = [_stack_note(row), "latencies in seconds, as InferenceX writes them"]
     if row.get("disagg") is True or row.get("is_multinode") is True:
         notes.append("the benchmark ran disaggregated or on several nodes")
     if agentic:
         n = count(_need(row, "num_requests_successful", src), "num_requests_successful", src)
+        paths |= {
+            "requests": "num_requests_successful",
+            "mean_input_tokens": "mean_input_tokens",
+            "mean_output_tokens": "mean_output_tokens_actual",
+        }
         mean_in = number(_need(row, "mean_input_tokens", src), "mean_input_tokens", src)
         mean_out = number(
             _need(row, "mean_output_tokens_actual", src), "mean_output_tokens_actual", src
         )
         if row.get("output_tput_tps") is not None:
-            metrics["output_throughput"] = number(row["output_tput_tps"], "output_tput_tps", src)
+            metrics.read("output_throughput", row["output_tput_tps"], "output_tput_tps")
         hit = row.get("server_gpu_cache_hit_rate")
         if hit is not None:
             notes.append(
                 f"agentic trace: the server's prefix-cache hit rate was "
-                f"{number(hit, 'server_gpu_cache_hit_rate', src):.0%}, the simulation shares no "
+                f"{share(hit, 'server_gpu_cache_hit_rate', src):.0%}, the simulation shares no "
                 "prefixes; every request at the mean lengths"
             )
         notes.append("the agentic row's itl repeats its tpot: compared as TPOT only")
@@ -104,6 +117,8 @@ def _row(row: dict, src: str, requests: int | None) -> BenchmarkRun:
             )
         else:
             n = requests
+            paths["requests"] = "requests (the caller's)"
+        paths |= {"mean_input_tokens": "isl", "mean_output_tokens": "osl"}
         if row.get("isl") is None or row.get("osl") is None:
             raise InvalidInputError(f"{src}: no 'isl' and 'osl'; the request lengths are unknown")
         mean_in, mean_out = number(row["isl"], "isl", src), number(row["osl"], "osl", src)
@@ -114,7 +129,7 @@ def _row(row: dict, src: str, requests: int | None) -> BenchmarkRun:
         gpus = _gpus(row, src)
         per_gpu = values.get("output_tput_per_gpu")
         if per_gpu is not None and gpus is not None:
-            metrics["output_throughput"] = number(per_gpu, "output_tput_per_gpu", src) * gpus
+            metrics.read("output_throughput", per_gpu, f"{prefix}output_tput_per_gpu × tp", gpus)
             notes.append(f"output throughput = output_tput_per_gpu × {gpus} GPUs")
     return BenchmarkRun(
         source=src,
@@ -126,7 +141,13 @@ def _row(row: dict, src: str, requests: int | None) -> BenchmarkRun:
         mean_input_tokens=mean_in,
         mean_output_tokens=mean_out,
         max_concurrency=conc,
+        duration_s=(
+            None
+            if row.get("duration_seconds") is None
+            else number(row["duration_seconds"], "duration_seconds", src)
+        ),
         notes=tuple(notes),
+        paths={**metrics.paths, **paths},
     )
 
 

@@ -23,7 +23,17 @@ import re
 from typing import Any
 
 from ...errors import InvalidInputError
-from .common import UNITS, BenchmarkRun, count, number, stat_label
+from .common import (
+    UNITS,
+    BenchmarkRun,
+    Metrics,
+    cell,
+    count,
+    duration_limit,
+    number,
+    share,
+    stat_label,
+)
 
 #: metric record -> quantity of the common names
 LATENCIES = {
@@ -60,23 +70,29 @@ def is_records(d: dict) -> bool:
     return isinstance(d.get("time_to_first_token"), dict)
 
 
-def record_metrics(records: dict[str, Any], src: str) -> dict[str, float]:
-    out: dict[str, float] = {}
+def _unit(rec: dict, name: str, src: str) -> float:
+    """Seconds per unit of a latency record."""
+    unit = str(rec.get("unit", "ms")).strip().lower()
+    if unit not in UNITS:
+        raise InvalidInputError(f"{src}: '{name}.unit': unknown unit {unit[:20]!r}")
+    return UNITS[unit]
+
+
+def record_metrics(records: dict[str, Any], src: str) -> Metrics:
+    out = Metrics(src)
     for name, quantity in LATENCIES.items():
         rec = records.get(name)
         if not isinstance(rec, dict):
             continue
-        unit = str(rec.get("unit", "ms")).strip().lower()
-        if unit not in UNITS:
-            raise InvalidInputError(f"{src}: unknown unit '{unit}' of {name}")
+        scale = _unit(rec, name, src)
         for stat, value in rec.items():
             label = stat_label(stat) if stat != "unit" else None
             if label is not None and value not in (None, ""):
-                out[f"{quantity}_{label}"] = number(value, f"{name}.{stat}", src) * UNITS[unit]
+                out.read(f"{quantity}_{label}", value, f"{name}.{stat}", scale)
     for name, key in THROUGHPUTS.items():
         rec = records.get(name)
         if isinstance(rec, dict) and rec.get("avg") not in (None, ""):
-            out[key] = number(rec["avg"], f"{name}.avg", src)
+            out.read(key, rec["avg"], f"{name}.avg")
     return out
 
 
@@ -103,29 +119,32 @@ def _run(
         length[name] = number(_avg(records, name), f"{name}.avg", src)
     aiperf = fmt.startswith("aiperf")
     loadgen = _section(config, "loadgen")
-    counted = loadgen.get("request_count") or config.get("num_prompts")
+    where = "input_config.loadgen" if loadgen is not config else "input_config"
+    counted, count_path = loadgen.get("request_count"), f"{where}.request_count"
+    if counted is None:
+        counted, count_path = config.get("num_prompts"), "input_config.num_prompts"
     if counted is None and _avg(records, "request_count") not in (None, ""):
-        counted = _avg(records, "request_count")
+        counted, count_path = _avg(records, "request_count"), "request_count.avg"
     if requests is None and counted is None:
         requests = DEFAULT_REQUESTS
         notes.append(
             f"no request count in the file: {DEFAULT_REQUESTS:,} requests simulated (`requests`)"
         )
-    n = requests if requests is not None else count(counted, "request_count", src)
+    n = requests if requests is not None else count(counted, count_path, src)
     rate, conc = loadgen.get("request_rate"), loadgen.get("concurrency")
     if rate is None and conc is None:
         conc = 1
-        where = "input_config" if config else "the CSV (the JSON export holds the settings)"
-        notes.append(f"neither request rate nor concurrency in {where}: concurrency 1")
+        said = "input_config" if config else "the CSV (the JSON export holds the settings)"
+        notes.append(f"neither request rate nor concurrency in {said}: concurrency 1")
     errored = _avg(records, "error_request_count")
-    if errored not in (None, "") and number(errored, "error_request_count", src) > 0:
-        k = count(errored, "error_request_count", src)
+    if errored not in (None, "") and number(errored, "error_request_count.avg", src) > 0:
+        k = count(errored, "error_request_count.avg", src)
         notes.append(
             f"{k} request{'s' if k > 1 else ''} errored in the benchmark; the {n} that "
             "completed are simulated"
         )
     if loadgen.get("benchmark_duration") is not None:
-        limit_s = number(loadgen["benchmark_duration"], "benchmark_duration", src)
+        limit_s = duration_limit(loadgen["benchmark_duration"], f"{where}.benchmark_duration", src)
         notes.append(f"the run ended on its {limit_s:g} s duration, not on a request count")
     data = _section(config, "input", {})
     dataset = data.get("public_dataset") or data.get("detected_loader")
@@ -134,9 +153,9 @@ def _run(
     hit = _avg(records, "theoretical_prefix_cache_hit")
     if hit not in (None, ""):
         notes.append(
-            f"the requests share prefixes (theoretical prefix-cache hit "
-            f"{number(hit, 'theoretical_prefix_cache_hit', src):.0f}%), which the simulation "
-            "does not: it prefills every prompt whole"
+            "the requests share prefixes (theoretical prefix-cache hit "
+            f"{share(hit, 'theoretical_prefix_cache_hit.avg', src, 100):.0f}%), which the "
+            "simulation does not: it prefills every prompt whole"
         )
     if aiperf:
         notes.append(
@@ -147,17 +166,35 @@ def _run(
     model = endpoint.get("model_names") or endpoint.get("model") or config.get("model")
     if isinstance(model, list):
         model = model[0] if model and isinstance(model[0], str) else None
+    metrics = record_metrics(records, src)
+    duration = records.get("benchmark_duration")
+    duration_s = None
+    if isinstance(duration, dict) and duration.get("avg") not in (None, ""):
+        scale = _unit({"unit": "s", **duration}, "benchmark_duration", src)
+        duration_s = number(duration["avg"], "benchmark_duration.avg", src) * scale
     return BenchmarkRun(
         source=src,
         format=fmt,
         model=model if isinstance(model, str) else None,
         requests=n,
-        request_rate=number(rate, "request_rate", src, True) if rate is not None else float("inf"),
-        metrics=record_metrics(records, src),
+        request_rate=(
+            number(rate, f"{where}.request_rate", src, True) if rate is not None else float("inf")
+        ),
+        metrics=metrics,
         mean_input_tokens=length["input_sequence_length"],
         mean_output_tokens=length["output_sequence_length"],
-        max_concurrency=None if conc is None else count(conc, "concurrency", src),
+        max_concurrency=None if conc is None else count(conc, f"{where}.concurrency", src),
+        duration_s=duration_s,
         notes=(*notes, "every request at the mean input and output lengths"),
+        paths={
+            **metrics.paths,
+            "requests": "requests (the caller's)" if requests is not None else count_path,
+            "request_rate": f"{where}.request_rate",
+            "max_concurrency": f"{where}.concurrency",
+            "mean_input_tokens": "input_sequence_length.avg",
+            "mean_output_tokens": "output_sequence_length.avg",
+            "duration_s": "benchmark_duration.avg",
+        },
     )
 
 
@@ -189,11 +226,11 @@ def read_records_csv(text: str, src: str, requests: int | None) -> BenchmarkRun:
         unit = ((m.group(2) if m else None) or "").strip().lower()
         rec: dict[str, Any] = {"unit": unit if unit in UNITS else "ms"}
         if header[1:2] == ["value"]:
-            rec["avg"] = row[1].replace(",", "").strip() if len(row) > 1 else None
+            rec["avg"] = cell(row[1]) if len(row) > 1 else None
         else:
             for col, value in zip(header[1:], row[1:], strict=False):
                 if value.strip():
-                    rec[col] = value.replace(",", "").strip()
+                    rec[col] = cell(value)
         records[name] = rec
     if "time_to_first_token" not in records:
         raise InvalidInputError(

@@ -27,7 +27,16 @@ from typing import Any
 import numpy as np
 
 from ...errors import InvalidInputError
-from .common import RATES, BenchmarkRun, count, lengths, number, seconds_array, stat_label
+from .common import (
+    RATES,
+    BenchmarkRun,
+    Metrics,
+    count,
+    lengths,
+    number,
+    seconds_array,
+    stat_label,
+)
 
 #: `median_ttft_ms`, `p99.9_itl_ms`, `mean_e2e_latency_ms` (SGLang), `median_ttft` (seconds)
 FLAT_KEY = re.compile(r"^(mean|median|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el|e2e_latency)(_ms)?$")
@@ -48,19 +57,19 @@ def flavour(d: dict) -> str:
     return "vllm bench serve"
 
 
-def flat_metrics(d: dict, src: str) -> dict[str, float]:
+def flat_metrics(d: dict, src: str) -> Metrics:
     """The latency statistics (ms keys to seconds, keys without `_ms` taken as seconds) and
     the two throughputs."""
-    out: dict[str, float] = {}
+    out = Metrics(src)
     for key, value in d.items():
         m = FLAT_KEY.match(key)
         if m is None or (label := stat_label(m.group(1))) is None:
             continue
         quantity = "e2el" if m.group(2) == "e2e_latency" else m.group(2)
-        out[f"{quantity}_{label}"] = number(value, key, src) * (1e-3 if m.group(3) else 1.0)
+        out.read(f"{quantity}_{label}", value, key, 1e-3 if m.group(3) else 1.0)
     for key in RATES:
         if d.get(key) is not None:
-            out[key] = number(d[key], key, src)
+            out.read(key, d[key], key)
     return out
 
 
@@ -71,12 +80,17 @@ def read_flat(d: dict, src: str) -> BenchmarkRun:
         notes.append(
             "latency keys without '_ms' read as seconds (InferenceX's experimental client)"
         )
-    completed = count(d.get("completed", d.get("num_prompts")), "completed", src)
+    said = "completed" if "completed" in d else "num_prompts"
+    completed = count(d.get(said), said, src)
     if "num_prompts" in d:
         sent = count(d["num_prompts"], "num_prompts", src)
     else:
         sent = completed
         notes.append(f"the file does not say how many requests were sent: {completed} completed")
+    if completed > sent:
+        raise InvalidInputError(
+            f"{src}: 'completed': {completed} requests completed of the {sent} sent ('num_prompts')"
+        )
     if completed < sent:
         notes.append(f"{sent - completed} of {sent} requests failed in the benchmark")
     rate_value = d.get("request_rate", "inf")
@@ -86,14 +100,17 @@ def read_flat(d: dict, src: str) -> BenchmarkRun:
             "hold; simulate the trace itself"
         )
     burstiness = number(d.get("burstiness", 1.0), "burstiness", src)
-    if burstiness <= 0:
-        raise InvalidInputError(f"{src}: 'burstiness' must be positive (1: Poisson), got 0")
+    if not completed:
+        raise InvalidInputError(f"{src}: '{said}': no request completed; nothing to compare")
     replay = _per_request(d, src, notes)
+    paths = {"requests": "num_prompts" if "num_prompts" in d else said}
     if replay is None:
-        if not completed:
-            raise InvalidInputError(f"{src}: no request completed; nothing to compare")
         mean_in = number(d.get("total_input_tokens"), "total_input_tokens", src) / completed
         mean_out = number(d.get("total_output_tokens"), "total_output_tokens", src) / completed
+        paths |= {
+            "mean_input_tokens": "total_input_tokens",
+            "mean_output_tokens": "total_output_tokens",
+        }
         inp = out = ttft = None
         itl: tuple[np.ndarray, ...] | None = None
         notes.append(
@@ -103,6 +120,20 @@ def read_flat(d: dict, src: str) -> BenchmarkRun:
     else:
         inp, out, ttft, itl = replay
         mean_in, mean_out, sent = float(inp.mean()), float(out.mean()), inp.size
+        if "completed" in d and completed != sent:
+            notes.append(
+                f"'completed' says {completed} requests, the per-request lists ('input_lens', "
+                f"'errors') {sent} that succeeded: the lists are replayed"
+            )
+        paths |= {
+            "requests": "input_lens",
+            "input_tokens": "input_lens",
+            "output_tokens": "output_lens",
+            "mean_input_tokens": "input_lens",
+            "mean_output_tokens": "output_lens",
+            "ttft_s": "ttfts",
+            "itl_s": "itls",
+        }
     if d.get("accept_length") is not None:
         accept = number(d["accept_length"], "accept_length", src)
         notes.append(
@@ -134,7 +165,9 @@ def read_flat(d: dict, src: str) -> BenchmarkRun:
         output_tokens=out,
         ttft_s=ttft,
         itl_s=itl,
+        duration_s=None if d.get("duration") is None else number(d["duration"], "duration", src),
         notes=tuple(notes),
+        paths={**metrics.paths, **paths},
     )
 
 
@@ -150,9 +183,15 @@ def _per_request(
         ok = np.array([not e for e in errors], dtype=bool)
     inp = lengths(d.get("input_lens"), "input_lens", src)
     out = lengths(d.get("output_lens"), "output_lens", src, allow_zero=ok is not None)
-    if inp is None or out is None or inp.size != out.size:
+    if inp is None or out is None:
         return None
     n = inp.size
+    if out.size != n:
+        raise InvalidInputError(f"{src}: 'output_lens' lists {out.size} requests, 'input_lens' {n}")
+    if "num_prompts" in d and count(d["num_prompts"], "num_prompts", src) != n:
+        raise InvalidInputError(
+            f"{src}: 'num_prompts' says {d['num_prompts']} requests, 'input_lens' lists {n}"
+        )
     if ok is None:
         ok = np.ones(n, dtype=bool)
     elif ok.size != n:
