@@ -6,8 +6,12 @@
 benchmarks/derive/aic_surfaces.py) measures one MoE layer of Qwen3-235B-A22B's shape (hidden
 4096, expert width 1536, top-8 of 128 experts) split over 8 GPUs by tensor parallelism, by
 tokens. The same layer is costed here from `parallel.parallel_step_cost` of qwen3-235b-a22b at
-TP 8 (the `moe/` operators of one rank, divided by the model's 94 layers), hardware layer and
-the engine's profile, and printed as predicted / measured − 1 by tokens.
+TP 8 (the routed experts, `moe/experts`, of one rank, divided by the model's 94 layers; the
+router is a separate GEMM the tables do not time), hardware layer and the engine's profile,
+and printed as predicted / measured − 1 by tokens. The engine profile reads the fused-MoE
+surface (`roofline/data/surfaces/moe_efficiency.csv`, benchmarks/derive/moe_surfaces.py): its
+cells are medians over every measured MoE shape, this one among them, so its column shows
+how far the cross-shape surface sits from this shape's own points.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ def main() -> None:
         for eng in (None, load_engine("vllm" if framework == "vllm" else "sglang")):
             s = Stack.resolve(m, hw, p, "achievable", eng, Parallel(tp=8))
             c = parallel_step_cost(m, s, Step(n, 1, 0)).compute
-            t = sum(float(o.time_s) for o in c.ops if o.op.name.startswith("moe/")) / m.layers
+            t = sum(float(o.time_s) for o in c.ops if o.op.name == "moe/experts") / m.layers
             out.append(t / (float(r["latency_us"]) * 1e-6) - 1)
         print(f"| {n} | {float(r['latency_us']):.1f} µs | {out[0]:+.0%} | {out[1]:+.0%} |")
 

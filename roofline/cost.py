@@ -53,7 +53,14 @@ from .hardware import Achievable, HardwareSpec
 from .model import ModelSpec
 from .operators import ArrayLike, ExpertShard, Op, Step
 from .precision import Precision
-from .surfaces import MIN_WEIGHT_ELEMS, GemmSurface, gemm_surface, measured_for
+from .surfaces import (
+    MIN_WEIGHT_ELEMS,
+    GemmSurface,
+    MoeSurface,
+    gemm_surface,
+    measured_for,
+    moe_surface,
+)
 
 Ceiling = Literal["datasheet", "achievable"]
 CEILINGS: tuple[str, ...] = get_args(Ceiling)
@@ -76,6 +83,7 @@ class Ceilings:
     engine: EngineSpec | None = None
     attention_flops_per_s: float | None = None  # attention's own dtype; None: `flops_per_s`
     gemm_surface: GemmSurface | None = None  # the engine's measured dense GEMMs (`surfaces`)
+    moe_surface: MoeSurface | None = None  # the engine's measured fused MoE (`surfaces`)
 
     @classmethod
     def of(
@@ -85,9 +93,11 @@ class Ceilings:
         ceiling: Ceiling,
         engine: EngineSpec | None = None,
         attention_dtype: str | None = None,
+        moe_dtype: str | None = None,
     ) -> Ceilings:
         """The ceilings of `hw` for matmuls at `compute_dtype` and attention at
-        `attention_dtype` (`attention_dtype_of`; None: the matmuls' dtype)."""
+        `attention_dtype` (`attention_dtype_of`; None: the matmuls' dtype); routed experts
+        at `moe_dtype` (`moe_dtype_of`; None: no MoE surface)."""
         peak, bw = hw.peak_flops_per_s(compute_dtype), hw.memory_bandwidth_bytes_per_s
         att = attention_dtype or compute_dtype
         if att not in hw.dense_peak_tflops:  # no such peak (a V100's bf16): the matmuls' dtype
@@ -113,6 +123,16 @@ class Ceilings:
                         f"{surface.version}, newer than {engine.flag}); {source}"
                     )
                     surface = None
+            moe = (
+                None
+                if engine is None or not a.gemm_surface or moe_dtype is None
+                else moe_surface(a.surface_system, engine.name, moe_dtype)
+            )
+            if moe is not None and engine is not None:
+                if measured_for(engine.known_release, moe.since):
+                    source = f"routed experts: measured, {moe.label}; {source}"
+                else:
+                    moe = None
             return cls(
                 "achievable",
                 peak * a.matmul(compute_dtype),
@@ -123,6 +143,7 @@ class Ceilings:
                 engine,
                 att_peak * a.matmul(att),
                 surface,
+                moe,
             )
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
 
@@ -155,6 +176,30 @@ def surface_applies(op: Op, p: Precision, c: Ceilings) -> bool:
     if W / op.instances < MIN_WEIGHT_ELEMS:
         return False
     return weight_bits(p, op.group) == p.activation_format.element_bits
+
+
+def moe_dtype_of(p: Precision) -> str | None:
+    """The `surfaces.MOE_DTYPES` key of the routed experts' (weight, activation) formats:
+    16-bit both; fp8 weights with fp8 or 16-bit activations (an fp8 checkpoint's fused MoE
+    quantises its input in the kernel whatever the dense layers do: vLLM's and SGLang's fp8
+    MoE methods run the W8A8 block-scaled kernels the tables measured as fp8_block); mxfp4
+    weights with 16-bit activations; nvfp4 both. None for any other pair (their MoE kernels
+    keep the fractions)."""
+    w, a = p.group_formats()["experts"], p.activation_format
+    if w.element_bits == 16 and a.element_bits == 16:
+        return "bf16"
+    if w.family == "float" and w.element_bits == 8 and a.element_bits in (8, 16):
+        return "fp8"
+    if w.name == "mxfp4" and a.element_bits == 16:
+        return "w4a16_mxfp4"
+    if w.name == a.name == "nvfp4":
+        return "nvfp4"
+    return None
+
+
+def moe_surface_applies(op: Op, c: Ceilings) -> bool:
+    """The routed experts of a MoE layer, on a ceiling with the engine's measured fused MoE."""
+    return c.moe_surface is not None and op.kind == "matmul" and op.group == "experts"
 
 
 @dataclass(frozen=True)
@@ -401,6 +446,11 @@ def op_cost(
             flop_eff *= e.attention.prefill_compute_fraction
             if decode:
                 fixed_s += op.instances * e.attention.decode_fixed_us * 1e-6
+    elif moe_surface_applies(op, c):  # the engine's measured fused MoE (`surfaces`)
+        assert c.moe_surface is not None
+        compute_s, memory_s = c.moe_surface.terms_s(op.flops, op.weight_elems, op.instances)
+        host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
+        return OpCost(op, w, a, kv, compute_s, memory_s, fixed_s, host)
     elif surface_applies(op, p, c):  # the engine's measured GEMMs at this M (`surfaces`)
         assert c.gemm_surface is not None
         host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
@@ -585,7 +635,8 @@ def step_cost(
     achievable ceiling, the terms of `engine` (on one expert-parallel rank when `shard` is
     given, see `operators.ExpertShard`). The datasheet ceiling ignores the engine."""
     att = attention_dtype_of(precision, ceiling, engine)
-    c = Ceilings.of(hw, precision.compute, ceiling, engine, att)
+    moe = moe_dtype_of(precision) if model.moe is not None else None
+    c = Ceilings.of(hw, precision.compute, ceiling, engine, att, moe)
     eng = c.engine  # none on the datasheet ceiling
     if (
         precision.model_bits is None

@@ -19,14 +19,16 @@ names the measured range: below M = 1 there is nothing, and beyond the largest M
 - weights and activations are both 16-bit, or both fp8 (W8A8; the engines' scaled-mm kernels);
   weight-only formats run the engine's own kernels (`EngineSpec.matmul`);
 - the GEMM is dense and of the tables' size: one weight matrix of N·K ≥ 4096² per instance
-  (smaller GEMMs and MoE experts keep the fractions).
+  (smaller GEMMs keep the fractions; MoE experts read the fused-MoE surface below).
 Everything else keeps the fractions, and the estimate's `ceiling_source` says which origin each
 has. Tables exist for one release per engine (vLLM 0.24.0, SGLang 0.5.14, TensorRT-LLM
-1.3.0rc20; on A100 0.14.0 / 0.5.10 / 1.0.0). An older release asked for (`vllm@0.6.3`) gets
-the same table, said so: its kernels were no faster, so the table is a lower bound on its time,
-as the fractions are. The datasheet ceiling never reads a surface, and the serving simulator
-runs without the GEMM surface (its step cost is affine in the batch's tokens;
-`serve.stepcost.affine_spec`).
+1.3.0rc20; on A100 0.14.0 / 0.5.10 / 1.0.0). A table stands for its release and later ones
+(`measured_for`): an older release asked for (`vllm@0.6.3`), or one nobody stated, keeps the
+fractions, since a newer release's kernels are not assumed for it. The datasheet ceiling never
+reads a surface. The serving simulator fits its step cost on the spec without the surfaces
+(`serve.stepcost.affine_spec`: its cost is affine in the batch's tokens) and adds back what the
+GEMM surface makes of each dense GEMM at the step's rows (`serve.stepcost.gemm_rows_delta`), so
+its decode steps cost what `estimate` says.
 
 An all-reduce of an engine with tables at its GPU count costs the engine's measured latency at
 its message size (`all_reduce_surface`, read by `parallel.Link`: the same link in `estimate`
@@ -46,8 +48,25 @@ the same tuned kernels):
   curve for an engine that captures graphs, else the eager one. RCCL is what every vLLM and
   SGLang release on ROCm calls, their custom kernels only where faster, so the curve stands
   for any release (`AllReduceSurface.engine_release` '0') as an upper bound on its time.
-bf16 GEMMs, fused MoE, and MI355X/MI350X (gfx950) keep the fractions: the evidence has no
-curve by M or by bytes for them.
+- fused MoE in block-scaled fp8 from AITER's tuned fused-MoE kernel (below).
+bf16 GEMMs and MI355X/MI350X (gfx950) keep the fractions: the evidence has no curve by M or
+by bytes for them.
+
+A MoE layer's routed experts (`moe_surface`, `moe_efficiency.csv`, written by
+`benchmarks/derive/moe_surfaces.py` from every MoE shape of the aiconfigurator tables and, for
+MI300X, AITER's tuned fused MoE, evidence moe-058..070) cost their own roofline,
+max(FLOPs / peak, weight bytes / bandwidth) at the datasheet values of the measured device,
+over the measured efficiency of a fused-MoE layer at the same m (tokens per touched expert,
+the experts' M) and W (weight elements the layer reads per GPU): medians over the measured
+shapes in cells of half a power of two on each axis, interpolated in log2 m along each W row
+and then in log2 W, held at the ends. The two axes carry what a MoE layer's shape does to its
+kernel: the fixed cost of routing and a grouped launch weighs on a small W, tiles fill with m.
+It applies when the engine has a table of its MoE dtype on the device at or below its release
+(16-bit; fp8 weights, block-scaled first; mxfp4 experts with 16-bit activations; nvfp4),
+with the same rules as the GEMM surface: the datasheet ceiling never reads it, the serving
+simulator runs without it (routed experts keep its affine fit), and an expert-parallel rank
+reads it on the same axes (the tables' TP-split layouts). On the kept sample of raw points its
+median error is 6.6% (tests/test_moe_surface.py): the spread between shapes of one (m, W).
 """
 
 from __future__ import annotations
@@ -60,6 +79,7 @@ from importlib import resources
 
 import numpy as np
 
+from .operators import ArrayLike
 from .units import UNKNOWN_RELEASE, version_key
 
 #: The aiconfigurator systems with GEMM tables; a device names its own in its spec
@@ -261,3 +281,128 @@ def all_reduce_surface(
     if evidence:
         return AllReduceSurface(system, name, f"RCCL {version}", gpus, size, secs, "0", AMD_ORIGIN)
     return AllReduceSurface(system, name, version, gpus, size, secs)
+
+
+# ---- fused MoE ---------------------------------------------------------------------------------
+#: Bytes per weight element and the engine's MoE dtype for a (weight, activation) format pair
+#: (`moe_dtype`): 16-bit both; W8A8 fp8 (block-scaled first: the fp8 MoE checkpoints published,
+#: DeepSeek-V3/R1 and Qwen3's, are 128x128 block-scaled; per-tensor fp8 where a table has no
+#: block-scaled kernel); mxfp4 experts with 16-bit activations (gpt-oss); nvfp4 both.
+MOE_DTYPES: dict[str, tuple[str, ...]] = {
+    "bf16": ("bf16",),
+    "fp8": ("fp8_block", "fp8"),
+    "w4a16_mxfp4": ("w4a16_mxfp4",),
+    "nvfp4": ("nvfp4",),
+}
+
+
+@dataclass(frozen=True)
+class MoeSurface:
+    """Measured fused-MoE layers of one engine on one device: efficiency against the layer's
+    own roofline by (log2 W, log2 m), W the weight elements read per GPU, m tokens per touched
+    expert (`benchmarks/derive/moe_surfaces.py`, `moe_efficiency.csv`)."""
+
+    system: str
+    framework: str
+    version: str
+    implementation: str
+    dtype: str
+    log2_w: np.ndarray  # the W rows, ascending
+    rows: tuple[tuple[np.ndarray, np.ndarray], ...]  # per W row: (log2 m ascending, efficiency)
+    peak_flops_per_s: float  # the datasheet values the efficiencies are against
+    bytes_per_s: float
+    weight_bytes: float  # bytes per weight element of the dtype (scales left out)
+    engine_release: str = ""
+    origin: str = AIC_ORIGIN
+
+    def efficiency(self, m: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Efficiency at m tokens per touched expert and W weight elements: linear in log2 m
+        along each measured W row (held at the row's ends), then linear in log2 W between the
+        rows whose m range holds m (every row where none does), held at the ends."""
+        lm = np.log2(np.maximum(np.asarray(m, dtype=float), 1.0))
+        lw = np.log2(np.maximum(np.asarray(w, dtype=float), 1.0))
+        lm, lw = np.broadcast_arrays(lm, lw)
+        per_row = np.stack([np.interp(lm, x, y) for x, y in self.rows])  # (rows, ...)
+        cover = np.stack([(lm >= x[0] - 0.25) & (lm <= x[-1] + 0.25) for x, _ in self.rows])
+        cover = np.where(cover.any(axis=0), cover, True)
+        rows = np.arange(len(self.rows)).reshape((-1,) + (1,) * lm.ndim)
+        ws = self.log2_w.reshape(rows.shape)
+        # the nearest covering rows at or below W and at or above it (either one held alone)
+        below = np.where(cover & (ws <= lw), rows, -1).max(axis=0)
+        above = np.where(cover & (ws >= lw), rows, len(self.rows)).min(axis=0)
+        below = np.where(below < 0, above, below)
+        above = np.where(above >= len(self.rows), below, above)
+        y0 = np.take_along_axis(per_row, below[None], axis=0)[0]
+        y1 = np.take_along_axis(per_row, above[None], axis=0)[0]
+        w0, w1 = self.log2_w[below], self.log2_w[above]
+        t = np.where(w1 > w0, (lw - w0) / np.where(w1 > w0, w1 - w0, 1.0), 0.0)
+        return y0 + t * (y1 - y0)
+
+    def terms_s(
+        self, flops: ArrayLike, weight_elems: ArrayLike, instances: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(compute, memory) seconds of `instances` fused-MoE layers of `flops` FLOPs reading
+        `weight_elems` weight elements in all: each roof of the layers' shape over the measured
+        efficiency at their m and W (the larger is the layers' time)."""
+        f = np.asarray(flops, dtype=float)
+        w = np.asarray(weight_elems, dtype=float)
+        safe = np.where(w > 0, w, 1.0)
+        eff = self.efficiency(f / (2 * safe), safe / max(instances, 1))
+        compute = np.where(w > 0, f / self.peak_flops_per_s / eff, 0.0)
+        memory = np.where(w > 0, w * self.weight_bytes / self.bytes_per_s / eff, 0.0)
+        return compute, memory
+
+    @property
+    def since(self) -> str:
+        return self.engine_release or self.version
+
+    @property
+    def label(self) -> str:
+        return (
+            f"{self.implementation} {self.dtype} on {self.system} under {self.framework} "
+            f"{self.since}, W 2^{self.log2_w[0]:g}-2^{self.log2_w[-1]:g} elements "
+            f"({self.origin})"
+        )
+
+
+@lru_cache(maxsize=256)
+def moe_surface(system: str | None, engine: str, dtype: str) -> MoeSurface | None:
+    """The surface of `engine`'s fused MoE at `dtype` (a `MOE_DTYPES` key) on `system`; None
+    where neither the tables nor the evidence have one."""
+    framework = FRAMEWORKS.get(engine)
+    if system is None or framework is None or dtype not in MOE_DTYPES:
+        return None
+    table = [r for r in _table("moe_efficiency") if r["system"] == system]
+    for want in MOE_DTYPES[dtype]:
+        rows = [r for r in table if r["framework"] == framework and r["dtype"] == want]
+        if rows:
+            break
+    else:
+        return None
+    by_w: dict[float, list[tuple[float, float]]] = {}
+    for r in rows:
+        by_w.setdefault(float(r["log2_w"]), []).append(
+            (float(r["log2_m"]), float(r["efficiency_median"]))
+        )
+    ws = sorted(by_w)
+    curves = tuple(
+        (np.asarray([x for x, _ in sorted(by_w[w])], dtype=float),
+         np.asarray([y for _, y in sorted(by_w[w])]))
+        for w in ws
+    )  # fmt: skip
+    r0 = rows[0]
+    evidence = system in EVIDENCE_SYSTEMS
+    return MoeSurface(
+        system,
+        framework,
+        r0["framework_version"],
+        r0["implementation"],
+        r0["dtype"],
+        np.asarray(ws, dtype=float),
+        curves,
+        float(r0["peak_tflops"]) * 1e12,
+        float(r0["bandwidth_tbs"]) * 1e12,
+        float(r0["weight_bytes"]),
+        r0["framework_version"] if evidence else "",
+        AMD_ORIGIN if evidence else AIC_ORIGIN,
+    )
