@@ -8,7 +8,7 @@ Run from the repository root:
 Without `--run` nothing of aiconfigurator is needed: its predictions are read from
 docs/measurements/aiconfigurator-compare.csv (one line per row of roofline/data/published.csv:
 its value in the row's metric, the raw figures it printed, the exact command, or why the row
-could not be expressed), and roofline's are computed now (`roofline.published.predict`), so
+could not be expressed), and roofline's are computed now (`roofline.serve.published.predict`), so
 the table follows the model. `--run` re-invokes the CLI of a separate virtual environment
 (`python -m venv /tmp/aicvenv && /tmp/aicvenv/bin/pip install aiconfigurator==0.12.0`;
 `--aic PATH` names another executable) once per row, caches its answers by command in
@@ -44,7 +44,7 @@ What is compared, and how each row is put to aiconfigurator (`aiconfigurator cli
   the KV-bound batch aiconfigurator itself reports for the pool at ISL + OSL ("max batch
   (KV-bound) ... under free_gpu_memory_fraction", from a batch-1 run with `--detail memory`)).
   Mean lengths of a ShareGPT burst are run as fixed lengths (static mode has no spread).
-- metric, read as roofline reads it (roofline/published.py): ttft_s = TTFT (all B prompts
+- metric, read as roofline reads it (roofline/serve/published.py): ttft_s = TTFT (all B prompts
   prefilled together, as static mode does), tpot_s = TPOT (first token excluded), e2e_s =
   request latency, prefill_tokens_per_s = B * ISL / TTFT, decode_tokens_per_s = 1 / TPOT (OSL /
   latency where the row's rate includes the prefill), throughput_tokens_per_s = its
@@ -69,9 +69,9 @@ from pathlib import Path
 
 import numpy as np
 
-from roofline.catalog import load_hardware, load_model
 from roofline.errors import RooflineError
-from roofline.published import Row, bundled_csv, load_rows, predict
+from roofline.serve.published import Row, bundled_csv, load_rows, predict
+from roofline.spec.catalog import load_hardware, load_model
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT_CSV = ROOT / "docs" / "measurements" / "aiconfigurator-compare.csv"

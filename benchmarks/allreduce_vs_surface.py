@@ -14,8 +14,8 @@ import sys
 
 import surface_rows
 
-from roofline.catalog import load_engine, load_hardware
-from roofline.parallel import Link, all_reduce_s
+from roofline.calc.parallel import Link, all_reduce_s
+from roofline.spec.catalog import load_engine, load_hardware
 
 
 def main() -> None:

@@ -5,7 +5,7 @@
 1. H100 SXM decode power of Llama-3.1-8B on vLLM (P = 1024, G = 256, the decode step at
    P + G/2) at batch 1, 32 and 128: the model before (idle 11.47% of TDP, linear in the roof
    utilisation, `MEMORY_ROOF_POWER_SHARE` 0.301; restated below from commit 1667d26) and now
-   (`roofline.power`).
+   (`roofline.calc.power`).
 2. `estimate` against `serve` on one steady state (B requests sent together, static batching):
    J per output token, before (estimate: roof utilisation; serve: busy at TDP, idle at 11.47%)
    and now (one function).
@@ -22,18 +22,18 @@ from pathlib import Path
 
 import numpy as np
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.economics import estimate_economics, load_prices, serve_economics
-from roofline.operators import Step
-from roofline.parallel import parallel_step_cost
-from roofline.phases import estimate
-from roofline.power import busy_share, busy_terms, power_terms
-from roofline.published import load_rows, predict_all
+from roofline.calc.parallel import parallel_step_cost
+from roofline.calc.phases import estimate
+from roofline.calc.power import busy_share, busy_terms, power_terms
+from roofline.calc.stack import Stack
 from roofline.serve.metrics import Summary
 from roofline.serve.policy import policy
+from roofline.serve.published import load_rows, predict_all
 from roofline.serve.simulate import build_deployment, simulate
 from roofline.serve.workload import NO_PREFIX, Workload
-from roofline.stack import Stack
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.operators import Step
+from roofline.studies.economics import estimate_economics, load_prices, serve_economics
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = ROOT / "roofline" / "data" / "published-energy.csv"
@@ -139,9 +139,9 @@ def _note(rid: str) -> str:
 
 
 def _kernel_share(row) -> float:
-    from roofline.memory import batch_fit
-    from roofline.placement import Parallel
-    from roofline.published import precision_of, release_of
+    from roofline.calc.memory import batch_fit
+    from roofline.calc.placement import Parallel
+    from roofline.serve.published import precision_of, release_of
 
     m, hw = load_model(row.model), load_hardware(row.hardware)
     eng = release_of(row, load_engine(row.engine_profile))

@@ -17,10 +17,10 @@ from collections import defaultdict
 import numpy as np
 import surface_rows
 
-from roofline.catalog import load_hardware
-from roofline.cost import Ceilings, op_cost
-from roofline.operators import projection
-from roofline.precision import Precision
+from roofline.calc.cost import Ceilings, op_cost
+from roofline.spec.catalog import load_hardware
+from roofline.spec.operators import projection
+from roofline.spec.precision import Precision
 
 
 def main() -> None:

@@ -34,12 +34,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from kernels.timing import Budget, time_fn
-from roofline.cost import step_cost
+from roofline.calc.cost import step_cost
 from roofline.measure.calibrate import calibrated_spec
 from roofline.measure.results import Results, median_of_runs, run_spread
-from roofline.model import ModelSpec
-from roofline.operators import Step
-from roofline.precision import Precision
+from roofline.spec.model import ModelSpec
+from roofline.spec.operators import Step
+from roofline.spec.precision import Precision
 
 SIZES = {
     "indep-small": dict(d_model=384, layers=8, heads=6, kv_heads=2, d_ff=1024, vocab_size=12288),

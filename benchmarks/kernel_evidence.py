@@ -18,11 +18,11 @@ import re
 import sys
 from pathlib import Path
 
-from roofline.catalog import load_hardware
-from roofline.cost import Ceilings, op_cost
+from roofline.calc.cost import Ceilings, op_cost
 from roofline.errors import RooflineError
-from roofline.operators import Op
-from roofline.precision import Precision
+from roofline.spec.catalog import load_hardware
+from roofline.spec.operators import Op
+from roofline.spec.precision import Precision
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "reference" / "microbenchmarks.csv"
 #: devices measured that have no catalog entry, and the catalog device of the same silicon

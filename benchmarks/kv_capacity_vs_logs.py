@@ -25,12 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.placement import Parallel
-from roofline.precision import Precision
+from roofline.calc.placement import Parallel
+from roofline.calc.stack import Stack
 from roofline.serve.policy import Policy
 from roofline.serve.simulate import kv_capacity_tokens
-from roofline.stack import Stack
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.precision import Precision
 from roofline.units import version_key
 
 LOGS = Path(__file__).resolve().parents[1] / "roofline" / "data" / "kv_capacity_logs.csv"

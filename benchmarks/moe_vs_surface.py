@@ -20,12 +20,12 @@ import sys
 
 import surface_rows
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.operators import Step
-from roofline.parallel import parallel_step_cost
-from roofline.placement import Parallel
-from roofline.precision import Precision
-from roofline.stack import Stack
+from roofline.calc.parallel import parallel_step_cost
+from roofline.calc.placement import Parallel
+from roofline.calc.stack import Stack
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.operators import Step
+from roofline.spec.precision import Precision
 
 
 def main() -> None:

@@ -15,8 +15,6 @@ from __future__ import annotations
 import statistics
 import time
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.economics import load_prices
 from roofline.plan import (
     Requirement,
     Space,
@@ -27,6 +25,8 @@ from roofline.plan import (
     screen,
     shortlist,
 )
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.studies.economics import load_prices
 
 REQ = Requirement(10.0, 1024, 256, 2.0, 0.05)
 RUNS = 3

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from roofline.published import (
+from roofline.serve.published import (
     GROUPINGS,
     Prediction,
     bundled_csv,

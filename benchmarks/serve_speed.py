@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import time
 
-from roofline.catalog import load_hardware, load_model
+from roofline.calc.stack import Stack
 from roofline.serve.policy import POLICIES
 from roofline.serve.simulate import build_deployment, simulate
 from roofline.serve.speculation import Speculation
 from roofline.serve.workload import Lengths, synthetic
-from roofline.speculative import Drafter
-from roofline.stack import Stack
+from roofline.spec.catalog import load_hardware, load_model
+from roofline.studies.speculative import Drafter
 
 REQUESTS = 10_000
 RUNS = [

@@ -36,14 +36,14 @@ from pathlib import Path
 
 import numpy as np
 
-from roofline.catalog import load_engine, load_hardware, load_model
+from roofline.calc.placement import Parallel
+from roofline.calc.stack import Stack
 from roofline.errors import RooflineError
-from roofline.placement import Parallel
-from roofline.precision import Precision, released
 from roofline.serve.benchmarks import BenchmarkRun
 from roofline.serve.validation import compare
 from roofline.serve.workload import burst_of_profile
-from roofline.stack import Stack
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.precision import Precision, released
 
 #: the CSV's metric -> the common metric quantity; statistic -> its label
 METRICS = {

@@ -34,10 +34,9 @@ from pathlib import Path
 import numpy as np
 
 import roofline
-from roofline.catalog import load_engine, load_hardware, load_model, model_catalog
+from roofline.calc.placement import Parallel
+from roofline.calc.stack import Stack
 from roofline.errors import RooflineError
-from roofline.placement import Parallel
-from roofline.precision import Precision, released
 from roofline.serve.config import ServeConfig
 from roofline.serve.metrics import Summary
 from roofline.serve.policy import engine_default, policy
@@ -45,8 +44,9 @@ from roofline.serve.simulate import build_deployment, simulate
 from roofline.serve.speculation import Speculation
 from roofline.serve.validation import _predict  # the metric as `validate --serving` takes it
 from roofline.serve.workload import Workload, burst_of_profile
-from roofline.speculative import Drafter, expected_tokens_per_step
-from roofline.stack import Stack
+from roofline.spec.catalog import load_engine, load_hardware, load_model, model_catalog
+from roofline.spec.precision import Precision, released
+from roofline.studies.speculative import Drafter, expected_tokens_per_step
 
 #: the simulator's default per-token acceptance (`serve --acceptance`), used where a row
 #: publishes none

@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CHILD = """
 import sys
-from roofline.published import load_rows, predict
+from roofline.serve.published import load_rows, predict
 commit, path = sys.argv[1], sys.argv[2]
 rows = [r for r in load_rows(path) if r.first_sight_at.split()[:1] == [commit]]
 rows = [r for r in rows if r.first_sight is not None]
@@ -35,7 +35,7 @@ sys.exit(1 if bad else 0)
 
 def main() -> int:
     csv_path = Path(sys.argv[1] if len(sys.argv) > 1 else REPO / "roofline/data/published.csv")
-    from roofline.published import load_rows
+    from roofline.serve.published import load_rows
 
     commits = sorted({r.first_sight_at.split()[0] for r in load_rows(csv_path) if r.first_sight_at})
     failed = 0

@@ -21,8 +21,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from roofline.hardware import Interconnect
-from roofline.parallel import Link, all_reduce_s, all_to_all_s
+from roofline.calc.parallel import Link, all_reduce_s, all_to_all_s
+from roofline.spec.hardware import Interconnect
 
 OPS: tuple[str, ...] = ("all-reduce", "all-to-all")
 BUS_FACTOR = {"all-reduce": lambda n: 2 * (n - 1) / n, "all-to-all": lambda n: (n - 1) / n}
@@ -51,7 +51,7 @@ class CollectiveResult:
 
 
 def predicted_s(op: str, message_bytes: float, n: int, ic: Interconnect) -> float:
-    """The calculator's cost of the same collective (roofline.parallel): NCCL's ring on the
+    """The calculator's cost of the same collective (roofline.calc.parallel): NCCL's ring on the
     spec's achievable link (bus-bandwidth fraction and hop latency), no engine call cost."""
     f = all_reduce_s if op == "all-reduce" else all_to_all_s
     return float(f(message_bytes, n, Link.of(ic, n, "achievable")))

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from roofline.errors import InvalidInputError
-from roofline.model import ModelSpec
+from roofline.spec.model import ModelSpec
 
 from .micro import rope
 

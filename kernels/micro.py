@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from roofline.measure.kernel_ops import attention_op, eager_chain_op, gemm_op, stream_op
-from roofline.operators import Op
+from roofline.spec.operators import Op
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -130,7 +130,7 @@ def attention_case(
 
 def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary positions by rotate-half, as eager Llama code applies them (5 launches: neg,
-    cat, 2 mul, add; `roofline.operators.ROPE_LAUNCHES` counts them for q and k)."""
+    cat, 2 mul, add; `roofline.spec.operators.ROPE_LAUNCHES` counts them for q and k)."""
     half = x.shape[-1] // 2
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 

@@ -15,15 +15,15 @@ from datetime import datetime, timezone
 
 import torch
 
-from roofline.catalog import load_model
 from roofline.errors import InvalidInputError
 from roofline.files import signals_deferred
-from roofline.forward import operators
 from roofline.measure.calibrate import CALIBRATION_FAMILIES, DRAM_LLC_MULTIPLE
 from roofline.measure.kernel_ops import decode_gemm_shapes, op_flops_bytes
 from roofline.measure.results import DeviceInfo, Environment, Family, Point, Results, Skipped
-from roofline.model import ModelSpec
-from roofline.operators import Step
+from roofline.spec.catalog import load_model
+from roofline.spec.forward import operators
+from roofline.spec.model import ModelSpec
+from roofline.spec.operators import Step
 
 from .llama import LlamaStack
 from .micro import TORCH_DTYPES, Case, attention_case, eager_chain_case, gemm_case, stream_case
@@ -294,7 +294,7 @@ def _case(p: PointSpec, device: torch.device, models: _Models, llc_bytes: int | 
 
 def _model_op_sum(m: ModelSpec, step: Step):
     """The whole step as one operator: the calculator's operators summed (for counts)."""
-    from roofline.operators import Op
+    from roofline.spec.operators import Op
 
     ops = operators(m, step)
     return Op(

@@ -8,21 +8,21 @@ The public API, used by the CLI, notebooks and other tools alike::
     e = estimate(m, stack, batches=[1, 64], prompt=1024, gen=256)
     grid = decode_step_s(m, hw, B[:, None], S[None, :])  # a whole batch x context grid
 
-One step's operators: `from roofline.forward import operators`.
+One step's operators: `from roofline.spec.forward import operators`.
 """
 
 from pathlib import Path
 
-from .catalog import hardware_catalog, load_hardware, load_model, model_catalog
-from .cost import decode_step_s, prefill_s, step_cost
+from .calc.cost import decode_step_s, prefill_s, step_cost
+from .calc.memory import batch_fit, kv_cache_bytes, max_batch, weights_bytes
+from .calc.phases import Estimate, estimate
+from .calc.stack import Stack
 from .errors import RooflineError
-from .hardware import HardwareSpec
-from .memory import batch_fit, kv_cache_bytes, max_batch, weights_bytes
-from .model import ModelSpec
-from .operators import Step
-from .phases import Estimate, estimate
-from .precision import Precision
-from .stack import Stack
+from .spec.catalog import hardware_catalog, load_hardware, load_model, model_catalog
+from .spec.hardware import HardwareSpec
+from .spec.model import ModelSpec
+from .spec.operators import Step
+from .spec.precision import Precision
 
 __all__ = [
     "Estimate",

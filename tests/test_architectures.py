@@ -13,21 +13,16 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roofline.catalog import load_hardware, load_model, model_catalog
+from roofline.calc.cost import step_cost
+from roofline.calc.memory import ContextFit, context_fit, kv_cache_bytes
+from roofline.calc.placement import Parallel, memory_per_gpu, min_gpus_to_fit, tp_shard
+from roofline.calc.stack import Stack
 from roofline.cli import main
-from roofline.cost import step_cost
-from roofline.forward import operators
-from roofline.memory import ContextFit, context_fit, kv_cache_bytes
-from roofline.model import ModelSpec
-from roofline.operators import (
-    Step,
-    attended_pairs,
-    expected_experts_touched,
-    kv_tokens_read,
-)
-from roofline.placement import Parallel, memory_per_gpu, min_gpus_to_fit, tp_shard
-from roofline.precision import Precision
-from roofline.stack import Stack
+from roofline.spec.catalog import load_hardware, load_model, model_catalog
+from roofline.spec.forward import operators
+from roofline.spec.model import ModelSpec
+from roofline.spec.operators import Step, attended_pairs, expected_experts_touched, kv_tokens_read
+from roofline.spec.precision import Precision
 
 BF16 = Precision()
 
@@ -562,8 +557,8 @@ def test_gated_deltanet_decode_step_by_hand() -> None:
     32 x 128 x 128 state (524,288 values each way) and does S·k, the rank-1 update and S·q,
     2·128·128 FLOPs each per value head: 6·32·16,384 = 3,145,728 FLOPs; the projections are
     2·(2048·12,352) and 2·(4096·2048) FLOPs."""
-    from roofline.catalog import load_model
-    from roofline.operators import Step
+    from roofline.spec.catalog import load_model
+    from roofline.spec.operators import Step
 
     m = load_model("qwen3-next-80b-a3b")
     kind = next(k for k in m.layer_kinds if k.mixer == "linear")

@@ -9,8 +9,8 @@ import json
 import pytest
 from conftest import run_cli
 
-from roofline.catalog import load_model
-from roofline.precision import group_params, released
+from roofline.spec.catalog import load_model
+from roofline.spec.precision import group_params, released
 
 
 def _estimate(capsys, *args: str) -> dict:

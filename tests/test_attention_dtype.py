@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.cost import attention_dtype_of, step_cost
-from roofline.operators import Step
-from roofline.precision import Precision
+from roofline.calc.cost import attention_dtype_of, step_cost
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.operators import Step
+from roofline.spec.precision import Precision
 
 W8A8 = Precision(weights="fp8", activations="fp8", kv="bf16")
 W8A8_KV8 = Precision(weights="fp8", activations="fp8", kv="fp8")

@@ -10,7 +10,7 @@ import json
 import pytest
 from test_bad_inputs import bad, refuse  # noqa: F401  # the shared folder of bad files
 
-from roofline.catalog import hardware_catalog, model_catalog
+from roofline.spec.catalog import hardware_catalog, model_catalog
 
 #: benchmark result files that are not one
 RESULT_FILES = {

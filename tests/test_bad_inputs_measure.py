@@ -30,9 +30,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from roofline.catalog import hardware_catalog, load_hardware
-from roofline.hardware import DEFAULT_ACHIEVABLE_SOURCE, Achievable, HardwareSpec
-from roofline.intervals import machine_band
+from roofline.calc.intervals import machine_band
+from roofline.spec.catalog import hardware_catalog, load_hardware
+from roofline.spec.hardware import DEFAULT_ACHIEVABLE_SOURCE, Achievable, HardwareSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURED = ROOT / "docs" / "measurements" / "cpu-ci.json"

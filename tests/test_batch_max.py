@@ -7,11 +7,11 @@ import json
 import pytest
 from conftest import run_cli
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.phases import estimate
-from roofline.placement import Parallel
-from roofline.precision import Precision
-from roofline.stack import Stack
+from roofline.calc.phases import estimate
+from roofline.calc.placement import Parallel
+from roofline.calc.stack import Stack
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.precision import Precision
 
 
 def _70b_h200_tp2_fp8() -> Stack:
@@ -98,9 +98,9 @@ def test_bad_batch_lists_are_refused(refused, text) -> None:
 
 # ---- plan: `--max-batches ...,max` -----------------------------------------------------
 def _plan_groups(model: str, device: str, fmt: str, tp: int, batches: tuple[int, ...]):
-    from roofline.economics import load_prices
     from roofline.plan.groups import build_groups
     from roofline.plan.space import Requirement, Space
+    from roofline.studies.economics import load_prices
 
     space = Space(
         (device,), (fmt,), max_gpus=tp, max_batches=batches, batch_max=True,

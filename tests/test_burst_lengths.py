@@ -8,11 +8,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from roofline.catalog import load_engine
 from roofline.errors import InvalidInputError
-from roofline.published import Row, load_rows, predict
 from roofline.serve.policy import POLICIES, engine_default
+from roofline.serve.published import Row, load_rows, predict
 from roofline.serve.workload import burst_of_profile, profile_lengths
+from roofline.spec.catalog import load_engine
 
 
 def test_the_profile_is_the_benchmark_file_in_its_order() -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from roofline.catalog import load_model
 from roofline.measure.calibrate import read_speedup
 from roofline.measure.kernel_ops import stream_op
 from roofline.measure.validate import BANDS, validate
-from roofline.operators import Op
+from roofline.spec.catalog import load_model
+from roofline.spec.operators import Op
 from tests.test_validate_model import _calibration_points, _hw, _point, _results
 
 MIB = 2**20

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from roofline.catalog import load_model
-from roofline.footprint import kv_growth_elems_per_token
+from roofline.calc.footprint import kv_growth_elems_per_token
+from roofline.spec.catalog import load_model
 
 TOLERANCE = 0.005  # 0.5 %, as tests/test_model_catalog.py
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from roofline.catalog import _bundled, header_text
+from roofline.spec.catalog import _bundled, header_text
 
 FILES = sorted(
     p
@@ -43,7 +43,7 @@ def test_header_text(text: str, expected: str | None) -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_plain_header_reads_what_yaml_reads(path) -> None:
-    from roofline.catalog import plain_header
+    from roofline.spec.catalog import plain_header
 
     head = header_text(path.read_text(encoding="utf-8"))
     plain, top = plain_header(head), yaml.safe_load(head)
@@ -66,6 +66,6 @@ def test_plain_header_reads_what_yaml_reads(path) -> None:
     ],
 )
 def test_plain_header(head: str, expected: dict | None) -> None:
-    from roofline.catalog import plain_header
+    from roofline.spec.catalog import plain_header
 
     assert plain_header(head) == expected

@@ -7,9 +7,9 @@ import importlib.util
 
 import pytest
 
-from roofline.catalog import load_hardware
+from roofline.calc.parallel import Link, all_reduce_s, all_to_all_s
 from roofline.cli import main
-from roofline.parallel import Link, all_reduce_s, all_to_all_s
+from roofline.spec.catalog import load_hardware
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")

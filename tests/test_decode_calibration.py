@@ -9,10 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from roofline.catalog import load_model
-from roofline.cost import Ceilings, effective_flops, half_rows_at, op_cost
+from roofline.calc.cost import Ceilings, effective_flops, half_rows_at, op_cost
 from roofline.errors import RooflineError
-from roofline.hardware import Achievable
 from roofline.measure.calibrate import achieved, gemv_terms, half_rows, half_rows_by_m
 from roofline.measure.kernel_ops import (
     EAGER_CHAIN_LAUNCHES,
@@ -21,7 +19,9 @@ from roofline.measure.kernel_ops import (
     gemm_op,
 )
 from roofline.measure.results import Point, load_results
-from roofline.precision import Precision
+from roofline.spec.catalog import load_model
+from roofline.spec.hardware import Achievable
+from roofline.spec.precision import Precision
 from tests.test_validate_model import _calibration_points, _hw, _point, _results
 
 FP32 = Precision.uniform("fp32")

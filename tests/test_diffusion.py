@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from roofline.catalog import load_hardware, load_model
+from roofline.calc.cost import step_cost
+from roofline.calc.stack import Stack
 from roofline.cli import main
-from roofline.cost import step_cost
-from roofline.diffusion import compare_diffusion
-from roofline.operators import Step, attended_pairs
-from roofline.stack import Stack
+from roofline.spec.catalog import load_hardware, load_model
+from roofline.spec.operators import Step, attended_pairs
+from roofline.studies.diffusion import compare_diffusion
 
 
 def test_bidirectional_pairs() -> None:
@@ -56,10 +56,10 @@ def test_diffusion_checks_memory_like_estimate() -> None:
     cache: weights + n·(2D + 3F)·2 B of activations (the gated FFN's gate-and-up output beside
     its activation's) + n·V·12 B of fp32 sampling (logits, softmax, log-softmax), n = 64·768,
     against 0.9 of an H100 SXM's 85,520,809,984 B (vLLM's memory fraction)."""
-    from roofline.catalog import load_engine, load_hardware, load_model
-    from roofline.diffusion import compare_diffusion
-    from roofline.memory import weights_bytes
-    from roofline.precision import Precision
+    from roofline.calc.memory import weights_bytes
+    from roofline.spec.catalog import load_engine, load_hardware, load_model
+    from roofline.spec.precision import Precision
+    from roofline.studies.diffusion import compare_diffusion
 
     m, hw = load_model("llada-8b"), load_hardware("h100-sxm")
     c = compare_diffusion(m, Stack.resolve(m, hw, engine=load_engine("vllm")), 512, 256, 64, 64)

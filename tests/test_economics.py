@@ -7,18 +7,18 @@ import math
 import numpy as np
 import pytest
 
-from roofline.catalog import hardware_catalog, load_engine, load_hardware, load_model
-from roofline.economics import (
+from roofline.calc.phases import estimate
+from roofline.calc.power import power_terms
+from roofline.calc.stack import Stack
+from roofline.errors import InvalidInputError, SpecError
+from roofline.spec.catalog import hardware_catalog, load_engine, load_hardware, load_model
+from roofline.studies.economics import (
     cost_per_million_tokens,
     estimate_economics,
     joules_per_token,
     load_prices,
     parse_price_options,
 )
-from roofline.errors import InvalidInputError, SpecError
-from roofline.phases import estimate
-from roofline.power import power_terms
-from roofline.stack import Stack
 
 
 def test_cost_per_million_tokens_by_hand():
@@ -118,11 +118,11 @@ def test_estimate_economics_by_hand():
 def test_serve_economics_by_hand():
     """Disaggregated: an H100 prefill replica and an H200 decode replica. Each replica's energy
     is its recorded steps at their power plus the static power over the rest of the run."""
-    from roofline.economics import serve_economics, timeline_busy_share
     from roofline.serve.metrics import Summary
     from roofline.serve.policy import POLICIES
     from roofline.serve.simulate import build_deployment, simulate
     from roofline.serve.workload import Lengths, synthetic
+    from roofline.studies.economics import serve_economics, timeline_busy_share
 
     m, h100, h200 = load_model("llama-3.1-8b"), load_hardware("h100-sxm"), load_hardware("h200")
     w = synthetic(100, 4.0, Lengths("fixed", 256), Lengths("fixed", 64), seed=0)
@@ -152,11 +152,11 @@ def test_estimate_and_serve_agree_on_one_steady_state():
     """The same deployment, B = 32 sequences of P = 1024 and G = 256 sent together, held by
     static batching (prefill all, then decode all): `estimate` at batch 32 and `serve` of that
     burst run the same steps, so their J/token agree within 5%."""
-    from roofline.economics import serve_economics
     from roofline.serve.metrics import Summary
     from roofline.serve.policy import policy
     from roofline.serve.simulate import build_deployment, simulate
     from roofline.serve.workload import NO_PREFIX, Workload
+    from roofline.studies.economics import serve_economics
 
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     stack = Stack.resolve(m, hw, engine=load_engine("vllm"))

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from conftest import run_cli
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.memory import batch_fit
+from roofline.calc.memory import batch_fit
+from roofline.calc.stack import Stack
 from roofline.serve.policy import policy
-from roofline.stack import Stack
+from roofline.spec.catalog import load_engine, load_hardware, load_model
 
 
 @pytest.mark.parametrize(

@@ -11,16 +11,16 @@ from conftest import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline.catalog import engine_catalog, load_engine, load_hardware, load_model
-from roofline.cost import Ceilings, gemm_shape_efficiency, op_cost, step_cost
-from roofline.engine import EngineSpec
-from roofline.hardware import Achievable, HardwareSpec
-from roofline.operators import Op, Step
-from roofline.parallel import parallel_step_cost
-from roofline.phases import estimate
-from roofline.placement import Parallel
-from roofline.precision import Precision
-from roofline.stack import Stack
+from roofline.calc.cost import Ceilings, gemm_shape_efficiency, op_cost, step_cost
+from roofline.calc.parallel import parallel_step_cost
+from roofline.calc.phases import estimate
+from roofline.calc.placement import Parallel
+from roofline.calc.stack import Stack
+from roofline.spec.catalog import engine_catalog, load_engine, load_hardware, load_model
+from roofline.spec.engine import EngineSpec
+from roofline.spec.hardware import Achievable, HardwareSpec
+from roofline.spec.operators import Op, Step
+from roofline.spec.precision import Precision
 
 
 def _hw(**terms) -> HardwareSpec:
@@ -397,7 +397,7 @@ def test_w8a8_quantises_gemm_inputs_and_keeps_the_residual_16_bit() -> None:
     """One projection, B·T = 4 rows, K = 64 → N = 32: input 4·64 = 256 elements at 1 byte
     (fp8), output 4·32 = 128 at 2 bytes (bf16): 512 B. A norm over the same 4·64 input and
     output (512 elements) moves 16-bit values: 1024 B. In bf16 the GEMM is 384 · 2 = 768 B."""
-    from roofline.cost import activation_bytes
+    from roofline.calc.cost import activation_bytes
 
     mm = Op("mlp/up", "matmul", flops=2 * 4 * 64 * 32, weight_elems=64 * 32, act_elems=4 * 96,
             weight_rows=32)  # fmt: skip

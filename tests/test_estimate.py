@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from roofline.catalog import load_hardware, load_model
-from roofline.cost import decode_step_s, prefill_s
-from roofline.phases import estimate
-from roofline.precision import Precision
-from roofline.stack import Stack
+from roofline.calc.cost import decode_step_s, prefill_s
+from roofline.calc.phases import estimate
+from roofline.calc.stack import Stack
+from roofline.spec.catalog import load_hardware, load_model
+from roofline.spec.precision import Precision
 
 
 def test_metrics_follow_their_definitions():

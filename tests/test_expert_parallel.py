@@ -11,17 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline import memory
-from roofline.catalog import load_hardware, load_model
+from roofline.calc import memory
+from roofline.calc.cost import step_cost
+from roofline.calc.parallel import parallel_step_cost
+from roofline.calc.phases import estimate
+from roofline.calc.placement import Parallel, memory_per_gpu
+from roofline.calc.stack import Stack
 from roofline.cli import main
-from roofline.cost import step_cost
 from roofline.errors import InvalidInputError
-from roofline.operators import ExpertShard, Step, busiest_rank_experts
-from roofline.parallel import parallel_step_cost
-from roofline.phases import estimate
-from roofline.placement import Parallel, memory_per_gpu
-from roofline.precision import Precision
-from roofline.stack import Stack
+from roofline.spec.catalog import load_hardware, load_model
+from roofline.spec.operators import ExpertShard, Step, busiest_rank_experts
+from roofline.spec.precision import Precision
 
 MOE_MODELS = [
     "mixtral-8x7b",

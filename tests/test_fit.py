@@ -9,14 +9,14 @@ import json
 import pytest
 from conftest import run_cli
 
-from roofline import memory
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.phases import estimate
-from roofline.placement import Parallel
-from roofline.precision import Precision
+from roofline.calc import memory
+from roofline.calc.phases import estimate
+from roofline.calc.placement import Parallel
+from roofline.calc.stack import Stack
 from roofline.serve.policy import POLICIES
 from roofline.serve.simulate import kv_capacity_tokens
-from roofline.stack import Stack
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.precision import Precision
 
 BF16 = Precision()
 H100_BYTES = 81_559 * 2**20  # nvidia-smi memory.total, 'NVIDIA H100 80GB HBM3'

@@ -8,15 +8,16 @@ import json
 import pytest
 from conftest import run_cli
 
-from roofline import llamacpp, memory
-from roofline.catalog import load_hardware, load_model
-from roofline.cost import step_cost
-from roofline.dtypes import parse_format
+from roofline.calc import memory
+from roofline.calc.cost import step_cost
+from roofline.calc.placement import Parallel, memory_per_gpu
 from roofline.errors import InvalidInputError
-from roofline.forward import operators
-from roofline.operators import Step
-from roofline.placement import Parallel, memory_per_gpu
-from roofline.precision import Precision, group_params
+from roofline.spec import llamacpp
+from roofline.spec.catalog import load_hardware, load_model
+from roofline.spec.dtypes import parse_format
+from roofline.spec.forward import operators
+from roofline.spec.operators import Step
+from roofline.spec.precision import Precision, group_params
 
 HALF = 2  # bytes of ggml_half (fp16)
 

@@ -66,7 +66,7 @@ def _one_line(e: RooflineError) -> None:
 @FUZZ
 @given(data=st.data())
 def test_config_json_mutations_are_refused_or_imported(data) -> None:
-    from roofline.hf_import import spec_from_hf_config
+    from roofline.importers.hf import spec_from_hf_config
 
     c = copy.deepcopy(data.draw(st.sampled_from(CONFIGS)))
     for _ in range(data.draw(st.integers(1, 3))):
@@ -103,7 +103,7 @@ def gguf_bytes(tmp_path_factory) -> bytes:
 @FUZZ
 @given(data=st.data())
 def test_gguf_byte_mutations_are_refused_or_imported(data, gguf_bytes, tmp_path) -> None:
-    from roofline.gguf_import import check_gguf, read_gguf, spec_from_gguf
+    from roofline.importers.gguf import check_gguf, read_gguf, spec_from_gguf
 
     raw = bytearray(gguf_bytes)
     head = min(len(raw), 2048)  # the header, metadata and tensor table
@@ -145,7 +145,7 @@ CELL = st.one_of(
 @FUZZ
 @given(data=st.data())
 def test_published_csv_rows_are_refused_or_read(data, tmp_path) -> None:
-    from roofline.published import load_rows
+    from roofline.serve.published import load_rows
 
     cells = GOOD.split(",")
     for _ in range(data.draw(st.integers(1, 3))):
@@ -173,7 +173,7 @@ def test_published_csv_rows_are_refused_or_read(data, tmp_path) -> None:
     wrap=st.booleans(),
 )
 def test_price_tables_are_refused_or_finite(name, price, key, wrap, tmp_path) -> None:
-    from roofline.economics import load_prices
+    from roofline.studies.economics import load_prices
 
     doc = {"prices": {name: {key: price}}} if wrap else {name: price}
     path = tmp_path / "prices.yaml"
@@ -197,7 +197,7 @@ ENGINE = yaml.safe_load((ROOT / "engine_specs" / "vllm.yaml").read_text())
 @FUZZ
 @given(data=st.data())
 def test_engine_yaml_mutations_are_refused_or_loaded(data, tmp_path) -> None:
-    from roofline.catalog import load_engine
+    from roofline.spec.catalog import load_engine
 
     doc = copy.deepcopy(ENGINE)
     for _ in range(data.draw(st.integers(1, 3))):

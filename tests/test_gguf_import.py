@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from roofline.catalog import load_model
-from roofline.gguf_import import check_gguf, read_gguf, spec_from_gguf
-from roofline.model import ModelSpec
+from roofline.importers.gguf import check_gguf, read_gguf, spec_from_gguf
+from roofline.spec.catalog import load_model
+from roofline.spec.model import ModelSpec
 
 gguf = pytest.importorskip("gguf")
 T = gguf.GGMLQuantizationType
@@ -293,7 +293,7 @@ def test_an_imported_gguf_is_estimated_at_the_files_bytes(tmp_path: Path, capsys
 
 def test_a_truncated_gguf_is_refused_in_one_line(tmp_path: Path) -> None:
     from roofline.errors import SpecError
-    from roofline.gguf_import import read_gguf
+    from roofline.importers.gguf import read_gguf
 
     path = tmp_path / "m.gguf"
     _write(path, "llama", 15, _llama_q4_k_m())
@@ -308,7 +308,7 @@ def test_a_truncated_gguf_is_refused_in_one_line(tmp_path: Path) -> None:
 def test_a_tensor_table_that_contradicts_the_metadata_is_refused(tmp_path: Path) -> None:
     """block_count says 3 but the tensors are of 2 blocks (L = 2 in `_write`)."""
     from roofline.errors import SpecError
-    from roofline.gguf_import import read_gguf, spec_from_gguf
+    from roofline.importers.gguf import read_gguf, spec_from_gguf
 
     path = tmp_path / "m.gguf"
     _write(path, "llama", 15, _llama_q4_k_m())

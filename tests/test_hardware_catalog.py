@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import hardware_specs
-from roofline.catalog import SPECS_PATH_ENV, hardware_catalog, load_hardware, normalise
 from roofline.errors import InvalidInputError
-from roofline.hardware import HardwareSpec
+from roofline.spec.catalog import SPECS_PATH_ENV, hardware_catalog, load_hardware, normalise
+from roofline.spec.hardware import HardwareSpec
 
 BUNDLED = Path(hardware_specs.__file__).parent
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from roofline.catalog import load_hardware
+from roofline.spec.catalog import load_hardware
 
 # Apple GPU cores have 128 FP32 ALUs, one FMA (2 FLOP) per clock; no matrix units, so
 # bf16/fp16 run at the same rate (hmc-tech Apple GPU pages; notebookinfo: 4096 ALUs / 32 cores).

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from roofline.catalog import load_model
 from roofline.cli import main
-from roofline.hf_import import SUPPORTED
+from roofline.importers.hf import SUPPORTED
+from roofline.spec.catalog import load_model
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hf"
 
@@ -117,8 +117,8 @@ def test_awq_checkpoint_gets_its_formats(tmp_path: Path, capsys) -> None:
     """Qwen2.5-7B-Instruct-AWQ: quantization_config awq, 4 bits, groups of 128, zero points ->
     int4-g128 (4 + (16 + 4)/128 bits) on the block matrices; embedding, LM head and norms stay
     fp16: 2*152064*3584 + 57*3584 = 1,090,199,040 weights at 2 B."""
-    from roofline import memory
-    from roofline.precision import Precision
+    from roofline.calc import memory
+    from roofline.spec.precision import Precision
 
     out = tmp_path / "awq.yaml"
     main(
@@ -178,8 +178,8 @@ def test_awq_checkpoint_gets_its_formats(tmp_path: Path, capsys) -> None:
     ],
 )
 def test_quantization_config_formats(q: dict, weights: str) -> None:
-    from roofline.hf_import import checkpoint_weights
-    from roofline.precision import Precision
+    from roofline.importers.hf import checkpoint_weights
+    from roofline.spec.precision import Precision
 
     got = checkpoint_weights({"quantization_config": q}, {})
     assert got == weights
@@ -188,7 +188,7 @@ def test_quantization_config_formats(q: dict, weights: str) -> None:
 
 def test_unknown_quantization_is_refused() -> None:
     from roofline.errors import SpecError
-    from roofline.hf_import import spec_from_hf_config
+    from roofline.importers.hf import spec_from_hf_config
 
     cfg = json.loads((FIXTURES / "Meta-Llama-3-8B" / "config.json").read_text())
     cfg["quantization_config"] = {"quant_method": "hqq"}
@@ -198,7 +198,7 @@ def test_unknown_quantization_is_refused() -> None:
 
 def test_modelopt_hf_quant_config() -> None:
     """hf_quant_config.json's `quantization` block reads the same way (W4A16 AWQ, group 128)."""
-    from roofline.hf_import import modelopt_weights
+    from roofline.importers.hf import modelopt_weights
 
     block = {"quant_algo": "W4A16_AWQ", "group_size": 128, "exclude_modules": ["lm_head"]}
     assert modelopt_weights(block, "fp16") == "int4-g128,embedding=fp16,lm_head=fp16,norms=fp16"
@@ -209,8 +209,8 @@ def test_deepseek_v3_mtp_module_is_read() -> None:
     `speculate --mtp` drafts with; the bundled spec says the same."""
     import json
 
-    from roofline.catalog import load_model
-    from roofline.hf_import import spec_from_hf_config
+    from roofline.importers.hf import spec_from_hf_config
+    from roofline.spec.catalog import load_model
 
     config = json.loads((FIXTURES / "DeepSeek-V3" / "config.json").read_text())
     assert "num_nextn_predict_layers" not in config  # the fixture predates the field
@@ -247,14 +247,14 @@ def test_config_values_of_the_wrong_type_or_size_are_refused(change, says) -> No
     """Every value the importer reads is checked for type and range before any arithmetic
     (hf_import.check_config), in the nested sections too."""
     from roofline.errors import SpecError
-    from roofline.hf_import import spec_from_hf_config
+    from roofline.importers.hf import spec_from_hf_config
 
     with pytest.raises(SpecError, match=re.escape(says)):
         spec_from_hf_config(_llama_config() | change, "x", "config.json")
 
 
 def test_a_null_is_an_absent_key() -> None:
-    from roofline.hf_import import spec_from_hf_config
+    from roofline.importers.hf import spec_from_hf_config
 
     spec = spec_from_hf_config(_llama_config() | {"num_key_value_heads": None}, "x", "c")
     assert spec.kv_heads == spec.heads  # absent: as many kv heads as heads
@@ -264,7 +264,7 @@ def test_too_few_layer_types_are_refused() -> None:
     import json
 
     from roofline.errors import SpecError
-    from roofline.hf_import import spec_from_hf_config
+    from roofline.importers.hf import spec_from_hf_config
 
     c = json.loads((FIXTURES / "gpt-oss-20b" / "config.json").read_text())
     c["layer_types"] = c["layer_types"][:5]  # 5 entries for 24 layers

@@ -1,4 +1,4 @@
-"""Prediction intervals (`roofline.intervals`): split-conformal bands from the published rows'
+"""Prediction intervals (`roofline.calc.intervals`): split-conformal bands from the published rows'
 residuals, pooled up a fixed hierarchy, checked leave-one-source-out; values by hand."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import math
 import pytest
 from conftest import run_cli
 
-from roofline import intervals as iv
-from roofline.published import bundled_csv, load_rows, predict_all, residuals
+from roofline.calc import intervals as iv
+from roofline.serve.published import bundled_csv, load_rows, predict_all, residuals
 
 
 def res(e: float, source: str = "A", metric: str = "tpot_s", engine: str = "vllm", **kw):
@@ -207,9 +207,9 @@ def test_a_calibrated_spec_uses_its_own_check_residuals() -> None:
     """A spec `calibrate` wrote carries the held-out errors of its own check run; predictions
     on it take their band from those: 20 errors -0.10 … 0.09 give ranks 2 and 19 at 80%,
     a time × exp(-0.09) … exp(0.08) (above the datasheet time, which is far lower)."""
-    from roofline.catalog import load_hardware, load_model
-    from roofline.phases import estimate
-    from roofline.stack import Stack
+    from roofline.calc.phases import estimate
+    from roofline.calc.stack import Stack
+    from roofline.spec.catalog import load_hardware, load_model
 
     hw = load_hardware("h100-sxm").model_copy(
         update={"check_residuals": tuple((k - 10) / 100 for k in range(20))}
@@ -246,9 +246,9 @@ def test_the_interval_holds_the_prediction_and_respects_the_speed_of_light(
 ) -> None:
     """low ≤ central ≤ high for every figure, and a time's low end is never below the
     datasheet roofline's time of the same case (a rate's high end never above its rate)."""
-    from roofline.catalog import load_engine, load_hardware, load_model
-    from roofline.phases import estimate
-    from roofline.stack import Stack
+    from roofline.calc.phases import estimate
+    from roofline.calc.stack import Stack
+    from roofline.spec.catalog import load_engine, load_hardware, load_model
 
     m, hw = load_model(model), load_hardware(device)
     eng = load_engine(engine) if engine else None

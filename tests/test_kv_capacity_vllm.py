@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import pytest
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.footprint import VLLM_SAMPLER_PEAK_BYTES, vllm_profile_activation_bytes
-from roofline.memory import vllm_release_terms
-from roofline.placement import Parallel, memory_per_gpu
-from roofline.precision import Precision
+from roofline.calc.footprint import VLLM_SAMPLER_PEAK_BYTES, vllm_profile_activation_bytes
+from roofline.calc.memory import vllm_release_terms
+from roofline.calc.placement import Parallel, memory_per_gpu
+from roofline.calc.stack import Stack
 from roofline.serve.policy import Policy
 from roofline.serve.simulate import kv_capacity_tokens
-from roofline.stack import Stack
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.precision import Precision
 
 BF16 = Precision(weights="bf16", activations="bf16", kv="bf16")
 GiB = 2**30

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from roofline.catalog import load_hardware, load_model
+from roofline.calc.memory import kv_cache_bytes, weights_bytes
 from roofline.cli import main
-from roofline.memory import kv_cache_bytes, weights_bytes
-from roofline.model import ModelSpec
-from roofline.precision import Precision
+from roofline.spec.catalog import load_hardware, load_model
+from roofline.spec.model import ModelSpec
+from roofline.spec.precision import Precision
 
 BF16 = Precision()
 

@@ -11,9 +11,7 @@ torch = pytest.importorskip("torch")
 
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from roofline.catalog import load_model  # noqa: E402
 from roofline.cli import main  # noqa: E402
-from roofline.forward import operators  # noqa: E402
 from roofline.kernels.llama import LlamaStack  # noqa: E402
 from roofline.kernels.micro import attention_case, gemm_case, stream_case  # noqa: E402
 from roofline.kernels.suite import cpu_plan, cuda_plan, fp8_native, run  # noqa: E402
@@ -23,7 +21,9 @@ from roofline.measure.device import cpu_flops_per_cycle, detect_cpu, match_catal
 from roofline.measure.kernel_ops import op_flops_bytes  # noqa: E402
 from roofline.measure.results import DeviceInfo, load_results, write_results  # noqa: E402
 from roofline.measure.validate import validate  # noqa: E402
-from roofline.operators import Step  # noqa: E402
+from roofline.spec.catalog import load_model  # noqa: E402
+from roofline.spec.forward import operators  # noqa: E402
+from roofline.spec.operators import Step  # noqa: E402
 
 CPU = torch.device("cpu")
 
@@ -326,8 +326,8 @@ def test_validate_predictions_come_from_the_calculator(tiny_results):
     v = validate(r, calibrated_spec(r, tiny_results))
     for row in v.rows:
         if row.point.family == "decode_step":
-            from roofline.cost import decode_step_s
-            from roofline.precision import Precision
+            from roofline.calc.cost import decode_step_s
+            from roofline.spec.precision import Precision
 
             s = row.point.shape
             assert row.predicted_s == pytest.approx(

@@ -16,16 +16,17 @@ import numpy as np
 import pytest
 from pydantic import Discriminator, Tag
 
-from roofline import llamacpp, memory
-from roofline.catalog import load_hardware, load_model
-from roofline.forward import operators
-from roofline.mixers import MLAAttention, SoftmaxAttention, _Attention
-from roofline.model import LayerKind, ModelSpec
-from roofline.operators import Op, Step, attended_pairs, kv_tokens_read, projection
-from roofline.phases import estimate
-from roofline.precision import Precision
+from roofline.calc import memory
+from roofline.calc.phases import estimate
+from roofline.calc.stack import Stack
 from roofline.serve.stepcost import MixedStepCost, mixed_step_cost
-from roofline.stack import Stack
+from roofline.spec import llamacpp
+from roofline.spec.catalog import load_hardware, load_model
+from roofline.spec.forward import operators
+from roofline.spec.mixers import MLAAttention, SoftmaxAttention, _Attention
+from roofline.spec.model import LayerKind, ModelSpec
+from roofline.spec.operators import Op, Step, attended_pairs, kv_tokens_read, projection
+from roofline.spec.precision import Precision
 
 L, D, N, K, H = 6, 512, 8, 4, 64
 

@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.cost import moe_dtype_of, step_cost
-from roofline.operators import Step, expected_experts_touched
-from roofline.parallel import parallel_step_cost
-from roofline.placement import Parallel
-from roofline.precision import Precision
+from roofline.calc.cost import moe_dtype_of, step_cost
+from roofline.calc.parallel import parallel_step_cost
+from roofline.calc.placement import Parallel
+from roofline.calc.stack import Stack
 from roofline.serve.stepcost import affine_spec
-from roofline.stack import Stack
-from roofline.surfaces import FRAMEWORKS, MoeSurface, moe_surface
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.operators import Step, expected_experts_touched
+from roofline.spec.precision import Precision
+from roofline.spec.surfaces import FRAMEWORKS, MoeSurface, moe_surface
 
 SAMPLE = Path(__file__).parent / "fixtures" / "moe_surface" / "sample.csv"
 ENGINE_OF = {fw: eng for eng, fw in FRAMEWORKS.items()}

@@ -8,17 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline.catalog import load_hardware, load_model
+from roofline.calc.cost import step_cost
+from roofline.calc.parallel import Link, all_reduce_s, all_to_all_s, parallel_step_cost, send_recv_s
+from roofline.calc.phases import estimate
+from roofline.calc.placement import Parallel, memory_per_gpu, min_gpus_to_fit, tp_shard
+from roofline.calc.stack import Stack
 from roofline.cli import main
-from roofline.cost import step_cost
 from roofline.errors import InvalidInputError
-from roofline.hardware import Interconnect
-from roofline.operators import Step
-from roofline.parallel import Link, all_reduce_s, all_to_all_s, parallel_step_cost, send_recv_s
-from roofline.phases import estimate
-from roofline.placement import Parallel, memory_per_gpu, min_gpus_to_fit, tp_shard
-from roofline.precision import Precision
-from roofline.stack import Stack
+from roofline.spec.catalog import load_hardware, load_model
+from roofline.spec.hardware import Interconnect
+from roofline.spec.operators import Step
+from roofline.spec.precision import Precision
 
 NVLINK = Interconnect(
     kind="nvlink", bandwidth_gb_per_s_per_direction=450, latency_us=1.0, bus_bandwidth_fraction=0.8

@@ -8,9 +8,9 @@ import json
 import pytest
 from conftest import run_cli
 
-from roofline.catalog import load_hardware, load_model
-from roofline.placement import Parallel, memory_per_gpu, pp_partition, pp_stages, stage_memory
-from roofline.precision import Precision
+from roofline.calc.placement import Parallel, memory_per_gpu, pp_partition, pp_stages, stage_memory
+from roofline.spec.catalog import load_hardware, load_model
+from roofline.spec.precision import Precision
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from roofline.calc.placement import Parallel
 from roofline.cli import main
-from roofline.placement import Parallel
 from roofline.plan import (
     OK,
     TPOT,
@@ -262,7 +262,7 @@ def test_infeasible_requirements_give_one_line(refused, argv, needle):
 
 def test_plan_chart_draws_frontier_and_chosen(tmp_path):
     pytest.importorskip("matplotlib")
-    from roofline import plots
+    from roofline.render import plots
 
     pts = [plots.PlanPoint("a", 1.0, 0.02, 0.5), plots.PlanPoint("b", 2.0, 0.01, 0.2)]
     fig = plots.plan_chart(pts, pts[0], 0.05, 1.0, "toy")
@@ -322,9 +322,9 @@ def test_max_rate_per_replica_by_hand():
 
 def test_a_candidate_the_simulator_refuses_makes_room_for_the_next(monkeypatch):
     from roofline import plan as planmod
-    from roofline.catalog import load_hardware, load_model
-    from roofline.economics import load_prices
     from roofline.errors import InvalidInputError
+    from roofline.spec.catalog import load_hardware, load_model
+    from roofline.studies.economics import load_prices
 
     real, calls = planmod.confirm, []
 
@@ -368,9 +368,9 @@ def test_confidence_checks_the_slo_against_the_upper_end():
     assert screen([robust], req, space).status[0] == TPOT
     # the factors: 1 for the central value and on the datasheet ceiling (a bound); else the
     # widest upper end over the batch classes, never below 1
-    from roofline.catalog import load_hardware, load_model
-    from roofline.intervals import bundled, key_of
-    from roofline.stack import Stack
+    from roofline.calc.intervals import bundled, key_of
+    from roofline.calc.stack import Stack
+    from roofline.spec.catalog import load_hardware, load_model
 
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     stack = Stack.resolve(m, hw)
@@ -402,8 +402,8 @@ def test_plan_formats_keep_tensor_groups_with_their_format():
     """Defect: `plan --formats bf16,experts=mxfp4` was refused ("unknown dtype
     'experts=mxfp4'"): the comma separated both formats and tensor groups. A group=format item
     now joins the format before it; the model as released is searched whatever is asked."""
-    from roofline.catalog import load_model
     from roofline.cli.plan import plan_formats, released_format
+    from roofline.spec.catalog import load_model
 
     assert plan_formats("bf16,experts=mxfp4,fp8") == ("bf16,experts=mxfp4", "fp8")
     assert plan_formats("fp8/bf16,int4-g128") == ("fp8/bf16", "int4-g128")

@@ -10,11 +10,11 @@ import math
 import numpy as np
 import pytest
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.economics import load_prices
-from roofline.placement import Parallel
+from roofline.calc.placement import Parallel
 from roofline.plan import TTFT, GroupTable, Requirement, Space, plan, screen, shortlist
 from roofline.plan.screen import disaggregated_points
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.studies.economics import load_prices
 
 GRID = np.array([1.0, 2, 4, 8, 16, 32, 64])
 
@@ -99,11 +99,11 @@ def _screened(req: Requirement, space: Space):
 def test_the_bound_is_below_every_simulated_ttft():
     """The bound (`GroupTable.prefill_floor_s`) of each confirmed candidate is at most the
     smallest TTFT any request sees in the simulator: none beats its prompt's prefill alone."""
+    from roofline.calc.stack import Stack
     from roofline.plan.space import precision_of, scheduler_policy
     from roofline.serve.metrics import Summary
     from roofline.serve.simulate import build_deployment, simulate
     from roofline.serve.workload import Lengths, synthetic
-    from roofline.stack import Stack
 
     req, space, r = _plan(10.0)
     groups, points = _screened(req, space)

@@ -17,13 +17,14 @@ pytest.importorskip("matplotlib")
 
 from conftest import run_cli  # noqa: E402
 
-from roofline import memory, plots  # noqa: E402
-from roofline.catalog import load_hardware, load_model  # noqa: E402
+from roofline.calc import memory
+from roofline.calc.phases import estimate  # noqa: E402
+from roofline.calc.stack import Stack  # noqa: E402
 from roofline.cli import main  # noqa: E402
-from roofline.phases import estimate  # noqa: E402
-from roofline.precision import Precision  # noqa: E402
-from roofline.stack import Stack  # noqa: E402
-from roofline.sweeps import context_grid, kv_curve  # noqa: E402
+from roofline.render import plots  # noqa: E402
+from roofline.spec.catalog import load_hardware, load_model  # noqa: E402
+from roofline.spec.precision import Precision  # noqa: E402
+from roofline.studies.sweeps import context_grid, kv_curve  # noqa: E402
 
 H100 = load_hardware("h100-sxm", ())
 LLAMA2_13B = load_model("llama-2-13b", ())
@@ -398,11 +399,11 @@ def test_cli_import_does_not_load_matplotlib():
 def test_kv_chart_draws_what_is_left_after_each_models_weights() -> None:
     """Llama-3.1-8B bf16 on an H100 SXM: a dotted line at 85,520,809,984 B less its
     8,030,261,248 · 2 B of weights."""
-    from roofline.catalog import load_hardware, load_model
-    from roofline.memory import weights_bytes
-    from roofline.plots import kv_chart
-    from roofline.precision import Precision
-    from roofline.sweeps import kv_curve
+    from roofline.calc.memory import weights_bytes
+    from roofline.render.plots import kv_chart
+    from roofline.spec.catalog import load_hardware, load_model
+    from roofline.spec.precision import Precision
+    from roofline.studies.sweeps import kv_curve
 
     m, hw, p = load_model("llama-3.1-8b"), load_hardware("h100-sxm"), Precision()
     fig = kv_chart([kv_curve(m, p)], [hw])

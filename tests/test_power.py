@@ -1,4 +1,4 @@
-"""The power model (roofline/power.py): terms by hand, the busy share of a step, its data file
+"""The power model (roofline/calc/power.py): terms by hand, the busy share of a step, its data file
 against the audit of the evidence, and the energy rows it is checked on."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from roofline.catalog import hardware_catalog, load_engine, load_hardware, load_model
+from roofline.calc.parallel import parallel_step_cost
+from roofline.calc.power import Activity, BusyTerms, busy_share, busy_terms, power_data, power_terms
+from roofline.calc.stack import Stack
 from roofline.errors import InvalidInputError
-from roofline.operators import Step
-from roofline.parallel import parallel_step_cost
-from roofline.power import Activity, BusyTerms, busy_share, busy_terms, power_data, power_terms
-from roofline.published import load_rows, predict_all
-from roofline.stack import Stack
+from roofline.serve.published import load_rows, predict_all
+from roofline.spec.catalog import hardware_catalog, load_engine, load_hardware, load_model
+from roofline.spec.operators import Step
 
 ROOT = Path(__file__).resolve().parents[1]
 ENERGY_ROWS = ROOT / "roofline" / "data" / "published-energy.csv"

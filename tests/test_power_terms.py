@@ -11,16 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.economics import estimate_economics, load_prices, serve_economics
-from roofline.phases import estimate
-from roofline.power import BusyTerms, power_data, power_terms
-from roofline.published import load_rows, predict
+from roofline.calc.phases import estimate
+from roofline.calc.power import BusyTerms, power_data, power_terms
+from roofline.calc.stack import Stack
 from roofline.serve.metrics import Summary
 from roofline.serve.policy import policy
+from roofline.serve.published import load_rows, predict
 from roofline.serve.simulate import build_deployment, simulate
 from roofline.serve.workload import NO_PREFIX, Workload
-from roofline.stack import Stack
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.studies.economics import estimate_economics, load_prices, serve_economics
 
 ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE = ROOT.parent / "shared" / "evidence" / "power" / "power-dev.csv"

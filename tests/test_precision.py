@@ -8,15 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roofline import memory
-from roofline.catalog import load_hardware, load_model
+from roofline.calc import memory
+from roofline.calc.cost import step_cost
 from roofline.cli import main
-from roofline.cost import step_cost
-from roofline.dtypes import FORMATS, parse_format
 from roofline.errors import InvalidInputError
-from roofline.hardware import HardwareSpec
-from roofline.operators import Step
-from roofline.precision import Precision
+from roofline.spec.catalog import load_hardware, load_model
+from roofline.spec.dtypes import FORMATS, parse_format
+from roofline.spec.hardware import HardwareSpec
+from roofline.spec.operators import Step
+from roofline.spec.precision import Precision
 
 LLAMA2_7B_PARAMS = 6_738_415_616  # 6,738,149,376 + 266,240 RMSNorm weights (see catalog test)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from roofline.economics import load_prices
+from roofline.studies.economics import load_prices
 
 ROOT = Path(__file__).parent.parent
 _spec = importlib.util.spec_from_file_location(

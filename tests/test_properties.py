@@ -6,12 +6,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline import memory
-from roofline.catalog import hardware_catalog, load_hardware, load_model, model_catalog
-from roofline.cost import step_cost
-from roofline.operators import Step
-from roofline.precision import Precision
-from roofline.stack import Stack
+from roofline.calc import memory
+from roofline.calc.cost import step_cost
+from roofline.calc.stack import Stack
+from roofline.spec.catalog import hardware_catalog, load_hardware, load_model, model_catalog
+from roofline.spec.operators import Step
+from roofline.spec.precision import Precision
 
 MODELS = model_catalog().names()
 DEVICES = [h.name for h in hardware_catalog().load_all() if h.supports("bf16")]
@@ -76,7 +76,7 @@ def test_achievable_is_never_faster_than_the_datasheet(m, hw):
 def test_largest_batch_is_the_edge_and_grows_with_the_memory_fraction(m, hw, context, f1, f2):
     """`batch_fit`'s B fits and B + 1 does not (or nothing fits: the weights or the first
     sequence bind); a larger share of memory never fits fewer sequences."""
-    from roofline.placement import Parallel, memory_per_gpu
+    from roofline.calc.placement import Parallel, memory_per_gpu
 
     model, dev = load_model(m), load_hardware(hw)
     (f1, f2) = sorted((f1, f2))

@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from roofline.catalog import load_engine, load_hardware, load_model
+from roofline.calc.phases import estimate
+from roofline.calc.placement import Parallel
+from roofline.calc.stack import Stack
 from roofline.errors import InvalidInputError
-from roofline.phases import estimate
-from roofline.placement import Parallel
-from roofline.precision import Precision
-from roofline.published import (
+from roofline.serve.published import (
     REQUIRED,
     Row,
     bundled_csv,
@@ -24,7 +23,8 @@ from roofline.published import (
     predict,
     summarise,
 )
-from roofline.stack import Stack
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.precision import Precision
 
 HEADER = [*REQUIRED, "source", "note", "confidence"]
 
@@ -82,7 +82,7 @@ def test_bundled_set_has_every_row_with_a_source() -> None:
 
 def test_the_dev_set_covers_the_systems_users_run() -> None:
     """The coverage the issue asks of the dev set, counted from the rows."""
-    from roofline.intervals import source_of
+    from roofline.calc.intervals import source_of
 
     rows = load_rows(bundled_csv())
     amd = {"mi300x", "mi325x", "mi355x", "mi350x", "mi250x", "mi250x-gcd"}
@@ -106,7 +106,7 @@ def test_the_dev_set_covers_the_systems_users_run() -> None:
 def test_each_metric_is_read_from_the_estimate() -> None:
     """The same estimate read five ways: throughput per copy B·G/E2E and per GPU (÷ TP),
     TTFT, B·P/TTFT, and the per-sequence decode rate as 1/TPOT or G/E2E."""
-    from roofline.published import release_of
+    from roofline.serve.published import release_of
 
     m, hw = load_model("llama-2-7b"), load_hardware("a100-sxm-80gb")
     eng = release_of(_row(), load_engine("vllm"))  # the release the row ran
@@ -153,8 +153,8 @@ def test_a_rows_release_is_its_engines_own_or_unknown() -> None:
     """Kernel tables stand only for the release they were measured on or later, so a row's
     release must be its engine's own: NIM 1.8.0 runs some TensorRT-LLM, not 1.8.0; a row with
     neither a version nor a date names no release at all."""
-    from roofline.published import release_of
-    from roofline.surfaces import measured_for
+    from roofline.serve.published import release_of
+    from roofline.spec.surfaces import measured_for
     from roofline.units import UNKNOWN_RELEASE
 
     trt, sgl = load_engine("tensorrt-llm"), load_engine("sglang")
@@ -196,7 +196,7 @@ def test_a_hold_without_its_reason_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_row_runs_on_the_release_it_names_or_its_date() -> None:
-    from roofline.published import release_of
+    from roofline.serve.published import release_of
 
     eng = load_engine("vllm")
     assert release_of(_row(engine="vllm 0.6.4.post1"), eng).max_num_seqs == 256  # V0

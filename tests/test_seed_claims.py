@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from roofline import memory
-from roofline.catalog import load_hardware, load_model
-from roofline.cost import step_cost
-from roofline.operators import Step
-from roofline.precision import Precision
-from roofline.stack import Stack
+from roofline.calc import memory
+from roofline.calc.cost import step_cost
+from roofline.calc.stack import Stack
+from roofline.spec.catalog import load_hardware, load_model
+from roofline.spec.operators import Step
+from roofline.spec.precision import Precision
 
 BF16 = Precision()  # 2 bytes for weights, activations and KV
 H100_BW = 3.35e12  # B/s, NVIDIA H100 SXM5 datasheet
@@ -242,7 +242,7 @@ def test_claim17_prefill_doubling_is_between_two_and_four():
 
 # ---- claim 10: an 8B target with a 1B draft speeds decoding up about 2× ---------------------
 def test_claim10_speculative_decoding_about_two_x():
-    from roofline.speculative import Drafter, speculative_cost
+    from roofline.studies.speculative import Drafter, speculative_cost
 
     t, d, hw = load_model("llama-3.1-8b"), load_model("llama-3.2-1b"), load_hardware("h100-sxm")
     alpha = 0.8

@@ -11,18 +11,18 @@ from conftest import run_cli
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from roofline.catalog import load_hardware, load_model, model_catalog
+from roofline.calc.cost import step_cost
+from roofline.calc.stack import Stack
 from roofline.cli import main
-from roofline.cost import step_cost
 from roofline.errors import InvalidInputError
-from roofline.operators import Step
-from roofline.precision import released
 from roofline.serve.metrics import Summary
 from roofline.serve.policy import POLICIES, policy
 from roofline.serve.simulate import Deployment, Pool, build_deployment, simulate
 from roofline.serve.stepcost import mixed_step_cost, serving_step_cost
 from roofline.serve.workload import NO_PREFIX, Lengths, Workload, synthetic
-from roofline.stack import Stack
+from roofline.spec.catalog import load_hardware, load_model, model_catalog
+from roofline.spec.operators import Step
+from roofline.spec.precision import released
 
 
 class OneSecond:
@@ -222,7 +222,7 @@ def test_serve_ttft_of_a_first_token_decode_engine_is_prefill_of_p_minus_1_plus_
     """One request alone: TTFT = the step timer's prefill of P - 1 tokens + its decode step at
     S = P - 1 (lmdeploy), against the prefill of P tokens for an engine that samples token 1
     from the prefill (vllm)."""
-    from roofline.catalog import load_engine
+    from roofline.spec.catalog import load_engine
 
     m, hw, P = load_model("llama-2-7b"), load_hardware("a100-sxm-80gb"), 128
     w = workload([0.0], [P], [4])
@@ -728,8 +728,8 @@ def test_serve_and_plan_run_the_engines_own_scheduler_by_default(engine, expecte
     """vLLM V1 always chunks prefill and caches prefixes (vllm.yaml scheduler_source); SGLang
     too; an engine whose scheduler is not characterised keeps continuous batching. plan's
     simulated check runs the same policy as the `serve` line it prints."""
-    from roofline.catalog import load_engine
     from roofline.plan.space import scheduler_policy
+    from roofline.spec.catalog import load_engine
 
     code, out, _ = run_cli(
         capsys, "serve", "llama-3.2-1b", "--requests", "20", "--engine", engine, "--json"

@@ -11,10 +11,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.operators import Step
-from roofline.parallel import parallel_step_cost
-from roofline.placement import Parallel
+from roofline.calc.parallel import parallel_step_cost
+from roofline.calc.placement import Parallel
+from roofline.calc.stack import Stack
 from roofline.serve.stepcost import (
     ROWS_GRID,
     _interp_rows,
@@ -22,7 +21,8 @@ from roofline.serve.stepcost import (
     gemm_rows_delta,
     mixed_step_cost,
 )
-from roofline.stack import Stack
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.operators import Step
 
 
 def _stack(model: str, device: str, tp: int = 1, engine: str | None = "vllm") -> Stack:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from roofline.catalog import load_hardware, load_model
+from roofline.calc.stack import Stack
 from roofline.serve.metrics import Summary, weighted_percentile
 from roofline.serve.policy import POLICIES
 from roofline.serve.simulate import Deployment, Pool, build_deployment, simulate
 from roofline.serve.speculation import Speculation
 from roofline.serve.workload import NO_PREFIX, Lengths, Workload, synthetic
-from roofline.speculative import Drafter
-from roofline.stack import Stack
+from roofline.spec.catalog import load_hardware, load_model
+from roofline.studies.speculative import Drafter
 
 
 def workload(arrival, inp, out) -> Workload:

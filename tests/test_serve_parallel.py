@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from roofline.catalog import load_hardware, load_model
+from roofline.calc.placement import Parallel
+from roofline.calc.stack import Stack
 from roofline.errors import DoesNotFitError
-from roofline.operators import Step
-from roofline.placement import Parallel
 from roofline.serve.policy import POLICIES
 from roofline.serve.simulate import build_deployment, simulate
 from roofline.serve.stepcost import mixed_step_cost, serving_step_cost
 from roofline.serve.workload import Lengths, synthetic
-from roofline.stack import Stack
+from roofline.spec.catalog import load_hardware, load_model
+from roofline.spec.operators import Step
 
 SHAPES = [
     (1, 1, 0),
@@ -104,7 +104,7 @@ def test_cli_refuses_in_one_line(capsys, args, says):
 def test_one_shot_all_reduce_falls_back_to_the_ring_inside_serving() -> None:
     """vLLM's one-shot all-reduce on TP 4: piecewise in the message size (one-shot for small
     steps, the ring for a 2048-token prefill), costed exactly by the simulator on both sides."""
-    from roofline.catalog import load_engine
+    from roofline.spec.catalog import load_engine
 
     m, hw, eng = load_model("llama-3.1-70b"), load_hardware("h100-sxm"), load_engine("vllm")
     par = Parallel(tp=4)

@@ -1,5 +1,5 @@
 """Speculative decoding in the serving simulator (`roofline.serve.speculation`): the draws, the
-schedules worked out by hand, the step costs against `roofline.speculative`, the KV pool the
+schedules worked out by hand, the step costs against `roofline.studies.speculative`, the KV pool the
 drafter shares, and the command's refusals."""
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from roofline.catalog import engine_catalog, load_engine, load_hardware, load_model
-from roofline.placement import Parallel
-from roofline.precision import released
+from roofline.calc.placement import Parallel
+from roofline.calc.stack import Stack
 from roofline.serve.policy import POLICIES
 from roofline.serve.simulate import Deployment, Pool, build_deployment, simulate
 from roofline.serve.speculation import Speculation, accepted, inverse_log
 from roofline.serve.stepcost import affine_spec, mixed_step_cost
 from roofline.serve.workload import NO_PREFIX, Workload
-from roofline.speculative import Drafter, speculative_cost
-from roofline.stack import Stack
+from roofline.spec.catalog import engine_catalog, load_engine, load_hardware, load_model
+from roofline.spec.precision import released
+from roofline.studies.speculative import Drafter, speculative_cost
 
 HEADS = Drafter(head_layer_fraction=0.1)
 
@@ -156,7 +156,7 @@ def test_static_batching_cannot_speculate():
         )
 
 
-# ---- step costs against roofline.speculative ----------------------------------------------
+# ---- step costs against roofline.studies.speculative ---------------------------------------------
 @pytest.mark.parametrize("engine", engine_catalog().names())
 def test_a_verification_never_costs_less_than_a_plain_decode_step(engine):
     """For every engine profile: B sequences verifying K drafts (T = K + 1, logits at each)

@@ -12,16 +12,16 @@ import math
 import numpy as np
 import pytest
 
-from roofline.catalog import load_engine, load_hardware, load_model
+from roofline.calc.stack import Stack
 from roofline.cli import main
 from roofline.errors import InvalidInputError
-from roofline.precision import released
 from roofline.serve.benchmarks import read_benchmarks
 from roofline.serve.metrics import Summary, weighted_percentile
 from roofline.serve.policy import policy
 from roofline.serve.simulate import build_deployment, simulate
 from roofline.serve.validation import compare
-from roofline.stack import Stack
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.precision import released
 
 
 def vllm_result(**over) -> dict:

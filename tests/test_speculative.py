@@ -9,17 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline.catalog import load_hardware, load_model
+from roofline.calc.cost import step_cost
+from roofline.calc.stack import Stack
 from roofline.cli import main
-from roofline.cost import step_cost
-from roofline.operators import Step
-from roofline.speculative import (
+from roofline.spec.catalog import load_hardware, load_model
+from roofline.spec.operators import Step
+from roofline.studies.speculative import (
     Drafter,
     break_even_acceptance,
     expected_tokens_per_step,
     speculative_cost,
 )
-from roofline.stack import Stack
 
 # A toy vocabulary of 6 tokens: target p, draft q (fixed, so acceptance is i.i.d.).
 P = np.array([0.30, 0.25, 0.20, 0.15, 0.07, 0.03])
@@ -255,9 +255,9 @@ def test_verify_step_costs_at_least_a_plain_step(engine: str, target: str, tp: i
     computes more, in the same decode attention kernel (its fixed cost included) under the
     same CUDA graph: it can never be cheaper. Before, the decode attention fixed cost and the
     graphs vanished for T > 1 (17.40 ms against 18.33 ms for Llama-3.1-70B at TP 4)."""
-    from roofline.catalog import load_engine
-    from roofline.placement import Parallel
-    from roofline.speculative import Drafter, speculative_cost
+    from roofline.calc.placement import Parallel
+    from roofline.spec.catalog import load_engine
+    from roofline.studies.speculative import Drafter, speculative_cost
 
     m = load_model(target)
     stack = Stack.resolve(
@@ -273,9 +273,9 @@ def test_draft_steps_pay_no_per_step_host_time() -> None:
     """vLLM's host_step_us (0.3 ms: scheduling and input preparation) is paid once per cycle,
     by the verify step; each of the K draft passes runs inside that engine step. So K draft
     passes cost K · (their step time − 0.3 ms)."""
-    from roofline.catalog import load_engine
-    from roofline.parallel import parallel_step_cost
-    from roofline.speculative import Drafter, speculative_cost
+    from roofline.calc.parallel import parallel_step_cost
+    from roofline.spec.catalog import load_engine
+    from roofline.studies.speculative import Drafter, speculative_cost
 
     target, draft = load_model("llama-3.1-8b"), load_model("llama-3.2-1b")
     vllm = load_engine("vllm")
@@ -301,7 +301,7 @@ def test_mtp_module_of_deepseek_v3_by_hand() -> None:
     With eh_proj (2·7168·7168 = 102,760,448) and its own copies of the embedding and LM head
     (2·129,280·7,168 = 1,853,358,080) the checkpoint's module is 13.46B, the 14B by which the
     Hub's 685B exceeds the report's 671B (both rounded to the billion)."""
-    from roofline.speculative import mtp_module, mtp_projection
+    from roofline.studies.speculative import mtp_module, mtp_projection
 
     layer = (
         7168 * 1536 + 1536 + 1536 * 128 * 192
@@ -324,10 +324,10 @@ def test_mtp_draft_costs_k_module_passes_and_holds_no_second_embedding() -> None
     """K = 2 MTP passes: two decode steps of the one-layer module (no per-step host time)
     plus two eh_proj GEMMs; the pair's memory adds the module's layer and eh_proj, not a
     second embedding or LM head (1/8 of each per GPU at TP 8)."""
-    from roofline.catalog import load_engine
-    from roofline.placement import Parallel
-    from roofline.precision import released
-    from roofline.speculative import (
+    from roofline.calc.placement import Parallel
+    from roofline.spec.catalog import load_engine
+    from roofline.spec.precision import released
+    from roofline.studies.speculative import (
         Drafter,
         mtp_projection,
         mtp_projection_s,
@@ -360,7 +360,7 @@ def test_mtp_draft_costs_k_module_passes_and_holds_no_second_embedding() -> None
 
 def parallel_step_cost_s(m, stack, step) -> float:
     """A decode step's time without the engine's per-step host time (a draft pass)."""
-    from roofline.parallel import parallel_step_cost
+    from roofline.calc.parallel import parallel_step_cost
 
     c = parallel_step_cost(m, stack, step)
     return float(c.time_s - c.compute.host_step_s)
@@ -383,7 +383,7 @@ def test_an_eagle_head_is_one_target_layer_and_its_fc():
     3·4096·14336 = 176,160,768; norms 2 per layer + the final one, 3·4096 = 12,288. Beside the
     target on one GPU in bf16 it holds those and its fc, 2·4096·4096 = 33,554,432, not the
     embedding or LM head it shares: 251,670,528 · 2 B = 503,341,056 B."""
-    from roofline.speculative import Drafter, draft_weights_bytes
+    from roofline.studies.speculative import Drafter, draft_weights_bytes
 
     m = load_model("llama-3.1-8b")
     d = Drafter.eagle_of(m)

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.memory import weights_bytes
-from roofline.phases import estimate
-from roofline.placement import Parallel
-from roofline.precision import Precision, released
-from roofline.stack import MemoryPolicy, Stack
+from roofline.calc.memory import weights_bytes
+from roofline.calc.phases import estimate
+from roofline.calc.placement import Parallel
+from roofline.calc.stack import MemoryPolicy, Stack
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.precision import Precision, released
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,9 +85,9 @@ def test_plan_screens_with_the_engines_memory_fraction() -> None:
     reproduces in `serve` held different KV. LMDeploy claims f = 0.8 (lmdeploy.yaml); the
     plan's KV capacity must be the one `serve` builds for the same policy, and the usable
     memory behind it 0.8 × 85,520,809,984 B (H100 SXM5, 79.6 GiB as nvidia-smi reports)."""
-    from roofline.economics import load_prices
     from roofline.plan import Requirement, Space, build_groups, scheduler_policy
     from roofline.serve.simulate import kv_capacity_tokens
+    from roofline.studies.economics import load_prices
 
     m, hw, eng = load_model("llama-3.1-8b"), load_hardware("h100-sxm"), load_engine("lmdeploy")
     space = Space(("h100-sxm",), max_gpus=1, max_batches=(64,), serving="aggregated")
@@ -151,9 +151,9 @@ def test_one_step_token_budget_for_serve_and_plan(engine, max_seqs, budget) -> N
 def test_plan_and_serve_hold_the_same_kv_for_one_candidate() -> None:
     """The KV capacity `plan` screens with is the one `serve` builds for the same stack and
     max batch (the same token budget, the engine's)."""
-    from roofline.economics import load_prices
     from roofline.plan import Requirement, Space, build_groups
     from roofline.serve.config import ServeConfig, serve_runs
+    from roofline.studies.economics import load_prices
 
     m, hw, eng = load_model("llama-3.1-8b"), load_hardware("h100-sxm"), load_engine("vllm")
     space = Space(("h100-sxm",), max_gpus=1, max_batches=(128,), serving="aggregated")
@@ -228,7 +228,7 @@ def test_a_user_prefill_device_without_a_price_is_simulated(tmp_path, capsys) ->
     # priced with --price: one prefill and one decode replica of one GPU each, $/h added
     code, out, err = run_cli(capsys, *argv, "--price", "my-gpu=2.0")
     assert code == 0, err
-    from roofline.economics import load_prices
+    from roofline.studies.economics import load_prices
 
     h100 = load_prices().usd_per_gpu_hour("h100-sxm", "on-demand")
     assert json.loads(out)["economics"]["usd_per_hour"] == pytest.approx(2.0 + h100)
@@ -237,9 +237,10 @@ def test_a_user_prefill_device_without_a_price_is_simulated(tmp_path, capsys) ->
 def test_the_core_imports_no_cli_or_rendering_library() -> None:
     """The calculator core imports no rich, typer or matplotlib (docs/architecture.md)."""
     code = (
-        "import sys, roofline, roofline.phases, roofline.plan, roofline.serve.config, "
-        "roofline.speculative, roofline.diffusion, roofline.published, roofline.economics, "
-        "roofline.memory, roofline.parallel, roofline.stack; "
+        "import sys, roofline, roofline.calc.phases, roofline.plan, roofline.serve.config, "
+        "roofline.studies.speculative, roofline.studies.diffusion, roofline.serve.published, "
+        "roofline.studies.economics, "
+        "roofline.calc.memory, roofline.calc.parallel, roofline.calc.stack; "
         "print(sorted(m for m in ('rich', 'typer', 'matplotlib', 'torch') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -368,7 +369,7 @@ def test_kv_token_equivalents_of_gpt_oss_20b_by_hand() -> None:
     """gpt-oss-20b: 24 layers alternating full attention and a 128-token window, 8 kv heads of
     64, so every layer holds e = 2·8·64 = 1,024 values per token it keeps. A sequence of S
     tokens holds 12·e·S + 12·e·min(S, 128): S + min(S, 128) tokens of the full layers' KV."""
-    from roofline.footprint import kv_growth_elems_per_token, kv_token_equivalents
+    from roofline.calc.footprint import kv_growth_elems_per_token, kv_token_equivalents
 
     m = load_model("gpt-oss-20b")
     assert kv_growth_elems_per_token(m) == 12 * 2 * 8 * 64
@@ -382,7 +383,7 @@ def test_kv_token_equivalents_of_llama_4_scout_by_hand() -> None:
     """Llama 4 Scout: 48 layers, three chunked (C = 8,192) to one global, 8 kv heads of 128.
     36 chunked layers hold min(S, 8,192)·e and 12 global ones S·e, so a sequence is worth
     S + 36/12 · min(S, 8,192) = S + 3·min(S, 8,192) global tokens."""
-    from roofline.footprint import kv_token_equivalents
+    from roofline.calc.footprint import kv_token_equivalents
 
     m = load_model("llama-4-scout")
     S = np.array([1, 8_191, 8_192, 8_193, 131_072])
@@ -394,12 +395,12 @@ def test_token_equivalents_read_once_match_what_a_sequence_holds() -> None:
     KV a sequence holds (`kv_elems_per_sequence`, layer by layer through each mixer) less the
     constant state, over the global per-token g, rounded up: for every bundled model, on both
     sides of every window and chunk size and at the longest context."""
-    from roofline.catalog import model_catalog
-    from roofline.footprint import (
+    from roofline.calc.footprint import (
         TokenEquivalents,
         kv_elems_per_sequence,
         kv_growth_elems_per_token,
     )
+    from roofline.spec.catalog import model_catalog
 
     bounded = 0
     for name in model_catalog().names():
@@ -424,8 +425,8 @@ def test_serve_holds_as_many_sequences_as_kv_and_estimate(model: str, context: i
     against 77 in kv, the window layers charged at full context). serve reserves the
     activations of its token budget and estimate those of the prefill it costs, so they may
     differ by a sequence."""
-    from roofline.footprint import kv_token_equivalents
-    from roofline.phases import estimate
+    from roofline.calc.footprint import kv_token_equivalents
+    from roofline.calc.phases import estimate
     from roofline.serve.policy import policy
     from roofline.serve.simulate import build_deployment
 

@@ -10,12 +10,12 @@ import pytest
 from conftest import run_cli
 from pydantic import ValidationError
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.cost import step_cost
-from roofline.hardware import Achievable
-from roofline.operators import Step
-from roofline.precision import Precision
-from roofline.surfaces import gemm_surface
+from roofline.calc.cost import step_cost
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.hardware import Achievable
+from roofline.spec.operators import Step
+from roofline.spec.precision import Precision
+from roofline.spec.surfaces import gemm_surface
 
 BF16 = Precision("bf16", "bf16", "bf16")
 
@@ -108,9 +108,9 @@ def test_an_all_reduce_reads_the_engines_measured_curve() -> None:
     7 x 4,096 x 2 B = 57,344 B per GPU. vLLM's all-reduce under CUDA graphs at 8 GPUs measured
     5.581 us at 32,768 B and 6.411 us at 65,536 B; log-log between them: 57,344 is
     ln(1.75)/ln(2) = 0.807 of the way, 5.581 x (6.411/5.581)^0.807 = 6.242 us."""
-    from roofline.parallel import parallel_step_cost
-    from roofline.placement import Parallel
-    from roofline.stack import Stack
+    from roofline.calc.parallel import parallel_step_cost
+    from roofline.calc.placement import Parallel
+    from roofline.calc.stack import Stack
 
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     stack = Stack.resolve(m, hw, BF16, "achievable", load_engine("vllm"), Parallel(tp=8))
@@ -120,7 +120,7 @@ def test_an_all_reduce_reads_the_engines_measured_curve() -> None:
     # no table at 3 GPUs, none on the datasheet ceiling: the link model
     three = Stack.resolve(m, hw, BF16, "achievable", load_engine("vllm"), Parallel(tp=3))
     assert three.hardware.achievable.surface_system == "h100_sxm"
-    from roofline.parallel import Link
+    from roofline.calc.parallel import Link
 
     link = Link.of(hw.interconnect, 3, "achievable", load_engine("vllm"), "h100_sxm")
     assert link.measured is None
@@ -130,7 +130,7 @@ def test_an_all_reduce_reads_the_engines_measured_curve() -> None:
 
 
 def test_a_larger_message_never_all_reduces_faster() -> None:
-    from roofline.surfaces import all_reduce_surface
+    from roofline.spec.surfaces import all_reduce_surface
 
     for system in ("h100_sxm", "h200_sxm", "b200_sxm", "a100_sxm", "l40s"):
         for eng in ("vllm", "sglang", "tensorrt-llm"):
@@ -148,8 +148,8 @@ def test_a_newer_releases_tables_are_not_assumed_for_an_older_one() -> None:
     """The tables are vLLM 0.24.0's: `--engine vllm@0.24.0` and a bare `vllm` (the newest) read
     them; vllm@0.11.0 (inside the newest range) and vllm@0.7.4 (the V0 range) keep the fractions
     and the link model, and the estimate says why."""
-    from roofline.parallel import Link
-    from roofline.surfaces import measured_for
+    from roofline.calc.parallel import Link
+    from roofline.spec.surfaces import measured_for
 
     assert measured_for("", "0.24.0") and measured_for("0.24.0", "0.24.0")
     assert not measured_for("0.11.0", "0.24.0") and measured_for("0.27.1", "0.24.0")

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.cost import Ceilings, step_cost
-from roofline.operators import Step
-from roofline.parallel import Link, all_reduce_s
-from roofline.precision import Precision
-from roofline.surfaces import all_reduce_surface, gemm_surface
+from roofline.calc.cost import Ceilings, step_cost
+from roofline.calc.parallel import Link, all_reduce_s
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.operators import Step
+from roofline.spec.precision import Precision
+from roofline.spec.surfaces import all_reduce_surface, gemm_surface
 
 SOURCE = Path(__file__).parent / "fixtures" / "surfaces_amd" / "source_points.csv"
 FP8 = Precision("fp8", "fp8", "bf16")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from roofline.memory import kv_cache_bytes
-from roofline.model import LayerKind, ModelSpec
-from roofline.precision import Precision
+from roofline.calc.memory import kv_cache_bytes
+from roofline.spec.model import LayerKind, ModelSpec
+from roofline.spec.precision import Precision
 
 torch = pytest.importorskip("torch")
 nn = torch.nn

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from roofline.catalog import load_model
-from roofline.cost import Ceilings, effective_flops, gemm_rows, gemv_rows_s, op_cost
-from roofline.forward import operators
-from roofline.hardware import Achievable, HardwareSpec
+from roofline.calc.cost import Ceilings, effective_flops, gemm_rows, gemv_rows_s, op_cost
 from roofline.measure.calibrate import achieved, calibrated_spec, half_rows
 from roofline.measure.kernel_ops import attention_op, gemm_op, stream_op
 from roofline.measure.results import DeviceInfo, Environment, Point, Results, Timing
 from roofline.measure.validate import BANDS, PROTOCOL, validate
-from roofline.operators import Op, Step
-from roofline.precision import Precision
+from roofline.spec.catalog import load_model
+from roofline.spec.forward import operators
+from roofline.spec.hardware import Achievable, HardwareSpec
+from roofline.spec.operators import Op, Step
+from roofline.spec.precision import Precision
 
 FP32 = Precision.uniform("fp32")
 

@@ -6,7 +6,7 @@ EVIDENCE_DIR defaults to ../shared/evidence/kernels beside the repository (its g
 collectives.csv: one measured value per row, each row cited; README.md there). Standard
 library only. Re-running on the same evidence writes identical bytes.
 
-The surfaces have the representation of the NVIDIA ones (`roofline.surfaces`,
+The surfaces have the representation of the NVIDIA ones (`roofline.spec.surfaces`,
 benchmarks/derive/aic_surfaces.py), so `cost` and `parallel` read them the same way:
 - roofline/data/surfaces/amd_gemm_efficiency.csv: fp8 GEMM achieved TFLOP/s by M on gfx942
   (MI300X), the median over the measured (N, K) with N*K >= 4096*4096 at each measured M, from

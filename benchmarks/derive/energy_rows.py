@@ -35,15 +35,15 @@ import re
 import subprocess
 from pathlib import Path
 
-from roofline.catalog import load_hardware
-from roofline.power import power_terms
-from roofline.published import ENERGY_METRICS, load_rows, predict
+from roofline.calc.power import power_terms
+from roofline.serve.published import ENERGY_METRICS, load_rows, predict
+from roofline.spec.catalog import load_hardware
 
 REPO = Path(__file__).resolve().parents[2]
 EVIDENCE = REPO.parent / "shared" / "evidence" / "power" / "power-dev.csv"
 CHECKS = REPO / "docs" / "evidence" / "power-row-checks.csv"
 OUT = REPO / "roofline" / "data" / "published-energy.csv"
-# the columns of the time rows' data set, so both files read alike (`roofline.published`)
+# the columns of the time rows' data set, so both files read alike (`roofline.serve.published`)
 with (REPO / "roofline" / "data" / "published.csv").open(newline="", encoding="utf-8") as _f:
     COLUMNS = next(csv.reader(_f))
 IN_SAMPLE = "; a term of the power model is fitted on it (in-sample since)"

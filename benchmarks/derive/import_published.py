@@ -31,9 +31,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from roofline.catalog import load_engine
 from roofline.errors import RooflineError
-from roofline.published import load_rows, predict
+from roofline.serve.published import load_rows, predict
+from roofline.spec.catalog import load_engine
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "roofline" / "data" / "published.csv"

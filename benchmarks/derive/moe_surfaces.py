@@ -10,7 +10,7 @@ AITER fused-MoE rows moe-058..070 of ../shared/evidence/kernels/moe.csv.
 
 Representation (it transfers across MoE shapes). One measured point is one MoE layer's
 latency t on one GPU: hidden H, expert width I split over moe_tp GPUs (I/tp per GPU), top-k of
-E experts, n tokens entering the layer. As `roofline.forward._moe` costs that layer (uniform
+E experts, n tokens entering the layer. As `roofline.spec.forward._moe` costs that layer (uniform
 routing, TP-split experts):
     pairs = n·k,  touched = E·(1 − (1 − k/E)^n)   (`operators.expected_experts_touched`),
     m = pairs / touched                            (tokens per touched expert: the GEMM's M),
@@ -23,7 +23,7 @@ The surface is the median efficiency over every measured point in each cell of (
 log2 W) rounded to multiples of 1/2 (`BIN`), per system, framework, dtype and kernel (the
 kernel with the most points where a table measured several; non-gated and min-latency
 kernels left out).
-`roofline.surfaces.MoeSurface` interpolates it in log2 m along each W row, then in log2 W.
+`roofline.spec.surfaces.MoeSurface` interpolates it in log2 m along each W row, then in log2 W.
 TP layouts only (moe_ep = 1): an expert-parallel rank is read on the same axes.
 Routing: balanced, else power_law_1.01 where a table has no balanced rows.
 
@@ -50,8 +50,8 @@ from aic_surfaces import DATA, Wheel, newest, sig4, sig6, version_key, write_csv
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-from roofline.catalog import load_hardware  # noqa: E402
-from roofline.operators import expected_experts_touched  # noqa: E402
+from roofline.spec.catalog import load_hardware  # noqa: E402
+from roofline.spec.operators import expected_experts_touched  # noqa: E402
 
 OUT = REPO / "roofline" / "data" / "surfaces" / "moe_efficiency.csv"
 SAMPLE = REPO / "tests" / "fixtures" / "moe_surface" / "sample.csv"

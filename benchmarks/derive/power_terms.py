@@ -1,4 +1,4 @@
-"""Derive the power model's terms (`roofline/power.py`) from the power evidence.
+"""Derive the power model's terms (`roofline/calc/power.py`) from the power evidence.
 
     python benchmarks/derive/power_terms.py [../shared/evidence/power/power-dev.csv]
 
@@ -20,7 +20,7 @@ re-run. Printed: every figure with the rows behind it and the fit's residuals.
 4. Activity a_s (`power.Activity.stream`), from phase power on one device, not from a run:
    a decode step streams weights and KV, a prefill step is compute-bound, so with P_idle the
    static power, a_s = (P_decode − P_idle) / (P_prefill − P_idle) (module docstring of
-   `roofline/power.py`: b = 1 in prefill, ≈ a_s in a decode step whose time is its kernels').
+   `roofline/calc/power.py`: b = 1 in prefill, ≈ a_s in a decode step whose time is its kernels').
    Splitwise's per-GPU phase parameters (S4, Patel et al. ISCA'24, measured on DGX-H100 and
    DGX-A100): H100 (380 − 75) / (700 − 75), A100 (250 − 63) / (400 − 63); a_s is their median,
    to 2 decimals. PW058/PW061 are audited `terms` (not rows to predict: no model, batch or
@@ -45,15 +45,15 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from roofline.catalog import load_engine, load_hardware, load_model
-from roofline.memory import batch_fit
-from roofline.operators import Step
-from roofline.parallel import parallel_step_cost
-from roofline.phases import estimate
-from roofline.placement import Parallel
-from roofline.power import Activity, busy_terms
-from roofline.published import Row, precision_of, release_of
-from roofline.stack import Stack
+from roofline.calc.memory import batch_fit
+from roofline.calc.parallel import parallel_step_cost
+from roofline.calc.phases import estimate
+from roofline.calc.placement import Parallel
+from roofline.calc.power import Activity, busy_terms
+from roofline.calc.stack import Stack
+from roofline.serve.published import Row, precision_of, release_of
+from roofline.spec.catalog import load_engine, load_hardware, load_model
+from roofline.spec.operators import Step
 
 REPO = Path(__file__).resolve().parents[2]
 EVIDENCE = REPO.parent / "shared" / "evidence" / "power" / "power-dev.csv"

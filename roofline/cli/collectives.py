@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..catalog import load_hardware
 from ..errors import InvalidInputError
+from ..spec.catalog import load_hardware
 from ..units import seconds, si
 from . import app, common
 from .common import JsonFlag, SpecsDir, console, print_json

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 import typer
 
 from ..errors import InvalidInputError
-from ..precision import Precision
+from ..spec.precision import Precision
 
 if TYPE_CHECKING:
-    from ..cost import Ceiling as CeilingName
-    from ..economics import Tier
-    from ..stack import Stack
+    from ..calc.cost import Ceiling as CeilingName
+    from ..calc.stack import Stack
+    from ..studies.economics import Tier
 
 N = TypeVar("N", int, float)
 
@@ -115,14 +115,14 @@ DEFAULT_ENGINE = "vllm"
 
 def engine(name: str, specs_dir: list[Path] | None) -> Any:
     """The EngineSpec for `--engine` (None for `none`)."""
-    from ..catalog import load_engine_or_none
+    from ..spec.catalog import load_engine_or_none
 
     return load_engine_or_none(name, specs_dir or ())
 
 
 def ceiling(name: str) -> CeilingName:
     """`--ceiling`: datasheet or achievable."""
-    from ..cost import CEILINGS
+    from ..calc.cost import CEILINGS
 
     if name not in CEILINGS:
         raise InvalidInputError(f"unknown ceiling '{name}'; use one of: {', '.join(CEILINGS)}")
@@ -279,7 +279,7 @@ def precision(
     """`--dtype` as the shorthand, each of `--weights/--activations/--kv` overriding its part;
     with neither `--dtype` nor `--weights`, the formats `model` is released in
     (`precision.released`: gpt-oss's MXFP4 experts, DeepSeek-V3's FP8), else bf16."""
-    from ..precision import released
+    from ..spec.precision import released
 
     if dtype is None and weights is None and model is not None:
         base = released(model)
@@ -364,7 +364,7 @@ SloAttainment = Annotated[
         help="share of requests that must meet the SLO", callback=in_range(0, 1, open_low=True)
     ),
 ]
-#: Coverage of the interval printed beside each predicted figure (`roofline.intervals`).
+#: Coverage of the interval printed beside each predicted figure (`roofline.calc.intervals`).
 Interval = Annotated[
     float,
     typer.Option(
@@ -480,8 +480,8 @@ def stack(
     """The stack a command's flags name, resolved once (`Stack.resolve`): `--engine` is
     loaded only where the ceiling runs one; `--prefill-token-budget` as `token_budget` reads
     it."""
-    from ..placement import Parallel
-    from ..stack import Stack
+    from ..calc.placement import Parallel
+    from ..calc.stack import Stack
 
     roof = ceiling(ceiling_name)
     return Stack.resolve(
@@ -498,7 +498,7 @@ def stack(
 
 def price_tier(tier: str) -> Tier:
     """`--price-tier`: on-demand or discounted."""
-    from ..economics import TIERS
+    from ..studies.economics import TIERS
 
     if tier not in TIERS:
         raise InvalidInputError(f"unknown --price-tier '{tier}'; use one of: {', '.join(TIERS)}")
@@ -521,8 +521,8 @@ def serve_economics_dict(
 ) -> dict | None:
     """The JSON of a serve run's cost and energy (`devices`: the loaded spec of each pool's
     device, by name; `prices`: the price table of `--price`), None when a device has no price."""
-    from ..economics import serve_economics
     from ..errors import RooflineError
+    from ..studies.economics import serve_economics
 
     try:
         return serve_economics(summary, devices, prices, gpus_per_replica).as_dict()
@@ -532,8 +532,8 @@ def serve_economics_dict(
 
 def cost_line(summary: Any, devices: dict, gpus_per_replica: int, prices: Any) -> str:
     """One line of cost and energy for a serve run (on-demand prices of `prices`), or why not."""
-    from ..economics import serve_economics
     from ..errors import RooflineError
+    from ..studies.economics import serve_economics
 
     try:
         e = serve_economics(summary, devices, prices, gpus_per_replica)

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from ..catalog import load_hardware, load_model
-from ..diffusion import compare_diffusion
+from ..spec.catalog import load_hardware, load_model
+from ..studies.diffusion import compare_diffusion
 from ..units import seconds
 from . import app, common
 from .common import JsonFlag, SpecsDir, console, print_json

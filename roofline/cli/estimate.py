@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from ..catalog import load_hardware, load_model
-from ..phases import estimate as run_estimate
-from ..phases import first_token_split
-from ..placement import Parallel
+from ..calc.phases import estimate as run_estimate
+from ..calc.phases import first_token_split
+from ..calc.placement import Parallel
+from ..spec.catalog import load_hardware, load_model
 from . import app, common
 from .common import (
     JsonFlag,
@@ -104,7 +104,7 @@ def estimate(
         positive(gen, "--gen"),
     )
     warn(e.warnings)
-    from ..economics import parse_price_options, priced_estimate
+    from ..studies.economics import parse_price_options, priced_estimate
 
     prices = parse_price_options(price or [])
     common.check_price_names(prices, [hw.name])

@@ -6,9 +6,9 @@ from typing import Annotated
 
 import typer
 
-from ..catalog import load_hardware, load_model
-from ..memory import cache_summary
-from ..placement import Parallel
+from ..calc.memory import cache_summary
+from ..calc.placement import Parallel
+from ..spec.catalog import load_hardware, load_model
 from . import app, common
 from .common import (
     JsonFlag,

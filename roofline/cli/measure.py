@@ -15,7 +15,6 @@ import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..catalog import load_hardware
 from ..errors import InconclusiveError, InvalidInputError, RooflineError
 from ..files import signals_deferred, write_text
 from ..measure.load import COMPETING_CORES, LoadMeter
@@ -29,6 +28,7 @@ from ..measure.results import (
     write_results,
 )
 from ..measure.validate import PROTOCOL, Validation, calibration, validation_of
+from ..spec.catalog import load_hardware
 from ..units import seconds, si
 from . import app, common, interrupt_status
 from .common import JsonFlag, SpecsDir, console, print_json

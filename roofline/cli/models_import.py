@@ -11,7 +11,7 @@ import yaml
 
 from ..errors import SpecError
 from ..files import is_regular_file, read_text, write_text
-from ..hf_import import check_checkpoint, check_config, spec_from_hf_config
+from ..importers.hf import check_checkpoint, check_config, spec_from_hf_config
 from ..units import si
 from . import common, models_app
 from .common import console
@@ -85,7 +85,7 @@ def models_import(
 def _from_gguf(path: Path, name: str | None) -> tuple:
     """A GGUF file's spec (its per-tensor formats in `checkpoint_weights`) and the check of
     the spec's weight bytes against the file's tensor table."""
-    from ..gguf_import import check_gguf, read_gguf, spec_from_gguf
+    from ..importers.gguf import check_gguf, read_gguf, spec_from_gguf
 
     if not is_regular_file(path):
         raise SpecError(f"{path}: not a regular file; give the path of a .gguf file")

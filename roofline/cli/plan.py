@@ -9,11 +9,11 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from ..catalog import load_hardware, load_model
-from ..economics import parse_price_options
 from ..errors import InvalidInputError
 from ..plan import PlanResult, Requirement, Space, default_hardware, plan, precision_of
 from ..serve.workload import from_trace
+from ..spec.catalog import load_hardware, load_model
+from ..studies.economics import parse_price_options
 from . import app, common
 from .common import JsonFlag, SpecsDir, int_list, print_json
 
@@ -44,7 +44,7 @@ def plan_formats(text: str) -> tuple[str, ...]:
 def released_format(m) -> str:
     """The plan format of the model as released: its weights, and its KV when the format's
     shorthand would give another (DeepSeek-V3: fp8 weights and activations, a bf16 KV)."""
-    from ..precision import Precision, released
+    from ..spec.precision import Precision, released
 
     p = released(m)
     return p.weights if Precision.uniform(p.weights).kv == p.kv else f"{p.weights}/{p.kv}"

@@ -2,8 +2,8 @@
 
 Each command computes its results with the core (`phases.estimate`, `sweeps.kv_curve`, the
 serving simulation through `serve.config.serve_runs`) and hands
-them to `roofline.plots`, which only draws. Files are PNG or SVG by suffix; `plot batch` without
-`--output` prints the frontier as a text table instead.
+them to `roofline.render.plots`, which only draws. Files are PNG or SVG by suffix; `plot batch`
+without `--output` prints the frontier as a text table instead.
 """
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from .. import plots
-from ..catalog import load_hardware, load_model
+from ..calc.phases import estimate
+from ..calc.placement import Parallel
 from ..errors import InvalidInputError
 from ..files import replace_from
 from ..measure.results import load_results
 from ..measure.validate import validation_of
-from ..phases import estimate
-from ..placement import Parallel
-from ..precision import Precision
+from ..render import plots
 from ..serve.config import ServeConfig, serve_runs
 from ..serve.sweep import sweep_rate
-from ..sweeps import kv_curve
+from ..spec.catalog import load_hardware, load_model
+from ..spec.precision import Precision
+from ..studies.sweeps import kv_curve
 from . import app, common
 from .common import DEFAULT_ENGINE, EngineOpt, SpecsDir, console, int_list, positive
 from .report import frontier_table

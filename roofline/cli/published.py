@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..calc.intervals import LOSO_GATE, Evidence, median_half_width
 from ..errors import InvalidInputError
-from ..intervals import LOSO_GATE, Evidence, median_half_width
-from ..published import (
+from ..serve.published import (
     GROUPINGS,
     Prediction,
     Summary,
@@ -128,7 +128,7 @@ def _coverage_table(covs: list, evidence: Evidence) -> object:
 
     t = Table(
         title="intervals: leave-one-source-out coverage (each source's rows against the "
-        "intervals built without them; split-conformal, roofline/intervals.py)"
+        "intervals built without them; split-conformal, roofline/calc/intervals.py)"
     )
     t.add_column("group")
     for c in covs:
@@ -171,8 +171,8 @@ def run_published(
 ) -> None:
     """Predict every row, print the tables (or JSON) and the leave-one-source-out coverage
     of the intervals; exit 1 if a row leaves its band or the coverage leaves its gate."""
-    from ..intervals import DEFAULT_COVERAGE, loso_coverage
-    from ..intervals import write_residuals as write
+    from ..calc.intervals import DEFAULT_COVERAGE, loso_coverage
+    from ..calc.intervals import write_residuals as write
 
     if write_residuals is not None:  # refused before any work, as every `-o` is
         common.check_output(write_residuals, "residuals file")

@@ -7,14 +7,14 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from ..cost import StepCost
-from ..diffusion import DiffusionComparison
-from ..economics import EstimateEconomics
-from ..engine import EngineSpec
-from ..hardware import HardwareSpec
-from ..memory import BatchFit, CacheSummary
-from ..model import ModelSpec
-from ..phases import Estimate
+from ..calc.cost import StepCost
+from ..calc.memory import BatchFit, CacheSummary
+from ..calc.phases import Estimate
+from ..spec.engine import EngineSpec
+from ..spec.hardware import HardwareSpec
+from ..spec.model import ModelSpec
+from ..studies.diffusion import DiffusionComparison
+from ..studies.economics import EstimateEconomics
 from ..units import number_range, seconds, seconds_range, si, si_pair
 
 
@@ -28,7 +28,7 @@ def estimate_table(
     e: Estimate, econ: EstimateEconomics | None = None, coverage: float | None = None
 ) -> Table:
     """One row per batch; with `coverage`, each time, rate and cost shows its interval
-    (`roofline.intervals`; none on the datasheet ceiling, a bound)."""
+    (`roofline.calc.intervals`; none on the datasheet ceiling, a bound)."""
     p, par = e.precision, e.parallel
     gpus = (
         ""
@@ -137,7 +137,7 @@ def estimate_table(
         source = re.sub(r"; https?://\S+, read", ", read", econ.price_source)
         t.caption = f"{t.caption}. Cost: {source}" + (
             f", at {econ.utilisation:.0%} utilisation; energy: static power + dynamic power × "
-            "the busy share of each step's kernels (roofline/power.py, docs/planning.md)"
+            "the busy share of each step's kernels (roofline/calc/power.py, docs/planning.md)"
             if priced
             else ""
         )

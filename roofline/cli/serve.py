@@ -8,13 +8,13 @@ from typing import Annotated
 
 import typer
 
+from ..calc.placement import Parallel
 from ..errors import InvalidInputError
-from ..placement import Parallel
 from ..serve.config import ServeConfig, serve_runs
 from ..serve.metrics import Summary
 from ..serve.policy import ENGINE_POLICY, POLICIES
 from ..serve.sweep import sweep_rate
-from ..speculative import MAX_DRAFT_TOKENS
+from ..studies.speculative import MAX_DRAFT_TOKENS
 from . import app, common
 from .common import JsonFlag, SpecsDir, console, print_json
 from .serve_report import interval_line, summary_table, sweep_table, timeline_lines
@@ -206,10 +206,10 @@ def serve(
     specs_dir: SpecsDir = None,
 ) -> None:
     """Simulate serving: TTFT/TPOT/E2E percentiles, throughput, goodput, KV and batch use."""
-    from ..economics import parse_price_options
+    from ..studies.economics import parse_price_options
 
     prices = parse_price_options(price or [])  # read before the simulation: a bad file fails fast
-    from ..catalog import load_model
+    from ..spec.catalog import load_model
 
     if trace is not None and from_file is not None:
         raise InvalidInputError("give --trace or --from, not both")

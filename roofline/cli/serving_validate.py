@@ -9,12 +9,12 @@ from pathlib import Path
 
 from rich.table import Table
 
-from ..catalog import load_hardware, load_model
+from ..calc.placement import Parallel
 from ..errors import InvalidInputError
-from ..placement import Parallel
-from ..precision import released
 from ..serve.benchmarks import read_benchmarks
 from ..serve.validation import GATED, ServingComparison, compare
+from ..spec.catalog import load_hardware, load_model
+from ..spec.precision import released
 from ..units import seconds
 from . import common
 from .common import console, print_json

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ..catalog import (
+from ..spec.catalog import (
     engine_catalog,
     hardware_catalog,
     load_engine,
@@ -42,7 +42,7 @@ def hardware_show(
 ) -> None:
     """Print one device's full spec as JSON, with derived values and the rental price
     (bundled table) that `estimate`, `serve` and `plan` use, with its provenance."""
-    from ..economics import load_prices
+    from ..studies.economics import load_prices
 
     h = load_hardware(name, specs_dir or ())
     out = h.model_dump(mode="json")
@@ -103,8 +103,8 @@ def models_show(
 ) -> None:
     """Print one model's full spec as JSON, with derived parameter counts and the effective
     bits per weight of each tensor group."""
-    from ..memory import weights_bytes
-    from ..precision import Precision, group_params
+    from ..calc.memory import weights_bytes
+    from ..spec.precision import Precision, group_params
 
     m = load_model(name, specs_dir or ())
     p = Precision(weights or m.checkpoint_weights or "bf16")

@@ -7,10 +7,16 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..catalog import load_hardware, load_model
+from ..calc.placement import Parallel
 from ..errors import InvalidInputError
-from ..placement import Parallel
-from ..speculative import MAX_DRAFT_TOKENS, Drafter, SpeculationStudy, check_acceptance, study
+from ..spec.catalog import load_hardware, load_model
+from ..studies.speculative import (
+    MAX_DRAFT_TOKENS,
+    Drafter,
+    SpeculationStudy,
+    check_acceptance,
+    study,
+)
 from ..units import seconds, si
 from . import app, common
 from .common import (

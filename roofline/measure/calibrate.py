@@ -16,7 +16,7 @@ attention and whole decode/prefill steps are left for `validate`.
   the calculator counts them) less its bytes, per launch; without that point (older results
   files), the smallest bandwidth point (a few KiB in a tight loop: launch and dispatch
   alone) less its bytes, which is also the floor every other fit here subtracts;
-- small-M GEMM efficiency M½ (`roofline.cost`): solving t = (FLOPs + 2·M½·weights) /
+- small-M GEMM efficiency M½ (`roofline.calc.cost`): solving t = (FLOPs + 2·M½·weights) /
   achieved peak + overhead for M½, pooled over the points (Σ excess FLOPs / Σ 2·weights: the
   large matrices, which take most of a step, weigh as much as they cost); from the one
   `gemm_small` point (M = 8, a shape neither the sweep nor the models use) as
@@ -24,7 +24,7 @@ attention and whole decode/prefill steps are left for `validate`.
   models' decode steps, M = 2, 4, … up to the largest batch) as `matmul_half_rows_by_m`,
   which the calculator reads instead when present; 0 when the GEMMs ran at their memory
   roofline (no evidence of a compute shortfall, the usual case on GPUs);
-- gemv row cost and weight-stream fraction (`roofline.cost`): from the `gemv_small` point
+- gemv row cost and weight-stream fraction (`roofline.calc.cost`): from the `gemv_small` point
   (M = 1, rows shorter than any model's: K = 384 on CPUs, 256 on GPUs) and the sweep's M = 1
   points (every row length of the suite models), least squares of what each took beyond
   streaming its bytes at the bandwidth, t - overhead - bytes / bandwidth, on N rows and its
@@ -51,9 +51,9 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from ..catalog import load_hardware
 from ..errors import InvalidInputError, field_error
-from ..hardware import Achievable, HardwareSpec
+from ..spec.catalog import load_hardware
+from ..spec.hardware import Achievable, HardwareSpec
 from .kernel_ops import attention_op, eager_chain_op
 from .results import Point, Results
 
@@ -73,7 +73,7 @@ DRAM_LLC_MULTIPLE = 4
 @dataclass(frozen=True)
 class Achieved:
     """What the calibration kernels reached: the absolute ceilings (SI units) and every other
-    measured term under its `roofline.hardware.Achievable` field name and unit, so the spec
+    measured term under its `roofline.spec.hardware.Achievable` field name and unit, so the spec
     `calibrated_spec` writes is built from them by name (one definition per term)."""
 
     matmul_flops_per_s: dict[str, float]

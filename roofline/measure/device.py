@@ -10,8 +10,8 @@ import os
 import platform
 from pathlib import Path
 
-from ..catalog import hardware_catalog, normalise
 from ..errors import InvalidInputError
+from ..spec.catalog import hardware_catalog, normalise
 from .results import DeviceInfo
 
 #: FLOPs per cycle per core by SIMD extension, assuming two FMA pipes per core (Zen 3/4,

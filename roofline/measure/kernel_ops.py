@@ -1,18 +1,18 @@
 """Calculator operators for the shapes the microbenchmarks time.
 
 Each kernel in `kernels/` reports the FLOPs and bytes of the operator built here, and
-`validate` predicts its time from the same operator with `roofline.cost.op_cost`, so the
+`validate` predicts its time from the same operator with `roofline.calc.cost.op_cost`, so the
 measured and predicted numbers always describe one shape counted one way.
 """
 
 from __future__ import annotations
 
-from ..cost import Ceilings, activation_bytes, op_cost
-from ..forward import operators
-from ..hardware import HardwareSpec
-from ..model import ModelSpec
-from ..operators import NORM_LAUNCHES, ROPE_LAUNCHES, Op, Step, sdpa_op
-from ..precision import Precision
+from ..calc.cost import Ceilings, activation_bytes, op_cost
+from ..spec.forward import operators
+from ..spec.hardware import HardwareSpec
+from ..spec.model import ModelSpec
+from ..spec.operators import NORM_LAUNCHES, ROPE_LAUNCHES, Op, Step, sdpa_op
+from ..spec.precision import Precision
 
 #: Elements each streaming kernel moves per element of its buffers, and its FLOPs per element.
 #: copy: read src + write dst; read: a reduction reads once; triad a = b + s·c: read b, c,
@@ -57,7 +57,7 @@ def stream_op(kernel: str, elems: int) -> Op:
 
 
 #: Launches of the eager chain (`kernels.micro.eager_chain_case`), counted as the calculator
-#: counts them (`roofline.operators`): two RMSNorms of NORM_LAUNCHES each plus their residual
+#: counts them (`roofline.spec.operators`): two RMSNorms of NORM_LAUNCHES each plus their residual
 #: adds, and RoPE on q and k (ROPE_LAUNCHES).
 EAGER_CHAIN_LAUNCHES = 2 * (NORM_LAUNCHES["rmsnorm"] + 1) + ROPE_LAUNCHES  # 24
 

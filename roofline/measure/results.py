@@ -14,12 +14,12 @@ from typing import Annotated, Literal, get_args
 import numpy as np
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from ..catalog import hardware_name, load_hardware
-from ..dtypes import COMPUTE_DTYPES
 from ..errors import InvalidInputError, SpecError, field_error
 from ..files import read_text, replace_from
 from ..frozen import Frozen
-from ..model import ModelSpec
+from ..spec.catalog import hardware_name, load_hardware
+from ..spec.dtypes import COMPUTE_DTYPES
+from ..spec.model import ModelSpec
 from ..units import si
 
 SCHEMA_VERSION: Literal[1] = 1

@@ -1,7 +1,7 @@
 """Validation: the calculator's prediction for every measured point, with a signed error.
 
 Predictions come from the calculator itself: `kernel_ops` operators through
-`roofline.cost.op_cost` for kernels, `roofline.cost.step_cost` for whole steps, on the
+`roofline.calc.cost.op_cost` for kernels, `roofline.calc.cost.step_cost` for whole steps, on the
 HardwareSpec given (by default the one `calibrate` derives from the same results file, under
 the held-out protocol it documents). Each family has its own band; a point outside its band
 fails, and any failure fails the run. Points the model does not describe (cache-resident
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..catalog import load_hardware
-from ..cost import Ceiling, step_cost
+from ..calc.cost import Ceiling, step_cost
 from ..errors import InvalidInputError
-from ..hardware import MAX_CHECK_RESIDUAL, HardwareSpec
-from ..operators import Op, Step
-from ..precision import Precision
+from ..spec.catalog import load_hardware
+from ..spec.hardware import MAX_CHECK_RESIDUAL, HardwareSpec
+from ..spec.operators import Op, Step
+from ..spec.precision import Precision
 from .calibrate import (
     CACHE_SPEEDUP,
     CALIBRATION_FAMILIES,
@@ -167,7 +167,7 @@ class Validation:
         """The calibrated interval of this machine and how many held-out points it covers,
         each point against the band built from the others (leave-one-out); None with too few
         points for the coverage."""
-        from ..intervals import machine_band
+        from ..calc.intervals import machine_band
 
         e = self.held_out_residuals
         whole = machine_band(e, coverage)

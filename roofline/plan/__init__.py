@@ -51,12 +51,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..economics import PriceTable
-from ..engine import EngineSpec
 from ..errors import DoesNotFitError, InvalidInputError
-from ..hardware import HardwareSpec
-from ..model import ModelSpec
 from ..serve.workload import Lengths, Workload, synthetic
+from ..spec.engine import EngineSpec
+from ..spec.hardware import HardwareSpec
+from ..spec.model import ModelSpec
+from ..studies.economics import PriceTable
 from .confirm import candidate_intervals, confirm
 from .diagnose import RejectedRegion, check_feasible, no_point_meets, rejected_regions
 from .groups import BATCH_GRID_POINTS, GroupTable, Rejected, batch_grid, build_groups
@@ -297,7 +297,7 @@ def at_confidence(
 ) -> str:
     """How the choice among the simulated candidates (cheapest first) would change if the SLO
     were checked against the upper end of the `confidence` interval (`robust_factors`)."""
-    from ..stack import Stack
+    from ..calc.stack import Stack
 
     def meets(c: Candidate) -> bool:
         if c.sim is None or not c.sim.meets_slo:

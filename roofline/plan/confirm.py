@@ -7,15 +7,15 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..cost import Ceiling
-from ..engine import EngineSpec
-from ..hardware import HardwareSpec
-from ..intervals import DEFAULT_COVERAGE, band_for
-from ..model import ModelSpec
+from ..calc.cost import Ceiling
+from ..calc.intervals import DEFAULT_COVERAGE, band_for
+from ..calc.stack import Stack
 from ..serve.metrics import Summary
 from ..serve.simulate import build_deployment, simulate
 from ..serve.workload import Workload
-from ..stack import Stack
+from ..spec.engine import EngineSpec
+from ..spec.hardware import HardwareSpec
+from ..spec.model import ModelSpec
 from .screen import Candidate, SimCheck
 from .space import Requirement, precision_of, robust_factors, scheduler_policy
 
@@ -73,7 +73,7 @@ def candidate_intervals(
 ) -> dict:
     """The interval of a candidate's p95 TTFT (prefill band, on its prefill device) and TPOT
     (decode band), analytic and simulated, and of its cost per token (e2e band): the
-    step-time bands of `roofline.intervals` applied to the queueing figures, too narrow near
+    step-time bands of `roofline.calc.intervals` applied to the queueing figures, too narrow near
     saturation. Empty on the datasheet ceiling (a bound)."""
     if ceiling == "datasheet":
         return {}

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model import ModelSpec
+from ..spec.model import ModelSpec
 from .groups import GroupTable, Rejected
 from .queueing import max_rate_per_replica
 from .screen import KV, REASONS, SATURATED, TPOT, TTFT, Points, candidate

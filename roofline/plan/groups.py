@@ -1,6 +1,6 @@
 """Stage 1 input: one table per (device, format, layout), from one `phases.estimate` call over a
 grid of batch sizes, the KV capacity the engine allocates and the power model's terms
-(`roofline.power`: the busy share of the prefill step and of the decode step at each batch)."""
+(`roofline.calc.power`: the busy share of the prefill step and of the decode step at each batch)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import memory
-from ..economics import PriceTable
-from ..engine import EngineSpec
+from ..calc import memory
+from ..calc.parallel import parallel_step_cost
+from ..calc.phases import estimate, first_token_split
+from ..calc.placement import Parallel, pp_stage, tp_shard
+from ..calc.power import busy_share, power_terms
+from ..calc.stack import Stack
 from ..errors import DoesNotFitError, InvalidInputError
-from ..hardware import HardwareSpec
-from ..model import ModelSpec
-from ..operators import Step
-from ..parallel import parallel_step_cost
-from ..phases import estimate, first_token_split
-from ..placement import Parallel, pp_stage, tp_shard
-from ..power import busy_share, power_terms
 from ..serve.simulate import kv_capacity_tokens
-from ..stack import Stack
+from ..spec.engine import EngineSpec
+from ..spec.hardware import HardwareSpec
+from ..spec.model import ModelSpec
+from ..spec.operators import Step
+from ..studies.economics import PriceTable
 from .space import Requirement, Space, layouts, precision_of, robust_factors, scheduler_policy
 
 #: Batch sizes the decode step time is evaluated at; other b are interpolated linearly.

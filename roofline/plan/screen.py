@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..economics import cost_per_million_tokens, joules_per_token
-from ..placement import Parallel
+from ..calc.placement import Parallel
+from ..studies.economics import cost_per_million_tokens, joules_per_token
 from .groups import GroupTable
 from .queueing import (
     aggregated_latency,
@@ -285,7 +285,7 @@ class Candidate:
     status: str
     sim: SimCheck | None = None
     #: once confirmed: the 80% interval of its p95 TTFT and TPOT (analytic and simulated) and
-    #: its cost (`roofline.intervals`), each {low, high, coverage, basis}
+    #: its cost (`roofline.calc.intervals`), each {low, high, coverage, basis}
     intervals: dict | None = None
 
     @property

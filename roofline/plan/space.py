@@ -7,18 +7,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from ..cost import Ceiling
-from ..economics import PriceTable, Tier
-from ..engine import EngineSpec
+from ..calc.cost import Ceiling
+from ..calc.intervals import band_for, check_coverage
+from ..calc.parallel import check
+from ..calc.placement import Parallel
+from ..calc.stack import Stack
 from ..errors import InvalidInputError, RooflineError
-from ..hardware import HardwareSpec
-from ..intervals import band_for, check_coverage
-from ..model import ModelSpec
-from ..parallel import check
-from ..placement import Parallel
-from ..precision import Precision
 from ..serve.policy import ENGINE_POLICY, POLICIES, Policy, policy
-from ..stack import Stack
+from ..spec.engine import EngineSpec
+from ..spec.hardware import HardwareSpec
+from ..spec.model import ModelSpec
+from ..spec.precision import Precision
+from ..studies.economics import PriceTable, Tier
 
 Serving = Literal["both", "aggregated", "disaggregated"]
 SERVING: tuple[str, ...] = get_args(Serving)
@@ -141,7 +141,7 @@ _BATCHES = (1.0, 16.0, 64.0)
 def robust_factors(stack: Stack, confidence: float | None) -> tuple[float, float]:
     """(TTFT, TPOT) multipliers the SLO is checked with: 1 for the central value; with a
     confidence c, the upper end of the c interval of prefill and of decode for the stack's
-    engine, GPUs and vendor (`roofline.intervals`), the widest over the batch classes a
+    engine, GPUs and vendor (`roofline.calc.intervals`), the widest over the batch classes a
     replica runs through; 1 on the datasheet ceiling (a bound)."""
     if confidence is None or stack.ceiling == "datasheet":
         return 1.0, 1.0

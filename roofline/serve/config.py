@@ -9,16 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..catalog import load_engine_or_none, load_hardware, load_model
-from ..cost import Ceiling
-from ..engine import EngineSpec
+from ..calc.cost import Ceiling
+from ..calc.placement import Parallel
+from ..calc.stack import Stack
 from ..errors import InvalidInputError
-from ..hardware import HardwareSpec
-from ..model import ModelSpec
-from ..placement import Parallel
-from ..precision import Precision
-from ..speculative import Drafter, check_pair
-from ..stack import Stack
+from ..spec.catalog import load_engine_or_none, load_hardware, load_model
+from ..spec.engine import EngineSpec
+from ..spec.hardware import HardwareSpec
+from ..spec.model import ModelSpec
+from ..spec.precision import Precision
+from ..studies.speculative import Drafter, check_pair
 from .benchmarks import BenchmarkRun, read_benchmarks
 from .metrics import Summary
 from .policy import Policy, policy

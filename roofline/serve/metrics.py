@@ -17,7 +17,7 @@ from ..errors import InvalidInputError
 from .simulate import ServeResult
 
 if TYPE_CHECKING:
-    from ..stack import Stack
+    from ..calc.stack import Stack
 
 PERCENTILES = (50, 90, 95, 99)
 TIMELINE_POINTS = 100
@@ -196,14 +196,14 @@ class Summary:
 
     def intervals(self, stack: Stack, coverage: float) -> dict:
         """The interval of each TTFT, TPOT and E2E percentile: the step-time band of its
-        quantity (`roofline.intervals`: prefill for TTFT, decode for TPOT, e2e for E2E) for
+        quantity (`roofline.calc.intervals`: prefill for TTFT, decode for TPOT, e2e for E2E) for
         the stack's engine, GPUs and vendor at the run's mean batch, applied to the
         percentile. Queueing near saturation amplifies a step-time error, so close to the
         highest sustainable rate the band is too narrow; throughput below saturation is the
         offered load's and carries none. None on the datasheet ceiling (a bound)."""
         if stack.ceiling == "datasheet":
             return {}
-        from ..intervals import band_for
+        from ..calc.intervals import band_for
 
         mean_batch, _ = self._weighted(None, "seqs")
         out: dict = {}

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Literal
 from ..errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from ..engine import EngineSpec
-    from ..stack import MemoryPolicy
+    from ..calc.stack import MemoryPolicy
+    from ..spec.engine import EngineSpec
 
 Batching = Literal["static", "continuous"]
 Prefill = Literal["prefill-first", "decode-first", "chunked"]

@@ -14,14 +14,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..calc.footprint import TokenEquivalents, kv_growth_elems_per_token
+from ..calc.memory import vllm_profile_reserve_bytes
+from ..calc.parallel import check
+from ..calc.placement import pp_stage, stage_memory, stages_of, tp_shard
+from ..calc.stack import MemoryPolicy, Stack
 from ..errors import DoesNotFitError, InvalidInputError
-from ..footprint import TokenEquivalents, kv_growth_elems_per_token
-from ..hardware import HardwareSpec
-from ..memory import vllm_profile_reserve_bytes
-from ..model import ModelSpec
-from ..parallel import check
-from ..placement import pp_stage, stage_memory, stages_of, tp_shard
-from ..stack import MemoryPolicy, Stack
+from ..spec.hardware import HardwareSpec
+from ..spec.model import ModelSpec
 from .loop import ServingLoop
 from .policy import Policy
 from .schedulers import StepTimer, scheduler_for

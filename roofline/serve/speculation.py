@@ -24,18 +24,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..calc.footprint import kv_growth_elems_per_token
+from ..calc.placement import pp_stage, tp_shard
+from ..calc.stack import Stack
 from ..errors import InvalidInputError
-from ..footprint import kv_growth_elems_per_token
-from ..model import ModelSpec
-from ..placement import pp_stage, tp_shard
-from ..speculative import (
+from ..spec.model import ModelSpec
+from ..studies.speculative import (
     Drafter,
     check_acceptance,
     check_k,
     draft_weights_bytes,
     mtp_projection_s,
 )
-from ..stack import Stack
 from .stepcost import MixedStepCost, MlaPathsStepCost, mixed_step_cost
 
 StepTimer = MixedStepCost | MlaPathsStepCost

@@ -1,7 +1,7 @@
 """Cost of one serving iteration that mixes sequences of different shapes.
 
 A continuous-batching step runs decode sequences (T=1 over their own S) beside prefill chunks
-(T=c over S already computed). `roofline.cost.step_cost` takes one T for the whole batch, so
+(T=c over S already computed). `roofline.calc.cost.step_cost` takes one T for the whole batch, so
 this module reads the same operators another way. Every operator's compute time and memory
 time are affine in a few batch totals (features), with n = Σ T_i the step's new tokens:
 
@@ -28,7 +28,7 @@ so an operator that is not affine in these features is refused rather than mis-c
 step the cost is then Σ_ops max(compute_s, memory_s) + launch overheads: an ops × features
 product, no objects.
 
-On a parallel deployment (`roofline.parallel`) the probes are `parallel_step_cost`: one TP
+On a parallel deployment (`roofline.calc.parallel`) the probes are `parallel_step_cost`: one TP
 rank's operators plus the collectives, each collective an extra row whose time is affine in
 the tokens (all-reduce and hand-off of B·T·D activations, all-to-all of B·T·k·D). With expert
 parallelism over ep GPUs the fullest GPU runs ⌈B/ep⌉ of the B sequences: the per-sequence
@@ -62,20 +62,8 @@ from functools import cached_property
 
 import numpy as np
 
-from ..cost import MAX_VERIFY_TOKENS, gemm_rows
-from ..errors import InvalidInputError
-from ..hardware import HardwareSpec
-from ..mixers import mla_naive_is_cheaper
-from ..model import ModelSpec
-from ..operators import (
-    ArrayLike,
-    Step,
-    attended_pairs,
-    busiest_rank_experts,
-    busiest_rank_pairs,
-    kv_tokens_read,
-)
-from ..parallel import (
+from ..calc.cost import MAX_VERIFY_TOKENS, gemm_rows
+from ..calc.parallel import (
     Collective,
     Link,
     ParallelStepCost,
@@ -84,7 +72,19 @@ from ..parallel import (
     parallel_step_cost,
     send_recv_s,
 )
-from ..stack import Stack
+from ..calc.stack import Stack
+from ..errors import InvalidInputError
+from ..spec.hardware import HardwareSpec
+from ..spec.mixers import mla_naive_is_cheaper
+from ..spec.model import ModelSpec
+from ..spec.operators import (
+    ArrayLike,
+    Step,
+    attended_pairs,
+    busiest_rank_experts,
+    busiest_rank_pairs,
+    kv_tokens_read,
+)
 
 #: (B, T, S) probe shapes: their features span every direction, the rest re-check the fit.
 #: Kept small so B·T stays below every vocabulary size.

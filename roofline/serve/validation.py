@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..calc.stack import Stack
 from ..errors import InvalidInputError
-from ..model import ModelSpec
-from ..stack import Stack
+from ..spec.model import ModelSpec
 from .benchmarks import BenchmarkRun
 from .metrics import Summary, weighted_percentile
 from .policy import engine_default, policy

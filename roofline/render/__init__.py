@@ -1,0 +1,1 @@
+"""Rendering: plots. Imports everything except cli/; only render/ and cli/ import it."""

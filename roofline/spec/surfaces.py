@@ -1,0 +1,408 @@
+"""Achievable surfaces: what an engine's own GEMM kernels reach on a device, by M, measured.
+
+A device's `Achievable` fractions give every GEMM the same share of the peak, whatever its M
+(rows per weight: the batch's tokens). Measured kernels do not behave so: on an H100 under vLLM
+a bf16 GEMM reaches 2.7 TFLOP/s at M = 1 (its weights stream at 2.7 TB/s), 315 at M = 128 and
+~800 from M = 1,024 on. The surface is that curve, per device, engine and dtype, from the
+measured kernel tables of NVIDIA's aiconfigurator-core 0.12.0 (`roofline/data/surfaces/
+gemm_efficiency.csv`: the median over every measured (N, K) with N·K ≥ 4096² at each M = 1, 2,
+4, …, 32,768; `benchmarks/derive/aic_surfaces.py` writes it, its `#` header names each table,
+its version and its collection metadata).
+
+A GEMM costs FLOPs / surface(M), interpolated linearly in M between the measured M (where a
+GEMM's time never falls as M grows) and held at the ends (the estimate's `ceiling_source`
+names the measured range: below M = 1 there is nothing, and beyond the largest M, 8,192 or
+32,768, a GEMM sits on its plateau), when all of these hold:
+- the device's spec names its tables (`Achievable.surface_system`: H100 SXM, H200, B200, B300,
+  GB200, GB300, A100 SXM 80 GB, L40S) and the engine is one they were measured under
+  (`FRAMEWORKS`: vLLM, SGLang, TensorRT-LLM);
+- weights and activations are both 16-bit, or both fp8 (W8A8; the engines' scaled-mm kernels);
+  weight-only formats run the engine's own kernels (`EngineSpec.matmul`);
+- the GEMM is dense and of the tables' size: one weight matrix of N·K ≥ 4096² per instance
+  (smaller GEMMs keep the fractions; MoE experts read the fused-MoE surface below).
+Everything else keeps the fractions, and the estimate's `ceiling_source` says which origin each
+has. Tables exist for one release per engine (vLLM 0.24.0, SGLang 0.5.14, TensorRT-LLM
+1.3.0rc20; on A100 0.14.0 / 0.5.10 / 1.0.0). A table stands for its release and later ones
+(`measured_for`): an older release asked for (`vllm@0.6.3`), or one nobody stated, keeps the
+fractions, since a newer release's kernels are not assumed for it. The datasheet ceiling never
+reads a surface. The serving simulator fits its step cost on the spec without the surfaces
+(`serve.stepcost.affine_spec`: its cost is affine in the batch's tokens) and adds back what the
+GEMM surface makes of each dense GEMM at the step's rows (`serve.stepcost.gemm_rows_delta`), so
+its decode steps cost what `estimate` says.
+
+An all-reduce of an engine with tables at its GPU count costs the engine's measured latency at
+its message size (`all_reduce_surface`, read by `parallel.Link`: the same link in `estimate`
+and in the simulator, whose collectives are costed exactly per step): log-log between the
+measured sizes (256 B to 1 GiB), a larger message never faster.
+
+AMD devices have no aiconfigurator tables; theirs come from the cited kernel evidence
+(`../shared/evidence/kernels/`, `benchmarks/derive/amd_surfaces.py` writes
+`amd_gemm_efficiency.csv` and `amd_collectives.csv` in the same columns, their `#` headers
+naming every evidence row). System `mi300x` (gfx942, 304 CUs: MI300X, and MI325X, which runs
+the same tuned kernels):
+- fp8 GEMMs by M = 16 to 16,384 from AITER's tuned block-scaled fp8 GEMM, the kernel SGLang
+  calls on ROCm from 0.4.5 and vLLM from 0.8.3 (older releases keep the fractions). Below the
+  smallest measured M a GEMM takes that M's time (its weights stream the same: an fp8 GEMM on
+  gfx942 takes 10.70 us at M = 1 and 10.72 us at M = 32, evidence gemm-130/131);
+- all-reduce on 8 GPUs from rccl-tests (RCCL 2.22.3, one process per GPU), the HIP-graph
+  curve for an engine that captures graphs, else the eager one. RCCL is what every vLLM and
+  SGLang release on ROCm calls, their custom kernels only where faster, so the curve stands
+  for any release (`AllReduceSurface.engine_release` '0') as an upper bound on its time.
+- fused MoE in block-scaled fp8 from AITER's tuned fused-MoE kernel (below).
+bf16 GEMMs and MI355X/MI350X (gfx950) keep the fractions: the evidence has no curve by M or
+by bytes for them.
+
+A MoE layer's routed experts (`moe_surface`, `moe_efficiency.csv`, written by
+`benchmarks/derive/moe_surfaces.py` from every MoE shape of the aiconfigurator tables and, for
+MI300X, AITER's tuned fused MoE, evidence moe-058..070) cost their own roofline,
+max(FLOPs / peak, weight bytes / bandwidth) at the datasheet values of the measured device,
+over the measured efficiency of a fused-MoE layer at the same m (tokens per touched expert,
+the experts' M) and W (weight elements the layer reads per GPU): medians over the measured
+shapes in cells of half a power of two on each axis, interpolated in log2 m along each W row
+and then in log2 W, held at the ends. The two axes carry what a MoE layer's shape does to its
+kernel: the fixed cost of routing and a grouped launch weighs on a small W, tiles fill with m.
+It applies when the engine has a table of its MoE dtype on the device at or below its release
+(16-bit; fp8 weights, block-scaled first; mxfp4 experts with 16-bit activations; nvfp4),
+with the same rules as the GEMM surface: the datasheet ceiling never reads it, the serving
+simulator runs without it (routed experts keep its affine fit), and an expert-parallel rank
+reads it on the same axes (the tables' TP-split layouts). On the kept sample of raw points its
+median error is 6.6% (tests/test_moe_surface.py): the spread between shapes of one (m, W).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from ..units import UNKNOWN_RELEASE, version_key
+from .operators import ArrayLike
+
+#: The aiconfigurator systems with GEMM tables; a device names its own in its spec
+#: (`Achievable.surface_system`, e.g. `surface_system: h100_sxm` in hardware_specs/h100-sxm.yaml).
+SURFACE_SYSTEMS: tuple[str, ...] = (
+    "a100_sxm",
+    "b200_sxm",
+    "b300_sxm",
+    "gb200",
+    "gb300",
+    "h100_sxm",
+    "h200_sxm",
+    "l40s",
+    "mi300x",
+)
+#: Systems whose surfaces come from ../shared/evidence/kernels/ (`amd_surfaces.py`), not from
+#: aiconfigurator-core; their tables are the `amd_` files.
+EVIDENCE_SYSTEMS: tuple[str, ...] = ("mi300x",)
+#: Origin of each table's rows, for the estimate's `ceiling_source`.
+AIC_ORIGIN = "aiconfigurator-core 0.12.0 tables"
+AMD_ORIGIN = "../shared/evidence/kernels via benchmarks/derive/amd_surfaces.py"
+#: Engine profile → the framework folder of the tables.
+FRAMEWORKS: dict[str, str] = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm"}
+#: Implementations of the tables that are special-purpose kernels, not the engine's default
+#: GEMM for a dense layer of that dtype (block-scaled fp8, fp4, plugins).
+_SPECIAL = ("deepgemm", "flashinfer", "cutedsl", "triton", "trt_flow_", "nvfp4")
+
+
+def measured_for(release: str, table_version: str) -> bool:
+    """A table measured on `table_version` stands for an engine of `release` ('' = the newest)
+    when it was measured at or below that release: a newer release's kernels are not assumed
+    for an older one, nor for a release nobody stated (`UNKNOWN_RELEASE`)."""
+    if release == UNKNOWN_RELEASE:
+        return False
+    return not release or version_key(table_version) <= version_key(release)
+
+
+#: Weights of one instance below which a GEMM is smaller than every shape the medians are over.
+MIN_WEIGHT_ELEMS = 4096 * 4096
+
+
+@dataclass(frozen=True)
+class GemmSurface:
+    """Median achieved FLOP/s of one engine's dense GEMMs on one device, by M."""
+
+    system: str
+    framework: str
+    version: str
+    implementation: str
+    dtype: str
+    m: np.ndarray  # measured M, ascending
+    flops_per_s: np.ndarray  # median over the shapes, FLOP/s
+    origin: str = AIC_ORIGIN
+
+    def at(self, rows: np.ndarray) -> np.ndarray:
+        """Achieved FLOP/s at M = `rows`: linear in M between the measured M (a GEMM's time
+        then never falls as M grows, `gemm_surface`), held at the largest M; below the
+        smallest (M = 1 in the aiconfigurator tables, 16 in the AMD evidence) the smallest's
+        time is held, so FLOP/s falls in proportion to M."""
+        r = np.maximum(np.asarray(rows, dtype=float), 1.0)
+        inside = np.interp(r, self.m, self.flops_per_s)
+        return np.where(r < self.m[0], self.flops_per_s[0] * r / self.m[0], inside)
+
+    @property
+    def label(self) -> str:
+        lo, hi = int(self.m[0]), int(self.m[-1])
+        return (
+            f"{self.implementation} {self.dtype} on {self.system} under {self.framework} "
+            f"{self.version}, M {lo}-{hi} ({self.origin})"
+        )
+
+
+@lru_cache(maxsize=8)
+def _table(name: str) -> tuple[dict[str, str], ...]:
+    """The rows of a bundled surface (roofline/data/surfaces/NAME.csv), its `#` header skipped."""
+    text = resources.files("roofline").joinpath(f"data/surfaces/{name}.csv").read_text()
+    body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#"))
+    return tuple(csv.DictReader(io.StringIO(body)))
+
+
+@lru_cache(maxsize=256)
+def gemm_surface(system: str | None, engine: str, dtype: str) -> GemmSurface | None:
+    """The surface of `engine`'s dense `dtype` GEMMs on aiconfigurator system `system`; None
+    where the tables have none (another system, engine or dtype)."""
+    framework = FRAMEWORKS.get(engine)
+    if system is None or framework is None or dtype not in ("bf16", "fp16", "fp8"):
+        return None
+    want = "bf16" if dtype == "fp16" else dtype
+    evidence = system in EVIDENCE_SYSTEMS
+    rows = [
+        r
+        for r in _table("amd_gemm_efficiency" if evidence else "gemm_efficiency")
+        if r["system"] == system
+        and r["framework"] == framework
+        and r["dtype"] == want
+        and not any(s in r["implementation"].lower() for s in _SPECIAL)
+    ]
+    impls = sorted({r["implementation"] for r in rows})
+    if len(impls) != 1:  # none, or no single default kernel to read
+        return None
+    rows.sort(key=lambda r: int(r["m"]))
+    m = np.asarray([int(r["m"]) for r in rows], dtype=float)
+    flops = np.asarray([float(r["tflops_median"]) * 1e12 for r in rows])
+    # A GEMM of more rows never takes less time: the medians at neighbouring M are over shapes
+    # measured separately, so M / FLOP/s (time per unit of N·K) can dip by a few percent; the
+    # surface takes its running maximum. Linear interpolation of FLOP/s in M between points
+    # whose time grows keeps the time growing in between.
+    time_per_m = np.maximum.accumulate(m / flops)
+    return GemmSurface(
+        system,
+        framework,
+        rows[0]["framework_version"],
+        impls[0],
+        want,
+        m,
+        m / time_per_m,
+        AMD_ORIGIN if evidence else AIC_ORIGIN,
+    )
+
+
+# ---- all-reduce ------------------------------------------------------------------------------
+#: Engine profile → its own all-reduce as the tables name it (under CUDA graphs, and eager).
+#: The collectors timed each engine's all-reduce entry point, so the curves hold its own
+#: switch to NCCL above its custom kernel's size limit (vLLM's eager curve meets NCCL's from
+#: 4 MiB at 8 H100s).
+ALL_REDUCE_IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
+    "vllm": ("vLLM_custom_graph", "vLLM_custom_eager"),
+    "sglang": ("SGLang_CustomAllReduce_graph", "SGLang_CustomAllReduce_eager"),
+    "tensorrt-llm": ("TRTLLM", "TRTLLM"),
+}
+#: On the evidence systems every engine's all-reduce is read off RCCL's own curves (module
+#: docstring): under HIP graphs, and eager.
+RCCL_IMPLEMENTATIONS: tuple[str, str] = ("RCCL_graph", "RCCL_eager")
+
+
+@dataclass(frozen=True)
+class AllReduceSurface:
+    """An engine's measured all-reduce on one system and GPU count: latency by message size."""
+
+    system: str
+    implementation: str
+    version: str
+    gpus: int
+    message_bytes: np.ndarray  # ascending
+    seconds: np.ndarray  # running maximum: a larger message never takes less time
+    engine_release: str = ""  # the engine release it stands for from ('': `version`)
+    origin: str = AIC_ORIGIN
+
+    def at(self, message_bytes: np.ndarray) -> np.ndarray:
+        """Seconds for messages of `message_bytes` per GPU: log-log interpolation between the
+        measured sizes, the smallest's time below them, and the largest's bandwidth beyond."""
+        m = np.maximum(np.asarray(message_bytes, dtype=float), 1.0)
+        lx, ly = np.log(self.message_bytes), np.log(self.seconds)
+        inside = np.exp(np.interp(np.log(m), lx, ly))
+        beyond = self.seconds[-1] * m / self.message_bytes[-1]
+        return np.where(m > self.message_bytes[-1], beyond, inside)
+
+    @property
+    def label(self) -> str:
+        lo, hi = int(self.message_bytes[0]), int(self.message_bytes[-1])
+        return (
+            f"{self.implementation} on {self.gpus} GPUs of {self.system} ({self.version}), "
+            f"{lo} B-{hi >> 20} MiB ({self.origin})"
+        )
+
+    @property
+    def since(self) -> str:
+        """The engine release from which the curve stands for the engine's all-reduce."""
+        return self.engine_release or self.version
+
+
+@lru_cache(maxsize=256)
+def all_reduce_surface(
+    system: str | None, engine: str, gpus: int, graphs: bool
+) -> AllReduceSurface | None:
+    """`engine`'s own all-reduce on `gpus` GPUs of `system`, captured in CUDA graphs or eager;
+    None where the tables have none (another system, engine or GPU count)."""
+    impl = ALL_REDUCE_IMPLEMENTATIONS.get(engine)
+    if system is None or impl is None:
+        return None
+    evidence = system in EVIDENCE_SYSTEMS
+    if evidence:
+        impl = RCCL_IMPLEMENTATIONS
+    name = impl[0] if graphs else impl[1]
+    rows = [
+        r
+        for r in _table("amd_collectives" if evidence else "collectives")
+        if r["system"] == system
+        and r["implementation"] == name
+        and r["collective"] == "all_reduce"
+        and int(r["gpus"]) == gpus
+    ]
+    if len(rows) < 2:
+        return None
+    rows.sort(key=lambda r: int(r["message_bytes"]))
+    size = np.asarray([float(r["message_bytes"]) for r in rows])
+    secs = np.maximum.accumulate(np.asarray([float(r["latency_us"]) * 1e-6 for r in rows]))
+    version = rows[0]["framework_version"]
+    if evidence:
+        return AllReduceSurface(system, name, f"RCCL {version}", gpus, size, secs, "0", AMD_ORIGIN)
+    return AllReduceSurface(system, name, version, gpus, size, secs)
+
+
+# ---- fused MoE ---------------------------------------------------------------------------------
+#: Bytes per weight element and the engine's MoE dtype for a (weight, activation) format pair
+#: (`moe_dtype`): 16-bit both; W8A8 fp8 (block-scaled first: the fp8 MoE checkpoints published,
+#: DeepSeek-V3/R1 and Qwen3's, are 128x128 block-scaled; per-tensor fp8 where a table has no
+#: block-scaled kernel); mxfp4 experts with 16-bit activations (gpt-oss); nvfp4 both.
+MOE_DTYPES: dict[str, tuple[str, ...]] = {
+    "bf16": ("bf16",),
+    "fp8": ("fp8_block", "fp8"),
+    "w4a16_mxfp4": ("w4a16_mxfp4",),
+    "nvfp4": ("nvfp4",),
+}
+
+
+@dataclass(frozen=True)
+class MoeSurface:
+    """Measured fused-MoE layers of one engine on one device: efficiency against the layer's
+    own roofline by (log2 W, log2 m), W the weight elements read per GPU, m tokens per touched
+    expert (`benchmarks/derive/moe_surfaces.py`, `moe_efficiency.csv`)."""
+
+    system: str
+    framework: str
+    version: str
+    implementation: str
+    dtype: str
+    log2_w: np.ndarray  # the W rows, ascending
+    rows: tuple[tuple[np.ndarray, np.ndarray], ...]  # per W row: (log2 m ascending, efficiency)
+    peak_flops_per_s: float  # the datasheet values the efficiencies are against
+    bytes_per_s: float
+    weight_bytes: float  # bytes per weight element of the dtype (scales left out)
+    engine_release: str = ""
+    origin: str = AIC_ORIGIN
+
+    def efficiency(self, m: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Efficiency at m tokens per touched expert and W weight elements: linear in log2 m
+        along each measured W row (held at the row's ends), then linear in log2 W between the
+        rows whose m range holds m (every row where none does), held at the ends."""
+        lm = np.log2(np.maximum(np.asarray(m, dtype=float), 1.0))
+        lw = np.log2(np.maximum(np.asarray(w, dtype=float), 1.0))
+        lm, lw = np.broadcast_arrays(lm, lw)
+        per_row = np.stack([np.interp(lm, x, y) for x, y in self.rows])  # (rows, ...)
+        cover = np.stack([(lm >= x[0] - 0.25) & (lm <= x[-1] + 0.25) for x, _ in self.rows])
+        cover = np.where(cover.any(axis=0), cover, True)
+        rows = np.arange(len(self.rows)).reshape((-1,) + (1,) * lm.ndim)
+        ws = self.log2_w.reshape(rows.shape)
+        # the nearest covering rows at or below W and at or above it (either one held alone)
+        below = np.where(cover & (ws <= lw), rows, -1).max(axis=0)
+        above = np.where(cover & (ws >= lw), rows, len(self.rows)).min(axis=0)
+        below = np.where(below < 0, above, below)
+        above = np.where(above >= len(self.rows), below, above)
+        y0 = np.take_along_axis(per_row, below[None], axis=0)[0]
+        y1 = np.take_along_axis(per_row, above[None], axis=0)[0]
+        w0, w1 = self.log2_w[below], self.log2_w[above]
+        t = np.where(w1 > w0, (lw - w0) / np.where(w1 > w0, w1 - w0, 1.0), 0.0)
+        return y0 + t * (y1 - y0)
+
+    def terms_s(
+        self, flops: ArrayLike, weight_elems: ArrayLike, instances: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(compute, memory) seconds of `instances` fused-MoE layers of `flops` FLOPs reading
+        `weight_elems` weight elements in all: each roof of the layers' shape over the measured
+        efficiency at their m and W (the larger is the layers' time)."""
+        f = np.asarray(flops, dtype=float)
+        w = np.asarray(weight_elems, dtype=float)
+        safe = np.where(w > 0, w, 1.0)
+        eff = self.efficiency(f / (2 * safe), safe / max(instances, 1))
+        compute = np.where(w > 0, f / self.peak_flops_per_s / eff, 0.0)
+        memory = np.where(w > 0, w * self.weight_bytes / self.bytes_per_s / eff, 0.0)
+        return compute, memory
+
+    @property
+    def since(self) -> str:
+        return self.engine_release or self.version
+
+    @property
+    def label(self) -> str:
+        return (
+            f"{self.implementation} {self.dtype} on {self.system} under {self.framework} "
+            f"{self.since}, W 2^{self.log2_w[0]:g}-2^{self.log2_w[-1]:g} elements "
+            f"({self.origin})"
+        )
+
+
+@lru_cache(maxsize=256)
+def moe_surface(system: str | None, engine: str, dtype: str) -> MoeSurface | None:
+    """The surface of `engine`'s fused MoE at `dtype` (a `MOE_DTYPES` key) on `system`; None
+    where neither the tables nor the evidence have one."""
+    framework = FRAMEWORKS.get(engine)
+    if system is None or framework is None or dtype not in MOE_DTYPES:
+        return None
+    table = [r for r in _table("moe_efficiency") if r["system"] == system]
+    for want in MOE_DTYPES[dtype]:
+        rows = [r for r in table if r["framework"] == framework and r["dtype"] == want]
+        if rows:
+            break
+    else:
+        return None
+    by_w: dict[float, list[tuple[float, float]]] = {}
+    for r in rows:
+        by_w.setdefault(float(r["log2_w"]), []).append(
+            (float(r["log2_m"]), float(r["efficiency_median"]))
+        )
+    ws = sorted(by_w)
+    curves = tuple(
+        (np.asarray([x for x, _ in sorted(by_w[w])], dtype=float),
+         np.asarray([y for _, y in sorted(by_w[w])]))
+        for w in ws
+    )  # fmt: skip
+    r0 = rows[0]
+    evidence = system in EVIDENCE_SYSTEMS
+    return MoeSurface(
+        system,
+        framework,
+        r0["framework_version"],
+        r0["implementation"],
+        r0["dtype"],
+        np.asarray(ws, dtype=float),
+        curves,
+        float(r0["peak_tflops"]) * 1e12,
+        float(r0["bandwidth_tbs"]) * 1e12,
+        float(r0["weight_bytes"]),
+        r0["framework_version"] if evidence else "",
+        AMD_ORIGIN if evidence else AIC_ORIGIN,
+    )
