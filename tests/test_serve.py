@@ -549,9 +549,8 @@ REFUSED = {
     "minimax-m2.7": "leave no KV memory",
     "qwen3-vl-235b-a22b": "leave no KV memory",
     "qwen3-next-80b-a3b": "leave no KV memory",
-    # 53.8 GB of weights fit one H200, the delta-net state of 1,024 sequences (80.3 GB) does not
-    "qwen3.5-27b": "leave no KV memory",
-    "qwen3.6-27b": "leave no KV memory",
+    # (qwen3.5-27b and qwen3.6-27b serve: vLLM V1 takes each running sequence's delta-net
+    # state from the pool instead of reserving 1,024 of them, tests/test_state_in_pool.py)
     "qwen3.5-122b-a10b": "leave no KV memory",
     "qwen3.5-397b-a17b": "leave no KV memory",
     "mistral-large-2": "leave no KV memory",

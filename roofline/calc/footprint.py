@@ -88,7 +88,11 @@ class TokenEquivalents:
     growth: float  # g, values per token of the global layers (`kv_growth_elems_per_token`)
 
     @classmethod
-    def of(cls, m: ModelSpec) -> TokenEquivalents:
+    def of(cls, m: ModelSpec, state: bool = False) -> TokenEquivalents:
+        """With `state`, a sequence's recurrent (SSM / linear-attention) state is worth its
+        values over g tokens too, from its first token on (a bounded entry at 1 token): an
+        allocator that takes each running request's state from the KV pool (vLLM V1's
+        `MambaManager`: `memory.state_from_pool`)."""
         bounded: dict[int, int] = {}
         for g in m.layer_groups:
             block = m.mixer_block(g.kind.mixer)
@@ -96,6 +100,8 @@ class TokenEquivalents:
             if g.kind.owns_kv and limit is not None:
                 e = g.count * block.kv_elems_per_token(m, g.kind)
                 bounded[limit] = bounded.get(limit, 0) + e
+        if state and m.state_elems_per_sequence:
+            bounded[1] = bounded.get(1, 0) + int(m.state_elems_per_sequence)
         limits = sorted(bounded)
         return cls(
             np.array(limits, dtype=np.int64),

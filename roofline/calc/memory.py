@@ -483,6 +483,25 @@ def vllm_release_terms(stack: Stack) -> tuple[bool, float] | None:
     return v1, non_torch
 
 
+#: The first vLLM release whose V1 engine serves hybrid (Mamba / linear-attention) models with
+#: the state in the shared KV pool: one block a running request (`MambaManager`,
+#: vllm==0.10.2 and 0.11.0 vllm/v1/core/single_type_kv_cache_manager.py:529; absent from
+#: 0.8.3 and 0.8.5, where hybrid models run the V0 engine, whose MambaCacheManager allocates
+#: the state of max_num_seqs sequences up front).
+VLLM_STATE_IN_POOL = (0, 10, 0)
+
+
+def state_from_pool(stack: Stack) -> bool:
+    """Whether the engine takes each running sequence's recurrent state from the KV pool
+    (vLLM from `VLLM_STATE_IN_POOL`) rather than reserving it for every sequence slot up
+    front (vLLM's V0 engine, and any engine whose allocator the profiles do not describe)."""
+    eng = stack.engine
+    if eng is None or eng.name != "vllm":
+        return False
+    text = eng.exact_release if eng.exact_release != UNKNOWN_RELEASE else ""
+    return version_key(text or eng.release or eng.newest_since or "0.10.0") >= VLLM_STATE_IN_POOL
+
+
 def vllm_profile_reserve_bytes(
     model: ModelSpec, stack: Stack, seqs: int, step_tokens: int
 ) -> list[float] | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..calc.footprint import TokenEquivalents, kv_growth_elems_per_token
-from ..calc.memory import vllm_profile_reserve_bytes
+from ..calc.memory import state_from_pool, vllm_profile_reserve_bytes
 from ..calc.parallel import check
 from ..calc.placement import pp_stage, stage_memory, stages_of, tp_shard
 from ..calc.stack import MemoryPolicy, Stack
@@ -88,8 +88,11 @@ def kv_capacity_tokens(
     per GPU − the activations of a full step of `token_budget` tokens over `max_seqs` sequences
     − the constant SSM/linear state of those sequences) / (KV bytes per token per GPU). TP and
     PP split every token's KV over the group's GPUs; EP splits the sequences, so the replica
-    holds ep times one GPU's tokens. The state counts sequences, not tokens, so it is reserved
-    for every slot up front (as vLLM does for Mamba layers); a model without per-token KV holds
+    holds ep times one GPU's tokens. The state counts sequences, not tokens: reserved for every
+    slot up front (vLLM's V0 MambaCacheManager), or, where the engine takes each running
+    sequence's state from the pool (`memory.state_from_pool`: vLLM V1 from 0.10), counted by
+    the block allocator as that many tokens more per sequence (`TokenEquivalents`, `state=True`)
+    and reserved for none; a model without per-token KV holds
     any number of tokens
     (`UNBOUNDED_KV_TOKENS`). Tokens are the global layers' (`footprint.kv_growth_elems_per_token`);
     a sequence's local (sliding-window) layers take min(S, W) more of them
@@ -105,6 +108,7 @@ def kv_capacity_tokens(
     policy = policy.on(stack.memory)
     budget = stack.budget
     vllm = vllm_profile_reserve_bytes(model, stack, policy.seqs, policy.step_tokens)
+    in_pool = state_from_pool(stack)
     per_stage = []  # (tokens, weights, act, state) of each PP stage: the tightest binds
     for k, (gpu, stage) in enumerate(
         zip(
@@ -117,7 +121,11 @@ def kv_capacity_tokens(
         if vllm is not None:  # vLLM's profile run and the memory it counts outside torch
             act = vllm[k]
         state = (
-            par.sequences_per_gpu(policy.seqs) * stage.state_elems_per_sequence * precision.kv_bytes
+            0.0  # each running sequence's state comes from the pool (`TokenEquivalents`)
+            if in_pool and kv_growth_elems_per_token(stage)
+            else par.sequences_per_gpu(policy.seqs)
+            * stage.state_elems_per_sequence
+            * precision.kv_bytes
         )
         weights += draft_weights_bytes
         free = budget.usable_bytes - weights - act - state
@@ -204,7 +212,7 @@ def build_deployment(
     if speculation is not None:
         kv_per_token += draft_memory(model, stack, speculation)[1]  # moved with the target's
     state = model.state_elems_per_sequence * precision.kv_bytes
-    worth = TokenEquivalents.of(kv_model)
+    worth = TokenEquivalents.of(kv_model, state=state_from_pool(stack))
     equivalents = None if not kv_per_token or worth.identity else worth
     decode_first = stack.first_token_from_decode
     if not policy.disaggregated:
