@@ -562,7 +562,7 @@ def gemm_rows_delta(
     an H100), so no table of them read off vector probes is what `estimate` says. None when
     the spec has no such term, or with expert parallelism (the fullest GPU's rows are not the
     step's tokens): the simulator then runs the affine spec alone."""
-    if stack.hardware.achievable == affine.hardware.achievable or stack.parallel.ep > 1:
+    if not _adds_back(stack, affine):
         return None
     B = ROWS_GRID
     step = Step(B, np.ones_like(B), np.ones_like(B))
@@ -592,14 +592,11 @@ def serving_step_cost(model: ModelSpec, stack: Stack, step: Step) -> ParallelSte
     if model.attention.kind == "mla" and model.attention.mla_decode == "auto":
         W = model.attention.sliding_window if model.layers_with("local") else None
         naive = bool(np.all(mla_naive_is_cheaper(model, step.new_tokens, step.cached_tokens, W)))
-        spec = ModelSpec.model_validate(
-            model.model_dump()
-            | {"attention": model.attention.model_dump() | {"mla_decode": _PATHS[naive]}}
-        )
+        spec = _on_mla_path(model, "naive" if naive else "absorbed")
         return serving_step_cost(spec, stack.for_model(spec), step)
     affine = stack.on(affine_spec(stack.hardware))
     aff = parallel_step_cost(model, affine, step)
-    if gemm_rows_delta(model, stack, affine) is None:
+    if not _adds_back(stack, affine):
         return aff
     full = parallel_step_cost(model, stack, step)
     longer = parallel_step_cost(
@@ -612,7 +609,17 @@ def serving_step_cost(model: ModelSpec, stack: Stack, step: Step) -> ParallelSte
     return ParallelStepCost(dataclasses.replace(full.compute, ops=ops), full.collectives)
 
 
-_PATHS = {True: "naive", False: "absorbed"}
+def _on_mla_path(model: ModelSpec, path: str) -> ModelSpec:
+    """`model` with its MLA decode path fixed (`naive` or `absorbed`) instead of `auto`."""
+    return ModelSpec.model_validate(
+        model.model_dump() | {"attention": model.attention.model_dump() | {"mla_decode": path}}
+    )
+
+
+def _adds_back(stack: Stack, affine: Stack) -> bool:
+    """Whether the device has non-affine GEMM terms the simulator adds back: some, and no
+    expert parallelism (the fullest GPU's rows are not the step's tokens)."""
+    return stack.hardware.achievable != affine.hardware.achievable and stack.parallel.ep == 1
 
 
 def _by_tokens(o, longer) -> bool:
@@ -639,10 +646,7 @@ def mixed_step_cost(model: ModelSpec, stack: Stack) -> MixedStepCost | MlaPathsS
     if model.attention.kind == "mla" and model.attention.mla_decode == "auto":
 
         def forced(path: str) -> MixedStepCost:
-            spec = ModelSpec.model_validate(
-                model.model_dump()
-                | {"attention": model.attention.model_dump() | {"mla_decode": path}}
-            )
+            spec = _on_mla_path(model, path)
             return mixed_step_cost(spec, stack.for_model(spec))  # type: ignore[return-value]
 
         return MlaPathsStepCost(model, forced("naive"), forced("absorbed"))
