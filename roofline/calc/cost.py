@@ -126,7 +126,7 @@ class Ceilings:
             moe = (
                 None
                 if engine is None or not a.gemm_surface or moe_dtype is None
-                else moe_surface(a.surface_system, engine.name, moe_dtype)
+                else moe_surface(a.surface_system, engine.name, moe_dtype, engine.known_release)
             )
             if moe is not None and engine is not None:
                 if measured_for(engine.known_release, moe.since):

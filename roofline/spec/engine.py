@@ -340,8 +340,8 @@ class EngineSpec(Frozen):
 
     @property
     def flag(self) -> str:
-        """The `--engine` value that gives this profile back: 'vllm', or 'vllm@0.8.0' for an
-        older range (its first release)."""
+        """The `--engine` value that gives this profile back: 'vllm', 'vllm@0.6.3' for a
+        release asked for, or 'vllm@0.8.0' for an older range by its first release."""
         if self.exact_release and self.exact_release != UNKNOWN_RELEASE:
             return f"{self.name}@{self.exact_release}"
         return f"{self.name}@{self.release}" if self.release else self.name
@@ -369,7 +369,9 @@ class EngineSpec(Frozen):
         if v >= version_key(self.newest_since):
             return self.model_copy(update={"exact_release": ".".join(map(str, v))})
         below = [r for r in self.releases if version_key(r.since) <= v]
-        return self._with(below[-1] if below else self.releases[0])
+        ranged = self._with(below[-1] if below else self.releases[0])
+        # the range's behaviour, the release itself: kernel tables are keyed by release
+        return ranged.model_copy(update={"exact_release": ".".join(map(str, v))})
 
     def at_date(self, date: str) -> EngineSpec:
         """The profile of the release current on `date` (YYYY-MM or YYYY-MM-DD): the newest

@@ -365,20 +365,60 @@ class MoeSurface:
         )
 
 
+#: The bundled fused-MoE tables: the current releases' (`moe_surfaces.py`) and older releases'
+#: kernels (`moe_release_surfaces.py`), each with the origin its rows cite and the first release
+#: it no longer stands for ('': none). vLLM's Triton block-fp8 table stops at 0.11.0, where
+#: DeepGEMM became the default block-fp8 MoE kernel on Hopper (vllm 0.10.2 envs.py:974-975
+#: `VLLM_USE_DEEP_GEMM` default "0"; vllm 0.11.0 envs.py:1148-1149 default "1").
+MOE_TABLES: dict[str, tuple[str, str]] = {
+    "moe_efficiency": ("", ""),
+    "moe_release_efficiency": (
+        "vLLM PR #13932 via benchmarks/derive/moe_release_surfaces.py",
+        "0.11.0",
+    ),
+}
+
+
+def _stands_for(release: str, version: str, until: str) -> bool:
+    """A table measured at `version` stands for `release` ('' = the newest) when measured at or
+    below it (`measured_for`) and the release is older than `until`, the first release that ran
+    another kernel ('': none did)."""
+    if not measured_for(release, version):
+        return False
+    return not until or (bool(release) and version_key(release) < version_key(until))
+
+
 @lru_cache(maxsize=256)
-def moe_surface(system: str | None, engine: str, dtype: str) -> MoeSurface | None:
-    """The surface of `engine`'s fused MoE at `dtype` (a `MOE_DTYPES` key) on `system`; None
-    where neither the tables nor the evidence have one."""
+def moe_surface(
+    system: str | None, engine: str, dtype: str, release: str = ""
+) -> MoeSurface | None:
+    """The surface of `engine`'s fused MoE at `dtype` (a `MOE_DTYPES` key) on `system` for an
+    engine of `release` ('' = the newest): of the tables measured at or below that release
+    (`measured_for`), the newest; None where the tables and the evidence have none."""
     framework = FRAMEWORKS.get(engine)
     if system is None or framework is None or dtype not in MOE_DTYPES:
         return None
-    table = [r for r in _table("moe_efficiency") if r["system"] == system]
+    table = [
+        (r, origin, until)
+        for name, (origin, until) in MOE_TABLES.items()
+        for r in _table(name)
+        if r["system"] == system and r["framework"] == framework
+    ]
     for want in MOE_DTYPES[dtype]:
-        rows = [r for r in table if r["framework"] == framework and r["dtype"] == want]
-        if rows:
+        versions = {
+            r["framework_version"]
+            for r, _, until in table
+            if r["dtype"] == want and _stands_for(release, r["framework_version"], until)
+        }
+        if versions:
+            version = max(versions, key=version_key)
             break
     else:
         return None
+    picked = [
+        (r, o) for r, o, _ in table if r["dtype"] == want and r["framework_version"] == version
+    ]
+    rows = [r for r, _ in picked]
     by_w: dict[float, list[tuple[float, float]]] = {}
     for r in rows:
         by_w.setdefault(float(r["log2_w"]), []).append(
@@ -390,8 +430,11 @@ def moe_surface(system: str | None, engine: str, dtype: str) -> MoeSurface | Non
          np.asarray([y for _, y in sorted(by_w[w])]))
         for w in ws
     )  # fmt: skip
-    r0 = rows[0]
+    r0, origin = picked[0]
     evidence = system in EVIDENCE_SYSTEMS
+    # evidence systems and older releases name their engine release; aiconfigurator's tables
+    # stand for the release they were collected on (`MoeSurface.since`: the same version)
+    own = evidence or bool(origin)
     return MoeSurface(
         system,
         framework,
@@ -403,6 +446,6 @@ def moe_surface(system: str | None, engine: str, dtype: str) -> MoeSurface | Non
         float(r0["peak_tflops"]) * 1e12,
         float(r0["bandwidth_tbs"]) * 1e12,
         float(r0["weight_bytes"]),
-        r0["framework_version"] if evidence else "",
-        AMD_ORIGIN if evidence else AIC_ORIGIN,
+        r0["framework_version"] if own else "",
+        origin or (AMD_ORIGIN if evidence else AIC_ORIGIN),
     )
