@@ -543,6 +543,7 @@ REFUSED = {
     "kimi-k2": "leave no KV memory",
     "glm-5.1": "leave no KV memory",
     "glm-5": "leave no KV memory",
+    "glm-4.7": "leave no KV memory",
     "kimi-k2.5": "leave no KV memory",
     "kimi-k2.6": "leave no KV memory",
     "minimax-m2.5": "leave no KV memory",
