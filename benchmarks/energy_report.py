@@ -12,16 +12,25 @@
 3. The energy rows (`roofline/data/published-energy.csv`): median |error| at first sight (the
    model before) and now, by metric and by source; and, where a row states the GPU's measured
    activity (nvidia-smi utilisation, DCGM sm_active), the model's kernel share beside it.
+
+    python benchmarks/energy_report.py --band
+
+prints only the energy band's check (`roofline.calc.intervals`, "energy"): leave-one-source-out
+coverage of the 80% power and J-per-token bands over the stored energy residuals
+(`roofline/data/energy-residuals.csv`), by metric, source and GPUs, and the median half-width
+of each row's own band.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 
+from roofline.calc import intervals as iv
 from roofline.calc.parallel import parallel_step_cost
 from roofline.calc.phases import estimate
 from roofline.calc.power import busy_share, busy_terms, power_terms
@@ -153,7 +162,28 @@ def _kernel_share(row) -> float:
     return float(np.asarray(t.kernel_s / t.step_s))
 
 
+def energy_band(coverage: float = 0.8) -> None:
+    """The leave-one-source-out check of the energy band (module docstring)."""
+    res = iv.read_residuals(iv.energy_path())
+    c = iv.energy_loso_coverage(res, iv.bundled(), coverage)
+    width = iv.energy_half_width(res, iv.bundled(), coverage)
+    names = {"power": "power_w", "energy": "joules_per_output_token"}
+    print(f"{coverage:.0%} band, {c.rows} rows: leave-one-source-out coverage {c.overall:.1%}\n")
+    print("| group | covered / rows | share |")
+    print("|---|---|---|")
+    for title, groups in (("metric", c.by_quantity), ("source", c.by_source), ("", c.by_gpus)):
+        for k, (n_in, n) in groups.items():
+            name = names.get(k, k) if title == "metric" else k
+            print(f"| {name} | {n_in} / {n} | {n_in / n:.0%} |")
+    print()
+    print("Median half-width (high − low)/2 of each row's own band, share of the prediction:")
+    print(", ".join(f"{names[k]} {v:.0%}" for k, v in width.items()) + ".")
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--band"]:
+        energy_band()
+        return
     head = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()

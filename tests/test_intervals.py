@@ -170,7 +170,8 @@ def test_estimate_json_carries_an_interval_per_figure(capsys) -> None:
         assert rate["high"] == pytest.approx(case["batch"] / tpot["low"])
         assert "split-conformal over" in tpot["basis"]
     money = d["economics"]["cases"][0]["intervals"]
-    assert "not in this band" in money["joules_per_output_token"]["basis"]
+    assert "half-widths in quadrature" in money["joules_per_output_token"]["basis"]
+    assert "power rows" in money["power_w_per_gpu"]["basis"]
     # --interval 0 drops them, the datasheet ceiling (a bound) has none
     code, out, _ = run_cli(capsys, "estimate", "llama-3.1-8b", "--interval", "0", "--json")
     assert "intervals" not in json.loads(out)["cases"][0]

@@ -16,6 +16,12 @@ has, so re-running after a model change never rewrites it. A `both` row also set
 power model (`benchmarks/derive/power_terms.py`); its `first_sight_at` says so, and the
 accuracy report counts it in-sample.
 
+    python benchmarks/derive/energy_rows.py --write-residuals
+
+writes the rows' residuals against the model as it is now to `roofline/data/energy-residuals.csv`
+(the columns of `roofline/data/residuals.csv`), the evidence of the power and energy bands of
+`estimate` (`roofline.calc.intervals`, "energy"); refresh it after a change to the model.
+
     python benchmarks/derive/energy_rows.py --explain
 
 writes nothing: it prints, per row, whether its error is the power's or the time's (a markdown
@@ -35,8 +41,9 @@ import re
 import subprocess
 from pathlib import Path
 
+from roofline.calc.intervals import Residual, energy_path, write_residuals
 from roofline.calc.power import power_terms
-from roofline.serve.published import ENERGY_METRICS, load_rows, predict
+from roofline.serve.published import ENERGY_METRICS, Prediction, load_rows, predict, predict_all
 from roofline.spec.catalog import load_hardware
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,6 +81,30 @@ def rows_to_predict(evidence: Path, checks: Path) -> list[dict[str, str]]:
             }
         )
     return out
+
+
+def energy_residuals(preds: list[Prediction]) -> list[Residual]:
+    """The predicted measured-power rows as `intervals.Residual`s, classed as the time rows
+    are (`roofline.serve.published.residuals`, which leaves these rows out)."""
+    return [
+        Residual(
+            id=p.row.id,
+            source=p.row.source,
+            metric=p.row.metric,
+            engine=(p.engine or "none").split("@")[0],
+            gpus=p.row.tp,
+            batch=float(p.row.batch),
+            vendor=load_hardware(p.row.hardware).vendor,
+            predicted=float(p.predicted),
+            published=float(p.row.value),
+            weights=p.row.weights,
+        )
+        for p in preds
+        if p.row.metric in ENERGY_METRICS
+        and p.predicted is not None
+        and p.predicted > 0
+        and p.row.value > 0
+    ]
 
 
 def _run(r) -> tuple:
@@ -124,9 +155,19 @@ def main() -> None:
     ap.add_argument("--checks", type=Path, default=CHECKS)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--explain", action="store_true", help="print the per-row table, write nothing")
+    ap.add_argument(
+        "--write-residuals",
+        action="store_true",
+        help="write the rows' residuals now to roofline/data/energy-residuals.csv, nothing else",
+    )
     args = ap.parse_args()
     if args.explain:
         explain(args.out)
+        return
+    if args.write_residuals:
+        res = energy_residuals(predict_all(load_rows(args.out)))
+        write_residuals(res, energy_path())
+        print(f"{len(res)} residuals -> {energy_path().relative_to(REPO)}")
         return
     head = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True

@@ -30,6 +30,10 @@ low end never goes below the datasheet roofline's time for the same case, nor a 
 end above its rate (the speed of light; `phases.Estimate.case_intervals`). Exchangeability is
 the method's assumption: a new case must be like the rows of its class.
 
+Energy (the section at the end): power per GPU and J per output token take bands from the
+measured-power rows (`roofline/data/energy-residuals.csv`) in the same classes and ranks,
+widened by the spread between their sources; the time bands never see those rows.
+
 Honest coverage (`loso_coverage`): for each source in turn, the intervals are built without its
 rows and its rows are checked against them. This is still optimistic for the model itself,
 which was built while reading these sources; independent checks on unseen sources are the
@@ -64,7 +68,12 @@ QUANTITY = {
     "e2e_s": "e2e",
     "throughput_tokens_per_s": "e2e",
     "memory_bytes": "memory",
+    "power_w": "power",
+    "joules_per_output_token": "energy",
 }
+#: The quantities of the measured-power rows (`roofline/data/energy-residuals.csv`): they stay
+#: out of the time bands' evidence.
+ENERGY_QUANTITIES = ("power", "energy")
 RATES = ("decode_tokens_per_s", "prefill_tokens_per_s", "throughput_tokens_per_s")
 DEFAULT_COVERAGE = 0.8
 #: The CI gate: leave-one-source-out coverage of the default interval must stay in this range.
@@ -219,14 +228,21 @@ class Evidence:
                 tau = self.between_class_log_sd(key[:depth], (hi - lo) / 2 / z)
                 mid, h = (lo + hi) / 2, math.hypot((hi - lo) / 2, z * tau)
                 lo, hi = mid - h, mid + h
+            lo, hi, more = self.widened(lo, hi, coverage)
             return Band(
                 min(math.exp(lo), 1.0),  # the band holds the prediction itself
                 max(math.exp(hi), 1.0),
                 coverage,
-                _basis(key, level, int(e.size), self._by.get(key[:4], np.zeros(0)).size, tau),
+                _basis(key, level, int(e.size), self._by.get(key[:4], np.zeros(0)).size, tau)
+                + more,
                 int(e.size),
             )
         return self.widest(coverage, f"no class of {key[0]} rows holds enough rows")
+
+    def widened(self, lo: float, hi: float, coverage: float) -> tuple[float, float, str]:
+        """A further widening of a band's log ends, and its words; none for the time rows
+        (`EnergyEvidence` widens by the spread between sources)."""
+        return lo, hi, ""
 
     def between_class_log_sd(self, parent: tuple[str, ...], fallback: float) -> float:
         """τ: the standard deviation of the median log errors of `parent`'s classes one level
@@ -399,9 +415,9 @@ def loso_coverage(residuals: Sequence[Residual], coverage: float = DEFAULT_COVER
 
 # ---- a prediction's intervals ---------------------------------------------------------------
 #: The figures of an estimate case: the quantity whose residuals bound each, and whether it is
-#: a rate. Cost per token scales with the time a token takes (e2e); energy per token too, times
-#: a power whose own error is not in this band (its basis says so; the power rows are checked
-#: apart, in roofline/data/published-energy.csv).
+#: a rate. Cost per token scales with the time a token takes (e2e). Power per GPU and energy
+#: per token have bands of their own, from the measured-power rows (`power_band`,
+#: `energy_band`; "Energy" below).
 FIGURES: dict[str, tuple[str, bool]] = {
     "ttft_s": ("prefill", False),
     "tpot_s": ("decode", False),
@@ -410,12 +426,9 @@ FIGURES: dict[str, tuple[str, bool]] = {
     "throughput_tokens_per_s": ("e2e", True),
     "memory_bytes_per_gpu": ("memory", False),
     "cost_per_million_output_tokens_usd": ("e2e", False),
-    "joules_per_output_token": ("e2e", False),
+    "power_w_per_gpu": ("power", False),
+    "joules_per_output_token": ("energy", False),
 }
-POWER_NOTE = (
-    "; the power behind it is not in this band (checked apart against measured power: "
-    "roofline/data/published-energy.csv)"
-)
 
 
 def key_of(
@@ -487,11 +500,13 @@ def intervals_of(
         if name not in FIGURES or not math.isfinite(value):
             continue
         quantity, rate = FIGURES[name]
+        if quantity in ENERGY_QUANTITIES:
+            out[name] = _energy_interval(
+                quantity, value, engine, gpus, batch, hw, coverage, evidence, weights
+            )
+            continue
         band = band_for(quantity, engine, gpus, batch, hw, coverage, evidence, weights)
-        d = band.as_dict(value, rate)
-        if name == "joules_per_output_token":
-            d["basis"] += POWER_NOTE
-        out[name] = d
+        out[name] = band.as_dict(value, rate)
     return out
 
 
@@ -502,4 +517,171 @@ def median_half_width(evidence: Evidence, coverage: float = DEFAULT_COVERAGE) ->
     for r in evidence.residuals:
         b = evidence.band(r.key, coverage)
         widths.setdefault(gpu_class(r.gpus), []).append((b.high - b.low) / 2)
+    return {k: float(np.median(v)) for k, v in sorted(widths.items())}
+
+
+# ---- energy ---------------------------------------------------------------------------------
+# Power per GPU and energy per output token (`roofline.calc.power`) are checked against the
+# measured-power rows (`roofline/data/published-energy.csv`, `validate --published`); their
+# residuals, e = ln(measured / predicted), are stored in `roofline/data/energy-residuals.csv`
+# (written by `python benchmarks/derive/energy_rows.py --write-residuals`).
+#
+# Power: the band of the case's class over the power rows, in the classes, pooling and
+# split-conformal ranks of the time bands (`Evidence.band`), then widened by the spread
+# between sources: in log space h → √(h² + (z·τ_s)²) about the same centre, τ_s the standard
+# deviation of the median log errors of the sources holding `MIN_CLASS_ROWS` or more power
+# rows. Each source's rows share one setup (its engine build, its host, its meter), so their
+# errors move together, and a new deployment is a new source: with five sources whose medians
+# lie from −0.68 to +0.17 (log), a band from the pooled rows alone would be as sure as the
+# number of rows, not of sources. A measured average power never exceeds the device's power
+# cap (its board limit enforces it): the high end stops there.
+#
+# Energy per token: J = P · n / (tok/s), so ln(J_measured / J_predicted) is the power's log
+# error plus the time per token's. The band adds the two centres, the power band's and the
+# case's e2e time band's (`band_for`), and its half-width is √(h_P² + h_t²) (the two errors
+# taken as independent). The rows that measure J per token are not in it: they check it.
+ENERGY_DATA = "data/energy-residuals.csv"
+
+
+def energy_path() -> Path:
+    return Path(str(resources.files("roofline") / ENERGY_DATA))
+
+
+def energy_source(r: Residual) -> str:
+    """A measured-power row's source as one team: a GitHub address by its repository
+    ('https://github.com/SemiAnalysisAI/InferenceX/issues/828' → 'SemiAnalysisAI/InferenceX'),
+    so an issue and a pull request of one benchmark are held out together."""
+    name = r.source_name
+    if name.startswith("https://github.com/"):
+        return "/".join(name.removeprefix("https://github.com/").split("/")[:2])
+    return name
+
+
+def source_spread(residuals: Sequence[Residual], quantity: str) -> float | None:
+    """τ_s: the standard deviation of the median log errors of the sources holding
+    `MIN_CLASS_ROWS` or more rows of `quantity`; None with fewer than two such sources."""
+    by: dict[str, list[float]] = {}
+    for r in residuals:
+        if r.quantity == quantity:
+            by.setdefault(energy_source(r), []).append(r.log_error)
+    medians = [float(np.median(v)) for v in by.values() if len(v) >= MIN_CLASS_ROWS]
+    return float(np.std(medians, ddof=1)) if len(medians) >= 2 else None
+
+
+class EnergyEvidence(Evidence):
+    """The power rows' residuals by class, their bands widened by the spread between sources
+    (the energy comment above); the energy-per-token rows are left out, to check."""
+
+    def __init__(self, residuals: Sequence[Residual]) -> None:
+        super().__init__([r for r in residuals if r.quantity == "power"])
+        self.tau_source = source_spread(self.residuals, "power") or 0.0
+
+    def widened(self, lo: float, hi: float, coverage: float) -> tuple[float, float, str]:
+        z = NormalDist().inv_cdf((1 + coverage) / 2)
+        mid, h = (lo + hi) / 2, math.hypot((hi - lo) / 2, z * self.tau_source)
+        sources = len({energy_source(r) for r in self.residuals})
+        return (
+            mid - h,
+            mid + h,
+            f"; widened by the spread between the {sources} sources' medians "
+            f"τ_s = {self.tau_source:.2f} (log)",
+        )
+
+
+def energy_band_of(power: Band, time: Band) -> Band:
+    """The band of J per output token from the power band and the e2e time band: centres
+    added, half-widths in quadrature, in log space (the energy comment above)."""
+    lp, hp, lt, ht = (math.log(x) for x in (power.low, power.high, time.low, time.high))
+    mid, h = (lp + hp) / 2 + (lt + ht) / 2, math.hypot((hp - lp) / 2, (ht - lt) / 2)
+    return Band(
+        min(math.exp(mid - h), 1.0),
+        max(math.exp(mid + h), 1.0),
+        power.coverage,
+        f"power: {power.basis}; times the time per token's band ({time.basis}), "
+        "log centres added, half-widths in quadrature",
+        power.rows,
+    )
+
+
+@lru_cache(maxsize=1)
+def energy_bundled() -> EnergyEvidence:
+    """The evidence of the bundled measured-power rows' residuals."""
+    return EnergyEvidence(read_residuals(energy_path()))
+
+
+def _energy_interval(
+    quantity: str,
+    value: float,
+    engine: str,
+    gpus: int,
+    batch: float,
+    hw: HardwareSpec,
+    coverage: float,
+    evidence: Evidence | None,
+    weights: str,
+) -> dict:
+    """The interval of a case's power per GPU (`quantity` "power") or J per output token
+    ("energy"), `value` the prediction (the energy comment above)."""
+    from .power import power_terms
+
+    power = energy_bundled().band(
+        key_of("power", engine, gpus, batch, hw.vendor, weights), coverage
+    )
+    if quantity == "power":
+        d = power.as_dict(value)
+        d["high"] = min(d["high"], max(power_terms(hw).cap_w, value))  # never above the cap
+        return d
+    time = band_for("e2e", engine, gpus, batch, hw, coverage, evidence, weights)
+    return energy_band_of(power, time).as_dict(value)
+
+
+def energy_row_band(
+    r: Residual, evidence: EnergyEvidence, time: Evidence, coverage: float = DEFAULT_COVERAGE
+) -> Band:
+    """The band a measured-power row gets: a power row its class's power band, an energy row
+    that band with the e2e band of its class in `time` (`energy_band_of`)."""
+    power = evidence.band(("power", *r.key[1:]), coverage)
+    if r.quantity == "power":
+        return power
+    return energy_band_of(power, time.band(("e2e", *r.key[1:]), coverage))
+
+
+def energy_loso_coverage(
+    residuals: Sequence[Residual], time: Evidence, coverage: float = DEFAULT_COVERAGE
+) -> Coverage:
+    """Coverage of the `coverage` power and energy bands, each source's rows against the
+    other sources' power rows (`time` holds no measured-power source, so it stays whole)."""
+    check_coverage(coverage)
+    by_q: dict[str, list[int]] = {}
+    by_s: dict[str, list[int]] = {}
+    by_g: dict[str, list[int]] = {}
+    for source in sorted({energy_source(r) for r in residuals}):
+        evidence = EnergyEvidence([r for r in residuals if energy_source(r) != source])
+        for r in (r for r in residuals if energy_source(r) == source):
+            b = energy_row_band(r, evidence, time, coverage)
+            inside = int(math.log(b.low) <= r.log_error <= math.log(b.high)) if b.low > 0 else 1
+            by_q.setdefault(r.quantity, []).append(inside)
+            by_s.setdefault(source, []).append(inside)
+            by_g.setdefault(gpu_class(r.gpus), []).append(inside)
+    flat = [x for v in by_s.values() for x in v]
+    return Coverage(
+        coverage,
+        float(np.mean(flat)) if flat else math.nan,
+        len(flat),
+        {k: (sum(v), len(v)) for k, v in sorted(by_q.items())},
+        {k: (sum(v), len(v)) for k, v in sorted(by_s.items())},
+        {k: (sum(v), len(v)) for k, v in sorted(by_g.items())},
+    )
+
+
+def energy_half_width(
+    residuals: Sequence[Residual], time: Evidence, coverage: float = DEFAULT_COVERAGE
+) -> dict[str, float]:
+    """Median half-width (high − low)/2 of the band of each measured-power row's own class
+    (all rows in the evidence), as a share of the central value, per quantity."""
+    evidence = EnergyEvidence(residuals)
+    widths: dict[str, list[float]] = {}
+    for r in residuals:
+        b = energy_row_band(r, evidence, time, coverage)
+        widths.setdefault(r.quantity, []).append((b.high - b.low) / 2)
     return {k: float(np.median(v)) for k, v in sorted(widths.items())}

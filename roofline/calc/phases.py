@@ -391,3 +391,42 @@ def estimate(
         memory.context_warning(model, context),
         asked_max,
     )
+
+
+def capped_estimate(est: Estimate, cap_w: float, alpha: float | None = None) -> Estimate:
+    """`est` with its device run under a power cap of `cap_w` W per GPU: each case's prefill
+    (B prompts of P tokens) and decode step (at P + G/2 cached tokens, as its power is priced)
+    take Σ c·(1/s_cap − 1/s_TDP) longer (`roofline.calc.power`, "a power cap"), so TTFT and
+    TPOT stretch where the modelled power would exceed the cap; a cap above what the steps draw
+    changes nothing."""
+    from .power import (
+        CAP_CHECKED_SHARE,
+        CLOCK_POWER_EXPONENT,
+        busy_terms,
+        clock_share,
+        power_terms,
+    )
+
+    alpha = CLOCK_POWER_EXPONENT if alpha is None else alpha
+    m, stack, hw = est.model, est.stack, est.hardware
+    at_cap, at_tdp = power_terms(hw, cap_w), power_terms(hw)
+    B = np.array([c.batch for c in est.cases], dtype=float)
+    P, G = est.cases[0].prompt_tokens, est.cases[0].gen_tokens
+    added = []
+    for step in (Step(B, P, 0), Step(B, 1, P + G // 2)):
+        t = busy_terms(parallel_step_cost(m, stack, step))
+        grow = 1 / clock_share(t, at_cap, alpha) - 1 / clock_share(t, at_tdp, alpha)
+        added.append(np.broadcast_to(np.asarray(t.compute_s) * grow, B.shape))
+    cases = tuple(
+        replace(c, ttft_s=c.ttft_s + float(added[0][i]), tpot_s=c.tpot_s + float(added[1][i]))
+        for i, c in enumerate(est.cases)
+    )
+    warnings = est.warnings
+    if hw.tdp_w is not None and cap_w < CAP_CHECKED_SHARE * hw.tdp_w:
+        warnings += (
+            f"a power cap of {cap_w:g} W is below {CAP_CHECKED_SHARE:.0%} of {hw.name}'s TDP "
+            f"({hw.tdp_w:g} W), the lowest share its clock relation was derived at; there it "
+            "has run optimistic (an RTX 3090's decode lost 14% at 150 W and 83% at 100 W where "
+            "it gives 4% and 7%)",
+        )
+    return replace(est, cases=cases, warnings=warnings)

@@ -32,8 +32,26 @@ or consumer board (its board limit binds in decode). a_s comes from phase power 
 (P_decode − P_idle) / (P_prefill − P_idle), the decode phase streaming weights and KV, prefill
 compute-bound (Splitwise's H100 and A100 parameters, PW056–PW061). No evidence measures
 attention apart from the rest of a step, so a_att stays fitted to S1's whole-run vLLM rows and
-is flagged so (`Activity.fitted`). Host CPUs, networking and cooling are not counted; clocks
-follow the cap (no separate clock model).
+is flagged so (`Activity.fitted`). Host CPUs, networking and cooling are not counted.
+
+Under a power cap below the modelled power (`capped_estimate`), the device lowers its compute
+clock to a share s of the clock it runs at by default. Define α: dynamic power goes as s^α.
+The compute part of each kernel stretches to c_i / s. Memory waits, fixed time, collectives
+and host time keep their length (the memory clock is not the one the cap lowers). Then
+    P(s) = P_s + P_d · s^α · b(s),   b(s) = [Σ c_i / s + a_att·A + a_s·W] / (t + Σ c_i·(1/s − 1)),
+and s is the largest share ≤ 1 with P(s) ≤ P_cap. A step's time becomes t + Σ c_i·(1/s − 1).
+The calculator's times are taken at the spec's TDP (the default limit, where they were
+checked), so a capped step adds Σ c_i·(1/s_cap − 1/s_TDP).
+α comes from the one power-limit sweep of the evidence that holds the workload fixed: S9,
+llmgarage.ai "Tokens-per-Second Test Bench: Power Limit Sweep" (6× RTX 3090, llama.cpp layer
+split, prefill at a 198K context). Prefill runs 9,893 tok/s at a 350 W limit (PW135) and 5,941 at
+200 W (PW136). A compute-bound step has b = 1, so s^α = (P_cap − P_s) / P_d and the speed goes
+as s. With P_s = 17.5 W (the card's idle, PW049):
+    5941 / 9893 = ((200 − 17.5) / (350 − 17.5))^(1/α),   1/α = ln 0.6005 / ln 0.5489 = 0.850,
+and α = 1.18. Only P_s enters: P_d cancels. Dynamic power falls a little faster than the
+clock, since the voltage drops with it. At the card's minimum limit, 100 W (PW137), this gives
+0.306 of the 350 W speed against 0.1405 measured: below the 57% of TDP it was derived at, the
+relation is optimistic (`CAP_CHECKED_SHARE`; `capped_estimate` warns).
 """
 
 from __future__ import annotations
@@ -55,6 +73,14 @@ from .parallel import ParallelStepCost
 
 DeviceClass = Literal["datacenter", "workstation"]
 DATA = "data/power.yaml"
+#: α: dynamic power goes as (clock share)^α under a power cap (module docstring: S9,
+#: PW135 against PW136, 1/α = ln(5941/9893) / ln((200 − 17.5)/(350 − 17.5)) = 0.850).
+CLOCK_POWER_EXPONENT = 1.18
+#: The lowest cap, as a share of TDP, the clock relation was derived at (S9: 200 of 350 W).
+#: Below it, the evidence says it runs optimistic: S9's decode lost 14% of its speed at 150 W
+#: (PW133) and 83% at 100 W (PW134), where the relation gives 4% and 7%
+#: (docs/measurements/energy-first-sight.md, "A power cap").
+CAP_CHECKED_SHARE = 200 / 350
 
 
 # ---- the data ---------------------------------------------------------------------------------
@@ -228,3 +254,34 @@ def busy_terms(cost: ParallelStepCost) -> BusyTerms:
 def busy_share(cost: ParallelStepCost, activity: Activity | None = None) -> ArrayLike:
     """b of the module docstring for one step (the bundled activity unless one is given)."""
     return busy_terms(cost).share(activity or power_data().activity)
+
+
+# ---- a power cap ------------------------------------------------------------------------------
+def clock_share(
+    t: BusyTerms, terms: PowerTerms, alpha: float = CLOCK_POWER_EXPONENT, steps: int = 60
+) -> ArrayLike:
+    """s: the largest compute-clock share ≤ 1 at which the step draws no more than the cap,
+    P_s + P_d · s^α · b(s) ≤ P_cap (module docstring), by bisection; P(s) grows with s for
+    α ≥ 1. A cap at or below the static power leaves no clock: refused."""
+    if terms.cap_w <= terms.static_w:
+        raise InvalidInputError(
+            f"a power cap of {terms.cap_w:g} W is at or below the device's static power "
+            f"({terms.static_w:.0f} W): nothing is left to run kernels; raise the cap"
+        )
+    a = terms.activity
+    c = np.asarray(t.compute_s, dtype=float)
+    rest_busy = a.attention * np.asarray(t.attention_s) + a.stream * np.asarray(t.stream_s)
+    step = np.asarray(t.step_s, dtype=float)
+
+    def power(s: np.ndarray) -> np.ndarray:
+        busy = (c / s + rest_busy) / (step + c * (1 / s - 1))
+        return terms.static_w + terms.dynamic_w * s**alpha * busy
+
+    hi = np.ones(np.broadcast(c, step).shape)
+    ok = power(hi) <= terms.cap_w
+    lo = np.full(hi.shape, 1e-6)
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        fits = power(mid) <= terms.cap_w
+        lo, hi = np.where(fits, mid, lo), np.where(fits, hi, mid)
+    return np.where(ok, 1.0, lo)

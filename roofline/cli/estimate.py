@@ -77,6 +77,15 @@ def estimate(
             callback=common.in_range(0, 1, open_low=True),
         ),
     ] = 1.0,
+    power_cap: Annotated[
+        float | None,
+        Opt(
+            "--power-cap",
+            help="run each GPU under this power limit, W (default: its TDP): a step whose "
+            "modelled power would exceed it runs its compute at a lower clock, and takes longer",
+            callback=common.in_range(0, open_low=True),
+        ),
+    ] = None,
     interval: common.Interval = 0.8,
     json_out: JsonFlag = False,
     specs_dir: SpecsDir = None,
@@ -103,15 +112,21 @@ def estimate(
         positive(prompt, "--prompt"),
         positive(gen, "--gen"),
     )
+    if power_cap is not None:
+        from ..calc.phases import capped_estimate
+
+        e = capped_estimate(e, power_cap)
     warn(e.warnings)
     from ..studies.economics import parse_price_options, priced_estimate
 
     prices = parse_price_options(price or [])
     common.check_price_names(prices, [hw.name])
-    econ = priced_estimate(e, prices, common.price_tier(price_tier), utilisation)
+    econ = priced_estimate(e, prices, common.price_tier(price_tier), utilisation, power_cap)
     econ = replace(econ, price_source=common.with_flags(econ.price_source))
     if json_out:
         out = e.as_dict(interval or None) | {"economics": econ.as_dict(e, interval or None)}
+        if power_cap is not None:
+            out["power_cap_w"] = power_cap
         if breakdown:
             out["breakdown"] = e.breakdown_dict()
         print_json(out)

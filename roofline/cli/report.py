@@ -98,13 +98,18 @@ def estimate_table(
             if not c.fits:
                 money = ("—", "—")  # a configuration that does not fit has no cost
             elif coverage:
-                mi = e.figure_intervals(c, {"cost_per_million_output_tokens_usd": cost}, coverage)
-                k = "cost_per_million_output_tokens_usd"
+                figures = {"cost_per_million_output_tokens_usd": cost}
+                if joules is not None:
+                    figures["joules_per_output_token"] = joules
+                mi = e.figure_intervals(c, figures, coverage)
+                k, kj = "cost_per_million_output_tokens_usd", "joules_per_output_token"
                 money = (
                     number_range(cost, mi[k]["low"], mi[k]["high"], ".3g", "\n")
                     if k in mi
                     else f"{cost:.3g}",
-                    j,
+                    number_range(joules, mi[kj]["low"], mi[kj]["high"], ".3g", "\n")
+                    if joules is not None and kj in mi
+                    else j,
                 )
             else:
                 money = (f"{cost:.3g}", j)
@@ -130,7 +135,8 @@ def estimate_table(
         t.caption = (
             f"{t.caption}. Under TTFT, TPOT, throughput and cost: their {coverage:.0%} "
             f"interval, low–high, from the published measurements' residuals (TPOT: {basis}); "
-            "--json has every figure's, with its basis"
+            "under J/tok: its interval from the measured-power rows' residuals times the "
+            "time's; --json has every figure's, with its basis"
         )
     if econ is not None:
         # the price's URL is `hardware show`'s and --json's: a table caption keeps the offer

@@ -269,14 +269,15 @@ class CaseEconomics:
         }
 
 
-def case_power_w(est) -> np.ndarray | None:
+def case_power_w(est, cap_w: float | None = None) -> np.ndarray | None:
     """Average power of one GPU over each case of a `phases.Estimate` run back to back: the
     prefill step's power over TTFT, the decode step at the mid-generation context P + G/2 over
-    E2E − TTFT (`roofline.calc.power`), W; None when the spec has no tdp_w."""
+    E2E − TTFT (`roofline.calc.power`), W, under a power cap of `cap_w` W (default: the TDP);
+    None when the spec has no tdp_w."""
     m, hw = est.model, est.hardware
     if hw.tdp_w is None:
         return None
-    terms = power_terms(hw)
+    terms = power_terms(hw, cap_w)
     B = np.array([c.batch for c in est.cases], dtype=float)
     P, G = est.cases[0].prompt_tokens, est.cases[0].gen_tokens
     b_pre = busy_share(parallel_step_cost(m, est.stack, Step(B, P, 0)))
@@ -288,13 +289,14 @@ def case_power_w(est) -> np.ndarray | None:
 
 
 def estimate_economics(
-    est, usd_per_gpu_hour: float, utilisation: float = 1.0
+    est, usd_per_gpu_hour: float, utilisation: float = 1.0, cap_w: float | None = None
 ) -> tuple[CaseEconomics, ...]:
     """Cost and energy per output token of each case of a `phases.Estimate`: batches of B run
-    back to back (`case_power_w`) for `utilisation` of the time, idle otherwise."""
+    back to back (`case_power_w`, under a power cap of `cap_w` W) for `utilisation` of the
+    time, idle otherwise."""
     if not 0 < utilisation <= 1:
         raise InvalidInputError(f"`utilisation` must be in (0, 1], got {utilisation}")
-    busy = case_power_w(est)
+    busy = case_power_w(est, cap_w)
     if busy is not None:  # idle the rest of the time, at the static power
         idle = power_terms(est.hardware).static_w
         busy = utilisation * busy + (1 - utilisation) * idle
@@ -430,8 +432,9 @@ class EstimateEconomics:
                 d |= {"cost_per_million_output_tokens_usd": None, "joules_per_output_token": None}
             elif case is not None and coverage:
                 figures = {"cost_per_million_output_tokens_usd": c.cost_per_million_tokens_usd}
-                if c.joules_per_token is not None:
+                if c.joules_per_token is not None and c.power_w is not None:
                     figures["joules_per_output_token"] = c.joules_per_token
+                    figures["power_w_per_gpu"] = c.power_w
                 d["intervals"] = est.figure_intervals(case, figures, coverage)
             cases.append(d)
         return {
@@ -443,10 +446,15 @@ class EstimateEconomics:
 
 
 def priced_estimate(
-    est, prices: PriceTable, tier: Tier = "on-demand", utilisation: float = 1.0
+    est,
+    prices: PriceTable,
+    tier: Tier = "on-demand",
+    utilisation: float = 1.0,
+    cap_w: float | None = None,
 ) -> EstimateEconomics:
-    """`estimate_economics` at the table's price of the estimate's device; a device without a
-    published price gets no figures and says so (pass `price=NAME=USD`)."""
+    """`estimate_economics` at the table's price of the estimate's device (under a power cap
+    of `cap_w` W); a device without a published price gets no figures and says so (pass
+    `price=NAME=USD`)."""
     name = est.hardware.name
     if not prices.has(name, tier):
         return EstimateEconomics(
@@ -456,5 +464,8 @@ def priced_estimate(
         )
     usd = prices.usd_per_gpu_hour(name, tier)
     return EstimateEconomics(
-        usd, prices.citation(name, tier), utilisation, estimate_economics(est, usd, utilisation)
+        usd,
+        prices.citation(name, tier),
+        utilisation,
+        estimate_economics(est, usd, utilisation, cap_w),
     )
