@@ -22,7 +22,7 @@ RESULT_FILES = {
     "BAD/results-empty.json": "neither JSON",
     "BAD/results-list.json": "not of InferenceX result rows",
     "BAD/results-broken.json": "not valid JSON",
-    "BAD/results-nan.json": "NaN is not a measurement",
+    "BAD/results-nan.json": "timing.median_s' is NaN, not a measurement",
     "BAD/results-schema.json": "not a result this version reads",
     "BAD/trace.txt": "neither JSON",
 }

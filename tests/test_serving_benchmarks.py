@@ -159,7 +159,7 @@ def test_genai_perf_csv_is_read(tmp_path):
         ('{"mean_ttft_ms": 1,', "truncated"),
         (json.dumps(vllm_result(mean_ttft_ms=-1)), "finite number >= 0"),
         (json.dumps(vllm_result(mean_ttft_ms="fast")), "must be a number"),
-        ('{"mean_ttft_ms": NaN, "completed": 1}', "NaN is not a measurement"),
+        ('{"mean_ttft_ms": NaN, "completed": 1}', "'mean_ttft_ms' is NaN, not a measurement"),
         (json.dumps(vllm_result(input_lens=[0, 1, 2, 3])), "no tokens"),
         (json.dumps(vllm_result(num_prompts=0, completed=0, input_lens=None)), "no request"),
         (json.dumps(vllm_result(request_rate=0)), "rate must be positive"),

@@ -66,6 +66,15 @@ def kv_elems_per_sequence(m: ModelSpec, context: ArrayLike) -> ArrayLike:
     return held + m.state_elems_per_sequence
 
 
+def state_bytes_per_sequence(m: ModelSpec, p: Precision) -> float:
+    """One sequence's context-independent state over all layers, bytes: each mixer's
+    `state_bytes`, its recurrent part at the checkpoint's `state_dtype` where it sets one
+    (Qwen3.5's fp32 delta-rule state), the rest (conv windows) at the KV format."""
+    return sum(
+        g.count * m.mixer_block(g.kind.mixer).state_bytes(m, p.kv_bytes) for g in m.layer_groups
+    )
+
+
 def kv_growth_elems_per_token(m: ModelSpec) -> float:
     """Values a sequence adds per token once past every window and chunk: the global layers'
     per-token KV (all of `kv_elems_per_token` for a model without local layers)."""
@@ -88,11 +97,13 @@ class TokenEquivalents:
     growth: float  # g, values per token of the global layers (`kv_growth_elems_per_token`)
 
     @classmethod
-    def of(cls, m: ModelSpec, state: bool = False) -> TokenEquivalents:
+    def of(cls, m: ModelSpec, state: bool = False, p: Precision | None = None) -> TokenEquivalents:
         """With `state`, a sequence's recurrent (SSM / linear-attention) state is worth its
         values over g tokens too, from its first token on (a bounded entry at 1 token): an
         allocator that takes each running request's state from the KV pool (vLLM V1's
-        `MambaManager`: `memory.state_from_pool`)."""
+        `MambaManager`: `memory.state_from_pool`). With the precision `p`, the state counts
+        as its bytes over the KV format's bytes per value (a state kept at fp32 under a bf16
+        KV cache is worth twice its values); without, as its values."""
         bounded: dict[int, int] = {}
         for g in m.layer_groups:
             block = m.mixer_block(g.kind.mixer)
@@ -101,7 +112,10 @@ class TokenEquivalents:
                 e = g.count * block.kv_elems_per_token(m, g.kind)
                 bounded[limit] = bounded.get(limit, 0) + e
         if state and m.state_elems_per_sequence:
-            bounded[1] = bounded.get(1, 0) + int(m.state_elems_per_sequence)
+            values = m.state_elems_per_sequence
+            if p is not None:
+                values = int(np.ceil(state_bytes_per_sequence(m, p) / p.kv_bytes))
+            bounded[1] = bounded.get(1, 0) + values
         limits = sorted(bounded)
         return cls(
             np.array(limits, dtype=np.int64),
@@ -129,8 +143,10 @@ def kv_token_equivalents(m: ModelSpec, context: ArrayLike) -> np.ndarray:
 
 
 def kv_cache_bytes(m: ModelSpec, p: Precision, batch: ArrayLike, context: ArrayLike) -> ArrayLike:
-    """KV cache (and recurrent state) of B sequences of S tokens: B · per-sequence · bytes."""
-    return batch * kv_elems_per_sequence(m, context) * p.kv_bytes
+    """KV cache (and recurrent state) of B sequences of S tokens: B · (per-sequence KV values ·
+    bytes + the state's bytes, `state_bytes_per_sequence`)."""
+    kv = kv_elems_per_sequence(m, context) - m.state_elems_per_sequence
+    return batch * (kv * p.kv_bytes + state_bytes_per_sequence(m, p))
 
 
 def step_activation_bytes(

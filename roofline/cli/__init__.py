@@ -226,6 +226,14 @@ def _refuse_empty_values(argv: list[str]) -> None:
         raise InvalidInputError(f"{name} is empty; give it a value or leave it out")
 
 
+def _refuse_inapplicable(argv: list[str]) -> None:
+    """An option of one mode given in another is refused by name (`applies.MODES`)."""
+    from .applies import refuse_inapplicable
+
+    cmd, words = _command(argv)
+    refuse_inapplicable(cmd, words[1:], argv[len(words) - 1 :])
+
+
 def main(argv: list[str] | None = None) -> None:
     from .common import NOTES, with_flags
 
@@ -239,6 +247,7 @@ def main(argv: list[str] | None = None) -> None:
         with _stop_signals():
             _refuse_empty_values(argv)
             register(argv)
+            _refuse_inapplicable(argv)
             rv = app(args=argv, prog_name="roofline", standalone_mode=False)
             sys.stdout.flush()
     except RooflineError as e:

@@ -22,25 +22,8 @@ from .serve_report import interval_line, summary_table, sweep_table, timeline_li
 Opt = typer.Option
 
 
-#: Options that shape the synthetic workload, which a trace or a benchmark file replaces.
-SYNTHETIC = ("rate", "requests", "arrivals", "lengths", "input_tokens", "output_tokens", "sigma")
-#: Options only speculative decoding reads.
-SPECULATION = ("acceptance", "acceptance_sd")
-#: Options only the disaggregated policy reads.
-DISAGGREGATED = ("prefill_replicas", "decode_replicas", "prefill_hardware", "decode_hardware")
-
-
-def _given(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
-    """The flags of `names` the user typed (not left at their defaults)."""
-    flags = {p.name: p.opts[0] for p in ctx.command.params if p.name}
-    # by name: typer may run its own copy of click, whose ParameterSource is another enum
-    typed = [n for n in names if getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"]
-    return [flags.get(n, n) for n in typed]
-
-
 @app.command()
 def serve(
-    ctx: typer.Context,
     model: Annotated[str, typer.Argument(help="model name, alias, or YAML path")] = "llama-3.1-8b",
     hardware: Annotated[
         str, Opt(*common.HARDWARE_FLAGS, help="device of every replica")
@@ -213,23 +196,8 @@ def serve(
 
     if trace is not None and from_file is not None:
         raise InvalidInputError("give --trace or --from, not both")
-    if (trace is not None or from_file is not None) and (extra := _given(ctx, SYNTHETIC)):
-        raise InvalidInputError(
-            f"{', '.join(extra)} {'shapes' if len(extra) == 1 else 'shape'} the synthetic "
-            "workload, which "
-            f"{'--trace' if trace else '--from'} replaces; drop them"
-        )
-    if speculate is None and (extra := _given(ctx, SPECULATION)):
-        raise InvalidInputError(
-            f"{', '.join(extra)} {'applies' if len(extra) == 1 else 'apply'} to speculative "
-            "decoding; add --speculate K or drop them"
-        )
-    named = {policy_name, *(common.comma_items(compare, "--compare", "policy") if compare else [])}
-    if "disaggregated" not in named and (extra := _given(ctx, DISAGGREGATED)):
-        raise InvalidInputError(
-            f"{', '.join(extra)} {'applies' if len(extra) == 1 else 'apply'} to the "
-            "disaggregated policy only; add --policy disaggregated or drop them"
-        )
+    # options of another mode (a synthetic workload, speculation, the disaggregated
+    # policy) are refused before the command runs: roofline/cli/applies.py
     prec = common.precision(
         dtype, weights, activations, kv_format, load_model(model, tuple(specs_dir or ()))
     )

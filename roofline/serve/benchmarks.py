@@ -76,17 +76,49 @@ def read_benchmarks(path: str | Path, requests: int | None = None) -> list[Bench
     raise InvalidInputError(f"{src}: neither JSON, CSV nor a GuideLLM YAML report; give {KNOWN}")
 
 
-def _constant(name: str) -> float:
-    """JSON's non-standard NaN/Infinity (Python's json writes them): only Infinity is a rate."""
-    if name == "Infinity":
-        return math.inf
-    raise ValueError(f"{name} is not a measurement")
+class _Constant(str):
+    """JSON's non-standard NaN or -Infinity as parsed, kept until its field is found."""
+
+
+def _constant(name: str) -> float | _Constant:
+    """JSON's non-standard NaN/Infinity (Python's json writes them): only Infinity is a rate;
+    NaN and -Infinity are marked, and `_refuse_constants` names the field that holds one."""
+    return math.inf if name == "Infinity" else _Constant(name)
+
+
+def _constant_at(doc: Any, path: str = "") -> tuple[str, str] | None:
+    """(JSON path, constant) of the first NaN or -Infinity in `doc`, depth first."""
+    if isinstance(doc, _Constant):
+        return path or "$", str(doc)
+    items = (
+        doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    )
+    for key, value in items:
+        where = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else key
+        if (found := _constant_at(value, where)) is not None:
+            return found
+    return None
+
+
+def _refuse_constants(doc: Any, src: str) -> Any:
+    """`doc`, or one line naming the file and the JSON path of a NaN or -Infinity in it."""
+    try:
+        found = _constant_at(doc)
+    except RecursionError:
+        raise InvalidInputError(f"{src}: nested too deeply to read; give the result file") from None
+    if found is not None:
+        path, name = found
+        raise InvalidInputError(
+            f"{src}: '{path}' is {name}, not a measurement; give a number or leave the field out"
+        )
+    return doc
 
 
 def _loads(text: str, src: str, what: str = "JSON") -> Any:
-    """`json.loads` (Infinity allowed), or one line saying where the text stops being JSON."""
+    """`json.loads` (Infinity allowed), or one line saying where the text stops being JSON,
+    or which field holds a NaN or -Infinity."""
     try:
-        return json.loads(text, parse_constant=_constant)
+        doc = json.loads(text, parse_constant=_constant)
     except json.JSONDecodeError as e:
         raise InvalidInputError(
             f"{src}: not valid {what} ({e.msg}, line {e.lineno} column {e.colno}; truncated?); "
@@ -96,6 +128,7 @@ def _loads(text: str, src: str, what: str = "JSON") -> Any:
         raise InvalidInputError(
             f"{src}: not valid {what} ({str(e)[:80]}); give the result file"
         ) from None
+    return _refuse_constants(doc, src)
 
 
 def _json(text: str, src: str, requests: int | None) -> list[BenchmarkRun]:

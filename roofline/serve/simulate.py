@@ -14,7 +14,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..calc.footprint import TokenEquivalents, kv_growth_elems_per_token
+from ..calc.footprint import (
+    TokenEquivalents,
+    kv_growth_elems_per_token,
+    state_bytes_per_sequence,
+)
 from ..calc.memory import state_from_pool, vllm_profile_reserve_bytes
 from ..calc.parallel import check
 from ..calc.placement import pp_stage, stage_memory, stages_of, tp_shard
@@ -123,9 +127,7 @@ def kv_capacity_tokens(
         state = (
             0.0  # each running sequence's state comes from the pool (`TokenEquivalents`)
             if in_pool and kv_growth_elems_per_token(stage)
-            else par.sequences_per_gpu(policy.seqs)
-            * stage.state_elems_per_sequence
-            * precision.kv_bytes
+            else par.sequences_per_gpu(policy.seqs) * state_bytes_per_sequence(stage, precision)
         )
         weights += draft_weights_bytes
         free = budget.usable_bytes - weights - act - state
@@ -211,8 +213,8 @@ def build_deployment(
     kv_per_token = kv_growth_elems_per_token(kv_model) * precision.kv_bytes
     if speculation is not None:
         kv_per_token += draft_memory(model, stack, speculation)[1]  # moved with the target's
-    state = model.state_elems_per_sequence * precision.kv_bytes
-    worth = TokenEquivalents.of(kv_model, state=state_from_pool(stack))
+    state = state_bytes_per_sequence(model, precision)
+    worth = TokenEquivalents.of(kv_model, state=state_from_pool(stack), p=precision)
     equivalents = None if not kv_per_token or worth.identity else worth
     decode_first = stack.first_token_from_decode
     if not policy.disaggregated:

@@ -48,7 +48,8 @@ class MetricRow:
     def as_dict(self) -> dict:
         return {
             "metric": self.metric,
-            "predicted": self.predicted,
+            # null: the simulation has no sample of the quantity (a TPOT of one-token outputs)
+            "predicted": self.predicted if math.isfinite(self.predicted) else None,
             "measured": self.measured,
             "unit": self.unit,
             "error": self.error if math.isfinite(self.error) else None,
@@ -75,11 +76,12 @@ class ServingComparison:
             "format": r.format,
             "model_in_file": r.model,
             # the keys of `serve --json`'s workload (ServeConfig.workload_dict) where they mean
-            # the same: mean lengths, the rate (null: all sent at once)
+            # the same: mean lengths, the rate (null: all sent at once), the gamma shape of the
+            # gaps (null: evenly spaced, GuideLLM's constant strategy); strict JSON, no Infinity
             "workload": {
                 "requests": r.requests,
                 "rate_per_s": None if math.isinf(r.request_rate) else r.request_rate,
-                "burstiness": r.burstiness,
+                "burstiness": None if math.isinf(r.burstiness) else r.burstiness,
                 "max_concurrency": r.max_concurrency,
                 "prompt_tokens": r.mean_input_tokens,
                 "gen_tokens": r.mean_output_tokens,

@@ -35,6 +35,21 @@ SoftmaxMixer = Literal["global", "local", "chunked"]
 SOFTMAX_MIXERS: tuple[SoftmaxMixer, ...] = get_args(SoftmaxMixer)
 
 
+#: Bytes per element of a recurrent state a checkpoint keeps apart from its KV format.
+STATE_DTYPE_BYTES: dict[str, int] = {"fp32": 4}
+
+StateDtype = Annotated[
+    Literal["fp32"] | None,
+    Field(
+        description="the recurrent (SSM / delta-rule) state's number format where the "
+        "checkpoint sets one apart from the model's (HF config `mamba_ssm_dtype`, "
+        "`mamba_ssm_cache_dtype`), which vLLM keeps it in (Qwen3.5 from 0.17.0: "
+        "vllm/model_executor/models/config.py Qwen3_5ForConditionalGenerationConfig); "
+        "null: at the KV format, as the conv window"
+    ),
+]
+
+
 class MixerBlock(Frozen):
     """What every family answers for one layer of model `m` (element counts)."""
 
@@ -72,6 +87,23 @@ class MixerBlock(Frozen):
     def state_elems(self, m: ModelSpec) -> int:
         """Context-independent state of one sequence in one layer."""
         return 0
+
+    def recurrent_state_elems(self, m: ModelSpec) -> int:
+        """The part of `state_elems` a recurrence carries step to step (an SSM's h, a delta
+        rule's S), the part a checkpoint may keep at its own `state_dtype`; the rest is the
+        conv window."""
+        return 0
+
+    def state_width_bytes(self, kv_bytes: float) -> float:
+        """Bytes per element of the recurrent state: the KV format's, `kv_bytes`."""
+        return kv_bytes
+
+    def state_bytes(self, m: ModelSpec, kv_bytes: float) -> float:
+        """One sequence's state in one layer, bytes: the recurrent part at
+        `state_width_bytes`, the conv window at the KV format (`kv_bytes` per element)."""
+        recurrent = self.recurrent_state_elems(m)
+        conv = self.state_elems(m) - recurrent
+        return recurrent * self.state_width_bytes(kv_bytes) + conv * kv_bytes
 
     def kv_elems_per_token(self, m: ModelSpec, kind: LayerKind) -> int:
         """Values one layer of `kind` caches per token (0: no per-token cache)."""
@@ -512,6 +544,7 @@ class GatedDeltaNet(MixerBlock):
     key_head_dim: int = Field(gt=0, description="d_k (linear_key_head_dim)")
     value_head_dim: int = Field(gt=0, description="d_v (linear_value_head_dim)")
     conv_kernel: int = Field(default=4, gt=0, description="linear_conv_kernel_dim")
+    state_dtype: StateDtype = None
 
     def _qk(self) -> int:
         return self.key_heads * self.key_head_dim
@@ -530,8 +563,14 @@ class GatedDeltaNet(MixerBlock):
 
     def state_elems(self, m: ModelSpec) -> int:
         """Vh·d_k·d_v of recurrent state plus the conv's last kernel − 1 inputs."""
-        recurrent = self.value_heads * self.key_head_dim * self.value_head_dim
-        return recurrent + (self.conv_kernel - 1) * self._conv_channels()
+        return self.recurrent_state_elems(m) + (self.conv_kernel - 1) * self._conv_channels()
+
+    def recurrent_state_elems(self, m: ModelSpec) -> int:
+        """Vh·d_k·d_v: one d_k x d_v state S per value head."""
+        return self.value_heads * self.key_head_dim * self.value_head_dim
+
+    def state_width_bytes(self, kv_bytes: float) -> float:
+        return STATE_DTYPE_BYTES[self.state_dtype] if self.state_dtype else kv_bytes
 
     def ops(self, m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
         """Per token and value head: S·k, the rank-1 update and S·q, 2·d_k·d_v FLOPs each
@@ -581,6 +620,7 @@ class _Mamba(MixerBlock):
     d_conv: int = Field(gt=0, description="causal conv kernel width")
     expand: int = Field(default=2, gt=0)
     conv_bias: bool = True
+    state_dtype: StateDtype = None
 
     def d_inner(self, m: ModelSpec) -> int:
         """Channels: expand·D."""
@@ -609,7 +649,14 @@ class _Mamba(MixerBlock):
     def state_elems(self, m: ModelSpec) -> int:
         """d_inner·d_state (scan) plus conv_dim·d_conv (conv window, as the reference
         implementations cache it)."""
-        return self.d_inner(m) * self.d_state + self.conv_dim(m) * self.d_conv
+        return self.recurrent_state_elems(m) + self.conv_dim(m) * self.d_conv
+
+    def recurrent_state_elems(self, m: ModelSpec) -> int:
+        """d_inner·d_state: the scan's h (Mamba-2: heads·head_dim·d_state, the same)."""
+        return self.d_inner(m) * self.d_state
+
+    def state_width_bytes(self, kv_bytes: float) -> float:
+        return STATE_DTYPE_BYTES[self.state_dtype] if self.state_dtype else kv_bytes
 
     def params(self, m: ModelSpec, kind: LayerKind) -> int:
         """in_proj, conv (and its bias), the family's own weights, out_proj d_inner→D."""
