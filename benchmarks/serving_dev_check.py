@@ -61,7 +61,9 @@ from roofline.serve.benchmarks import BenchmarkRun  # noqa: E402
 from roofline.serve.validation import compare  # noqa: E402
 from roofline.serve.workload import burst_of_profile  # noqa: E402
 from roofline.spec.catalog import load_engine, load_hardware, load_model  # noqa: E402
+from roofline.spec.engine import EngineSpec  # noqa: E402
 from roofline.spec.precision import Precision, released  # noqa: E402
+from roofline.units import UNKNOWN_RELEASE  # noqa: E402
 
 #: the CSV's metric -> the common metric quantity; statistic -> its label
 METRICS = {
@@ -214,10 +216,36 @@ def lengths_of(r: dict) -> tuple[np.ndarray | None, np.ndarray | None]:
     return w.input_tokens, w.output_tokens
 
 
+MONTHS = {
+    m: i + 1
+    for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
+                           "nov", "dec"))
+}  # fmt: skip
+
+
+def release_of(r: dict, engine: EngineSpec) -> EngineSpec:
+    """The profile of the release the row ran, as `roofline.serve.published.release_of` takes
+    a published row's: the version its `engine_version` names when its engine is this profile's
+    own (vllm-gaudi's numbers are the plugin's, not vLLM's), else the release current in the
+    month it names ('latest image, May 2025'), else a release nobody stated (no kernel table
+    measured later stands for it)."""
+    text = r["engine_version"].strip()
+    own = r["engine"].split()[0].lower() == engine.name.lower()
+    if own and re.match(r"^v?\d+\.\d+", text):
+        try:
+            return engine.at(text.split()[0])
+        except ValueError:
+            pass
+    m = re.search(r"\b([A-Za-z]{3})[a-z]* (20\d\d)\b", text)
+    if m and m.group(1).lower() in MONTHS:
+        return engine.at_date(f"{m.group(2)}-{MONTHS[m.group(1).lower()]:02d}")
+    return engine.model_copy(update={"exact_release": UNKNOWN_RELEASE})
+
+
 def simulate_run(rows: list[dict]) -> list[Row]:
     r = rows[0]
     model, hw = load_model(r["model"]), load_hardware(r["hardware"])
-    engine = load_engine(ENGINES[r["engine"].split()[0]])
+    engine = release_of(r, load_engine(ENGINES[r["engine"].split()[0]]))
     pp = int(from_note(r, r"pipeline-parallel-size (\d+)", 1))
     replicas = int(from_note(r, r"(\d+) (?:vLLM )?replicas", 1))
     inp, out = lengths_of(r)
