@@ -60,6 +60,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "roofline" / "data" / "surfaces"
 SAMPLE = REPO / "tests" / "fixtures" / "surfaces_sample.csv"
+ATTENTION_SAMPLE = REPO / "tests" / "fixtures" / "attention_surface_sample.csv"
 PACKAGE = "aiconfigurator-core"
 DATA = "aiconfigurator_core/systems/data"
 SYSTEMS_DIR = "aiconfigurator_core/systems"
@@ -112,6 +113,8 @@ MOE_DISTRIBUTIONS = ("balanced", "power_law_1.01")
 
 #: raw points per family and system in the test sample (at most)
 SAMPLE_PER_GROUP = 16
+#: raw attention points per family, system, framework and KV dtype in the attention sample
+ATTENTION_SAMPLE_PER_GROUP = 24
 SAMPLE_COLUMNS = (
     "family",
     "system",
@@ -738,6 +741,30 @@ def sample(families: list[Family]) -> list[list[str]]:
     return out
 
 
+def attention_sample(families: list[Family]) -> tuple[list[str], list[list[str]]]:
+    """Every `stride`-th raw point of each attention family, system, framework and KV dtype
+    (before aggregation), for tests/test_attention_surface.py: (columns, rows)."""
+    columns = ["family", *families[0].group, "batch", "length", "latency_us"]
+    out = []
+    for fam in families:
+        groups: dict[tuple, list[dict]] = defaultdict(list)
+        for system in sorted(fam.raw):
+            for p in fam.raw[system]:
+                groups[(p["system"], p["framework"], p["kv_dtype"])].append(p)
+        for key in sorted(groups):
+            points = sorted(
+                groups[key],
+                key=lambda p: sort_key([p[c] for c in fam.group + fam.axes] + [p["latency_us"]]),
+            )
+            stride = max(1, math.ceil(len(points) / ATTENTION_SAMPLE_PER_GROUP))
+            for p in points[stride // 2 :: stride]:
+                out.append(
+                    [fam.name, *(str(p[c]) for c in fam.group)]
+                    + [str(p["batch"]), str(p[fam.axes[1]]), sig6(p["latency_us"])]
+                )
+    return columns, out
+
+
 def reserved_memory(wheel: Wheel) -> list[str]:
     """The systems/*.yaml reserve (NCCL buffers by GPU count, other memory), for the record."""
     lines = ["reserved memory in systems/<system>.yaml (misc.nccl_mem by GPUs; misc.other_mem):"]
@@ -758,6 +785,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("wheel", type=Path, help="aiconfigurator_core-*.whl (pip download)")
     parser.add_argument("--out", type=Path, default=OUT, help="folder for the surface CSVs")
     parser.add_argument("--sample", type=Path, default=SAMPLE, help="the test sample CSV")
+    parser.add_argument(
+        "--attention-sample",
+        type=Path,
+        default=ATTENTION_SAMPLE,
+        help="the attention surface's test sample CSV",
+    )
     args = parser.parse_args(argv)
     wheel = Wheel(args.wheel)
 
@@ -790,6 +823,20 @@ def main(argv: list[str] | None = None) -> int:
         ],
         SAMPLE_COLUMNS,
         samples,
+    )
+    att_columns, att_rows = attention_sample([dec, pre])
+    write_csv(
+        args.attention_sample,
+        [
+            "# raw aiconfigurator-core attention points (before any aggregation or rounding to 4",
+            "# digits), a fixed stride through each phase, system, framework and KV dtype of",
+            "# roofline/data/surfaces/{decode,prefill}_attention.csv (length: kv_tokens for",
+            "# decode, seq_tokens for prefill), written by benchmarks/derive/aic_surfaces.py from",
+            f"# {args.wheel.name} sha256 {wheel.sha256};",
+            "# tests/test_attention_surface.py reads the attention surfaces at these points",
+        ],
+        att_columns,
+        att_rows,
     )
     total = 0
     for path in sorted(args.out.glob("*.csv")):

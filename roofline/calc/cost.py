@@ -17,7 +17,9 @@ it) and, when an `EngineSpec` is given, the software stack's terms on top:
   streaming bandwidth and the split-K tail of a skinny GEMM), and a decode attention call the
   engine kernel's `decode_fixed_us` on top (split-KV partials and their combine);
 - attention kernels reach the engine's fraction of the memory roof (decode) and of the
-  compute roof (prefill), times the device's own attention fractions (calibrated CPUs);
+  compute roof (prefill), times the device's own attention fractions (calibrated CPUs), or,
+  where the engine's measured attention stands for it (`measured_attention_cost`,
+  `roofline.spec.surfaces` "Attention"), the measured efficiency at the call's batch and work;
 - GEMMs run the engine's kernel for their weight × activation width (w4a16, w8a16 dequantise
   in the kernel; some engines run their own 16-bit kernels): its fractions of the memory and
   compute ceilings; a width the engine does not list runs at the device's ceilings;
@@ -55,8 +57,10 @@ from ..spec.operators import ArrayLike, ExpertShard, Op, Step
 from ..spec.precision import Precision
 from ..spec.surfaces import (
     MIN_WEIGHT_ELEMS,
+    AttentionSurface,
     GemmSurface,
     MoeSurface,
+    attention_surface,
     gemm_surface,
     measured_for,
     moe_surface,
@@ -84,6 +88,9 @@ class Ceilings:
     attention_flops_per_s: float | None = None  # attention's own dtype; None: `flops_per_s`
     gemm_surface: GemmSurface | None = None  # the engine's measured dense GEMMs (`surfaces`)
     moe_surface: MoeSurface | None = None  # the engine's measured fused MoE (`surfaces`)
+    #: the engine's measured attention (`surfaces.attention_surface`): decode, prefill
+    decode_attention: AttentionSurface | None = None
+    prefill_attention: AttentionSurface | None = None
 
     @classmethod
     def of(
@@ -94,10 +101,12 @@ class Ceilings:
         engine: EngineSpec | None = None,
         attention_dtype: str | None = None,
         moe_dtype: str | None = None,
+        kv_dtype: str | None = None,
     ) -> Ceilings:
         """The ceilings of `hw` for matmuls at `compute_dtype` and attention at
         `attention_dtype` (`attention_dtype_of`; None: the matmuls' dtype); routed experts
-        at `moe_dtype` (`moe_dtype_of`; None: no MoE surface)."""
+        at `moe_dtype` (`moe_dtype_of`; None: no MoE surface); attention over a `kv_dtype`
+        cache (the KV format's compute dtype; None: no attention surface)."""
         peak, bw = hw.peak_flops_per_s(compute_dtype), hw.memory_bandwidth_bytes_per_s
         att = attention_dtype or compute_dtype
         if att not in hw.dense_peak_tflops:  # no such peak (a V100's bf16): the matmuls' dtype
@@ -133,6 +142,22 @@ class Ceilings:
                     source = f"routed experts: measured, {moe.label}; {source}"
                 else:
                     moe = None
+            dec, pre = (
+                (None, None)
+                if engine is None or not a.gemm_surface or kv_dtype is None
+                else attention_surfaces(hw, engine, att, kv_dtype)
+            )
+            if dec is not None or pre is not None:
+                source = f"{attention_note(dec, pre)}; {source}"
+            elif engine is not None and a.gemm_surface and kv_dtype is not None:
+                newer = attention_surface(
+                    a.surface_system, engine.name, "decode", att, kv_dtype, bw
+                )
+                if newer is not None:  # a table, of a release newer than the engine's
+                    source = (
+                        f"attention: the fractions (the measured tables are of "
+                        f"{newer.framework} {newer.version}, newer than {engine.flag}); {source}"
+                    )
             return cls(
                 "achievable",
                 peak * a.matmul(compute_dtype),
@@ -144,6 +169,8 @@ class Ceilings:
                 att_peak * a.matmul(att),
                 surface,
                 moe,
+                dec,
+                pre,
             )
         raise InvalidInputError(f"unknown ceiling '{ceiling}'; use one of: {', '.join(CEILINGS)}")
 
@@ -155,6 +182,64 @@ class Ceilings:
     def ridge_point_flops_per_byte(self) -> float:
         """Intensity where this ceiling's compute and memory times are equal."""
         return self.flops_per_s / self.bytes_per_s
+
+
+def attention_surfaces(
+    hw: HardwareSpec, engine: EngineSpec, dtype: str, kv_dtype: str
+) -> tuple[AttentionSurface | None, AttentionSurface | None]:
+    """The engine's measured (decode, prefill) attention on `hw` computing in `dtype` over a
+    `kv_dtype` cache, each where its table stands for the engine's release (`measured_for`):
+    decode efficiencies against the datasheet bandwidth, prefill against the datasheet peak
+    at `dtype` (the device the spec's `surface_system` names is the one measured)."""
+    system = hw.achievable.surface_system
+    dec = attention_surface(
+        system, engine.name, "decode", dtype, kv_dtype, hw.memory_bandwidth_bytes_per_s
+    )
+    pre = (
+        attention_surface(
+            system, engine.name, "prefill", dtype, kv_dtype, hw.peak_flops_per_s(dtype)
+        )
+        if dtype in hw.dense_peak_tflops
+        else None
+    )
+    return tuple(  # type: ignore[return-value]
+        s if s is not None and measured_for(engine.known_release, s.version) else None
+        for s in (dec, pre)
+    )
+
+
+def attention_note(dec: AttentionSurface | None, pre: AttentionSurface | None) -> str:
+    """Where attention's times come from, in words (the estimate's `ceiling_source`)."""
+    parts = [
+        f"{phase} attention: measured, {s.label}"
+        for phase, s in (("decode", dec), ("prefill", pre))
+        if s is not None
+    ]
+    return "; ".join(parts) + "; other attention: the fractions"
+
+
+def attention_surface_for(op: Op, c: Ceilings, step: Step | None) -> AttentionSurface | None:
+    """The measured attention surface that costs `op` in `step`, if any: the core of a
+    softmax attention layer (`operators.sdpa_op`; MLA's and linear attention's kernels are
+    not the tables'); a decode step (`is_decode`: one new token per sequence, or a
+    speculative verify step of K + 1, which the engines run in the same decode kernel over
+    the same cache, so it reads the decode table at its bytes and never costs less than a
+    plain step) on the decode table, any other causal step on the prefill table."""
+    if step is None or op.kind != "attention" or not op.name.endswith("/scores+av"):
+        return None
+    if op.name.startswith("mla/"):  # MLA's naive path: decompressed K, V of its own shapes
+        return None
+    if is_decode(step):
+        return c.decode_attention
+    return c.prefill_attention if step.causal else None
+
+
+def attention_heads_dim(op: Op, step: Step) -> float:
+    """N·H per GPU of an attention core: Q read + O written, B·T·2·N·H elements in each of its
+    `instances` layers (read at the step's first B and T: the same for all)."""
+    act = np.asarray(op.act_elems, dtype=float).flat[0]
+    bt = np.asarray(step.batch * step.new_tokens, dtype=float).flat[0]
+    return float(act / (2 * bt * op.instances))
 
 
 def surface_note(surface: GemmSurface) -> str:
@@ -426,11 +511,13 @@ def op_cost(
     graphs: bool = False,
     decode: bool = False,
     shape_eff: ArrayLike | None = None,
+    step: Step | None = None,
 ) -> OpCost:
     """Bytes and times of one operator (module docstring). `graphs`: the step is replayed
     from a CUDA graph, so its kernels cost the host nothing; `decode`: one new token per
     sequence (the engine's decode attention kernel and its fixed cost); `shape_eff`: the
-    matmul's GEMM shape efficiency if already computed (`shape_efficiencies`)."""
+    matmul's GEMM shape efficiency if already computed (`shape_efficiencies`); `step`: the
+    step the operator runs in (its batch, for a measured attention surface)."""
     w = op.weight_elems * p.weight_bytes_for(op.group)
     a = activation_bytes(op, p)
     kv = (op.kv_read_elems + op.kv_write_elems) * p.kv_bytes
@@ -439,6 +526,10 @@ def op_cost(
     flop_eff: ArrayLike = 1.0
     n = launches(op, e)
     fixed_s = n * c.kernel_overhead_s
+    att = attention_surface_for(op, c, step)
+    if att is not None:  # the engine's measured attention at this batch and length
+        assert step is not None
+        return measured_attention_cost(op, p, c, att, step, graphs, w, a, kv)
     if op.kind == "attention":
         mem_eff, flop_eff = t.attention_memory_fraction, t.attention_compute_fraction
         if e is not None:
@@ -503,6 +594,43 @@ def op_cost(
         overhead_s=fixed_s,
         host_s=host,
     )
+
+
+def measured_attention_cost(
+    op: Op,
+    p: Precision,
+    c: Ceilings,
+    att: AttentionSurface,
+    step: Step,
+    graphs: bool,
+    w: ArrayLike,
+    a: ArrayLike,
+    kv: ArrayLike,
+) -> OpCost:
+    """An attention core on a measured surface. Each of its `instances` layers is one call of
+    B sequences: decode moves (a + kv) / instances bytes per call at the surface's efficiency
+    against the datasheet bandwidth (memory time), prefill computes FLOPs / instances per call
+    at its efficiency against the datasheet peak (compute time); the other roof keeps the
+    fractions, and the fixed time is the kernels' launch floor alone (the tables' latencies
+    hold the engine kernel's own fixed cost, so no `decode_fixed_us`)."""
+    t, e = c.terms, c.engine
+    B = np.asarray(step.batch, dtype=float)
+    nh = attention_heads_dim(op, step)
+    mem_eff, flop_eff = t.attention_memory_fraction, t.attention_compute_fraction
+    if e is not None:
+        mem_eff *= e.attention.decode_memory_fraction
+        flop_eff *= e.attention.prefill_compute_fraction
+    n = launches(op, e)
+    compute_s: ArrayLike
+    memory_s: ArrayLike
+    if att.phase == "decode":
+        compute_s = op.flops / ((c.attention_flops_per_s or c.flops_per_s) * flop_eff)
+        memory_s = op.instances * att.time_s((a + kv) / op.instances, B, nh)
+    else:
+        compute_s = op.instances * att.time_s(np.asarray(op.flops) / op.instances, B, nh)
+        memory_s = (w + a + kv) / (c.bytes_per_s * mem_eff)
+    host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
+    return OpCost(op, w, a, kv, compute_s, memory_s, n * c.kernel_overhead_s, host)
 
 
 @dataclass(frozen=True)
@@ -636,7 +764,8 @@ def step_cost(
     given, see `operators.ExpertShard`). The datasheet ceiling ignores the engine."""
     att = attention_dtype_of(precision, ceiling, engine)
     moe = moe_dtype_of(precision) if model.moe is not None else None
-    c = Ceilings.of(hw, precision.compute, ceiling, engine, att, moe)
+    kv = precision.kv_format.compute
+    c = Ceilings.of(hw, precision.compute, ceiling, engine, att, moe, kv)
     eng = c.engine  # none on the datasheet ceiling
     if (
         precision.model_bits is None
@@ -651,7 +780,7 @@ def step_cost(
     return StepCost(
         step,
         tuple(
-            op_cost(op, precision, c, graphs, decode, eff)
+            op_cost(op, precision, c, graphs, decode, eff, step)
             for op, eff in zip(ops, effs, strict=True)
         ),
         c,

@@ -46,7 +46,10 @@ back, per operator row, what they make of a GEMM of the step's rows (`gemm_rows_
 difference tabulated by rows: every count to 256, every multiple of 64 to 32,768, linear between;
 a dense GEMM has the step's n = Σ T_i rows however the step mixes them, the LM head one per
 sequence), so a decode step of a dense model costs what `estimate` says (routed experts and
-expert parallelism keep the affine spec: `gemm_rows_delta` says why); every
+expert parallelism keep the affine spec: `gemm_rows_delta` says why); the engine's measured
+decode attention is repriced the same way in every decode step, by the step's sequences and
+the bytes its fit says they move (`AttentionDecodeRows`; prefill and mixed steps keep the
+attention fractions: a chunk over a cached prefix is not the tables' shape); every
 other achievable and engine term is kept: the fixed per-kernel and per-GEMM times
 (constant per step), the engine's decode attention cost (pure-decode steps), and the host:
 a step takes max(device time, host launch time) + the engine's per-step host time, with no
@@ -62,7 +65,13 @@ from functools import cached_property
 
 import numpy as np
 
-from ..calc.cost import MAX_VERIFY_TOKENS, gemm_rows
+from ..calc.cost import (
+    MAX_VERIFY_TOKENS,
+    attention_heads_dim,
+    attention_surface_for,
+    gemm_rows,
+    is_decode,
+)
 from ..calc.parallel import (
     Collective,
     Link,
@@ -85,6 +94,7 @@ from ..spec.operators import (
     busiest_rank_pairs,
     kv_tokens_read,
 )
+from ..spec.surfaces import AttentionSurface
 
 #: (B, T, S) probe shapes: their features span every direction, the rest re-check the fit.
 #: Kept small so B·T stays below every vocabulary size.
@@ -312,6 +322,8 @@ class MixedStepCost:
     #: the non-affine GEMM terms' share of each operator row (`gemm_rows_delta`): rows of the
     #: grid (GEMM rows), then one column per operator row, seconds; None: none to add
     rows_delta: tuple[np.ndarray, np.ndarray] | None = None
+    #: the measured decode attention of single-token decode steps (`AttentionDecodeRows`)
+    attention_decode: AttentionDecodeRows | None = None
 
     @cached_property
     def table(self) -> tuple[Feature, ...]:
@@ -374,14 +386,23 @@ class MixedStepCost:
         return [f.name for f in self.table].index("sequences")
 
     def _times(
-        self, x: np.ndarray, decode: bool = False, logit_rows: float | None = None
+        self,
+        x: np.ndarray,
+        decode: bool = False,
+        logit_rows: float | None = None,
     ) -> np.ndarray:
         """Step times of feature rows x (..., features); `decode`: every sequence has T=1 (or
-        is a speculative verification); `logit_rows` as in `_op_s`."""
+        is a speculative verification: the measured decode attention, `AttentionDecodeRows`);
+        `logit_rows` as in `_op_s`."""
+        ops = self._op_s(x, logit_rows)
+        att = self.attention_decode if decode else None
+        if att is not None:
+            ops = att.apply(ops, x, self._sequences_col, self.compute_coef, self.memory_coef)
         device = (
-            self._op_s(x, logit_rows).sum(axis=-1)
+            ops.sum(axis=-1)
             + self.overhead_s
             + (self.decode_overhead_s if decode else 0.0)
+            + (att.fixed_delta_s if att is not None else 0.0)
         )
         for c in self.collectives:
             device = device + c.time_s(x[..., 1])
@@ -464,6 +485,77 @@ class MixedStepCost:
         if self.ep > 1:
             x[:, self._per_sequence] *= self._share(float(S.size))
         return self._times(x, decode=True)
+
+
+@dataclass(frozen=True)
+class AttentionDecodeRows:
+    """The engine's measured decode attention (`cost.measured_attention_cost`) in a decode
+    step (one new token per sequence, or a speculative verification). Its time is not affine
+    in the features (the surface's efficiency depends on the batch and each sequence's
+    bytes), so the fit keeps the fractions and this reprices the rows it covers: row k
+    moves bytes = affine memory time × `bytes_per_s[k]` (the affine ceiling those bytes
+    were priced at) over B = the step's sequences, and takes
+    `instances[k]` × the surface's time of a call of bytes / instances over B sequences at
+    N·H `nh[k]` (each sequence's mean bytes: a mixed batch's calls read Σ (S_i + 1) tokens),
+    its compute time kept; the decode step's fixed time changes by `fixed_delta_s` (the
+    tables hold the kernel's fixed cost: no `decode_fixed_us`). So a decode step costs what
+    `estimate` says; prefill and mixed steps keep the fractions (module docstring)."""
+
+    rows: tuple[int, ...]
+    instances: tuple[float, ...]
+    nh: tuple[float, ...]
+    bytes_per_s: tuple[float, ...]
+    surface: AttentionSurface
+    fixed_delta_s: float
+
+    def apply(
+        self,
+        ops: np.ndarray,
+        x: np.ndarray,
+        seq_col: int,
+        compute_coef: np.ndarray,
+        memory_coef: np.ndarray,
+    ) -> np.ndarray:
+        """`ops` (..., ops) with the covered rows repriced for feature rows x (..., features)."""
+        ops = np.array(ops, dtype=float, copy=True)
+        B = np.asarray(x[..., seq_col], dtype=float)
+        for k, inst, nh, bw in zip(
+            self.rows, self.instances, self.nh, self.bytes_per_s, strict=True
+        ):
+            moved = (x @ memory_coef[k]) * bw
+            memory = inst * self.surface.time_s(moved / inst, B, nh)
+            ops[..., k] = np.maximum(x @ compute_coef[k], memory)
+        return ops
+
+
+def attention_decode_rows(
+    model: ModelSpec, stack: Stack, affine: Stack
+) -> AttentionDecodeRows | None:
+    """The rows of a decode step that `stack` prices on its measured decode
+    attention and `affine` on the fractions, read off one probe (one sequence over one cached
+    token); None where none is (no surface, expert parallelism as in `gemm_rows_delta`)."""
+    if not _adds_back(stack, affine):
+        return None
+    one = Step(1, 1, 1)
+    full = parallel_step_cost(model, stack, one).compute
+    aff = parallel_step_cost(model, affine, one).compute
+    surface = full.ceilings.decode_attention
+    rows = [
+        k
+        for k, o in enumerate(full.ops)
+        if attention_surface_for(o.op, full.ceilings, one) is not None
+    ]
+    if surface is None or not rows:
+        return None
+    a = [aff.ops[k] for k in rows]
+    return AttentionDecodeRows(
+        tuple(rows),
+        tuple(float(o.op.instances) for o in a),
+        tuple(attention_heads_dim(o.op, one) for o in a),
+        tuple(float((o.act_bytes + o.kv_bytes) / o.memory_s) for o in a),
+        surface,
+        float(sum(full.ops[k].overhead_s - aff.ops[k].overhead_s for k in rows)),
+    )
 
 
 @dataclass(frozen=True)
@@ -602,8 +694,10 @@ def serving_step_cost(model: ModelSpec, stack: Stack, step: Step) -> ParallelSte
     longer = parallel_step_cost(
         model, affine, dataclasses.replace(step, cached_tokens=np.asarray(step.cached_tokens) + 64)
     )
+    ceil = full.compute.ceilings
+    measured = is_decode(step)  # decode attention on its surface (`AttentionDecodeRows`)
     ops = tuple(
-        f if _by_tokens(a, o64) else a
+        f if _by_tokens(a, o64) or (measured and attention_surface_for(f.op, ceil, step)) else a
         for f, a, o64 in zip(full.compute.ops, aff.compute.ops, longer.compute.ops, strict=True)
     )
     return ParallelStepCost(dataclasses.replace(full.compute, ops=ops), full.collectives)
@@ -652,6 +746,7 @@ def mixed_step_cost(model: ModelSpec, stack: Stack) -> MixedStepCost | MlaPathsS
         return MlaPathsStepCost(model, forced("naive"), forced("absorbed"))
     hw = affine_spec(stack.hardware)
     rows_delta = gemm_rows_delta(model, stack, stack.on(hw))
+    attention = attention_decode_rows(model, stack, stack.on(hw))
     stack, par, engine = stack.on(hw), stack.parallel, stack.engine
     W = model.attention.sliding_window if model.layers_with("local") else None
     moe = (model.moe.experts, model.moe.top_k) if model.moe is not None else None
@@ -699,6 +794,7 @@ def mixed_step_cost(model: ModelSpec, stack: Stack) -> MixedStepCost | MlaPathsS
         tuple(per_row),
         collectives,
         rows_delta,
+        attention,
     )
 
 

@@ -52,6 +52,35 @@ the same tuned kernels):
 bf16 GEMMs and MI355X/MI350X (gfx950) keep the fractions: the evidence has no curve by M or
 by bytes for them.
 
+Attention (`attention_surface`; `decode_attention.csv` and `prefill_attention.csv`, written by
+`benchmarks/derive/aic_surfaces.py` from the tables' generation and context attention at two
+head layouts per GPU, (N, K, H) = (32, 8, 128) and (8, 1, 128)) is the efficiency of one call,
+its work over its measured latency against the datasheet roof of the measured device (the one
+whose spec names the system): decode, the bytes it moves (the cache of L tokens read, the new
+token's K, V written, Q read and O written) against the memory bandwidth; prefill, the causal
+FLOPs B·4·L(L + 1)/2·N·H against the peak at its dtype. It is read by the call's batch B, its
+work per sequence and N·H per GPU: log2 efficiency linear in log2 work along each measured B
+(time per call held non-decreasing by a running maximum), then linear in log2 B, then in log2
+N·H between the layouts, held at every end (the label in `ceiling_source` names the measured B
+and L). Work per sequence, not L, is the axis because it carries over between head layouts:
+reading one layout's surface for the other's points, decode is 23% median off (bytes per
+sequence) against 55-300% per table by (B, L); prefill 20% median, 73% p90 (FLOPs per sequence)
+against 9-32% median but a p90 of up to 290% by (B, L). It applies to the softmax attention core
+(`sdpa_op`; MLA and linear attention keep the fractions) of an engine whose table on the device
+stands for its release (`measured_for`), attention in 16 bits (or fp8 where a prefill table
+measured it) over a 16-bit cache (the bf16 tables) or an fp8 one (the fp8-KV tables); any other
+cache keeps the fractions. A decode step (one token per sequence, or a speculative verify step
+of K + 1, which the engines run in the same decode kernel) reads the decode table for its memory
+time, any other causal step the prefill table for its compute time; the other roof keeps the
+fractions, and the fixed time is the kernels' launch floor (a measured latency holds the
+kernel's own fixed cost: no `decode_fixed_us`). The datasheet ceiling never reads it. The
+serving simulator reprices the attention rows of each decode step on it
+(`serve.stepcost.AttentionDecodeRows`: B the step's sequences, the bytes from its affine fit),
+so a decode step costs what `estimate` says; prefill and mixed steps keep the fractions (a chunk
+over a cached prefix is not the tables' shape). The kept sample of raw points
+(tests/test_attention_surface.py, 959 points) comes back 0.01% median off; the largest, 35%, are
+points whose latency dips below a shorter context's, which the running maximum lifts.
+
 A MoE layer's routed experts (`moe_surface`, `moe_efficiency.csv`, written by
 `benchmarks/derive/moe_surfaces.py` from every MoE shape of the aiconfigurator tables and, for
 MI300X, AITER's tuned fused MoE, evidence moe-058..070) cost their own roofline,
@@ -281,6 +310,217 @@ def all_reduce_surface(
     if evidence:
         return AllReduceSurface(system, name, f"RCCL {version}", gpus, size, secs, "0", AMD_ORIGIN)
     return AllReduceSurface(system, name, version, gpus, size, secs)
+
+
+# ---- attention ---------------------------------------------------------------------------------
+#: The KV-cache dtype of a case → the tables' `kv_dtype` (16-bit KV reads the bf16 tables).
+ATTENTION_KV_DTYPES: dict[str, str] = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8"}
+#: The two phases the tables measure: one query token per sequence over its cache (decode,
+#: `decode_attention.csv`, axis `kv_tokens`) or a causal prompt on no cache (prefill,
+#: `prefill_attention.csv`, axis `seq_tokens`).
+ATTENTION_PHASES: dict[str, tuple[str, str]] = {
+    "decode": ("decode_attention", "kv_tokens"),
+    "prefill": ("prefill_attention", "seq_tokens"),
+}
+
+
+def attention_work(
+    phase: str, B: ArrayLike, L: ArrayLike, N: int, K: int, H: int, kv_bytes: float
+) -> ArrayLike:
+    """What one measured attention call of B sequences does, in the unit its efficiency is of:
+    decode, bytes moved, B·(L·2KH·kv + 2KH·kv + 2NH·2) (the cache of L = S + 1 tokens read,
+    the new token's K, V written, Q read and O written in 16 bits: `operators.sdpa_op` at
+    T = 1 priced as `cost.op_cost` prices it); prefill, FLOPs of a causal prompt of L tokens,
+    B·4·L(L + 1)/2·N·H."""
+    if phase == "decode":
+        return B * (L * 2 * K * H * kv_bytes + 2 * K * H * kv_bytes + 2 * N * H * 2)
+    return B * 4 * (L * (L + 1) / 2) * N * H
+
+
+@dataclass(frozen=True)
+class AttentionLayout:
+    """One measured head layout of an attention surface: log2 efficiency on the grid of its
+    measured batches (rows) × the log2 work per sequence of every measured length (columns; a
+    row is linear between its own points and held past its ends, so sampling it at every
+    row's points loses nothing)."""
+
+    log2_nh: float  # log2 of the layout's N·H per GPU
+    log2_b: np.ndarray  # (rows,) ascending
+    log2_work: np.ndarray  # (columns,) ascending
+    log2_eff: np.ndarray  # (rows, columns)
+
+    def efficiency(self, lb: np.ndarray, lw: np.ndarray) -> np.ndarray:
+        """Efficiency at log2 B `lb` and log2 work per sequence `lw` (broadcast): log2
+        efficiency linear in log2 work along each measured B, then efficiency linear in
+        log2 B between the measured B; held at every end."""
+        x, b, y = self.log2_work, self.log2_b, self.log2_eff
+        nx = x.size
+        j = np.clip(np.searchsorted(x, lw, side="right") - 1, 0, max(nx - 2, 0))
+        i = np.clip(np.searchsorted(b, lb, side="right") - 1, 0, max(b.size - 2, 0))
+        dx, db = (np.diff(v) if v.size > 1 else np.ones(1) for v in (x, b))
+        tw = np.clip((lw - x[j]) / dx[j], 0.0, 1.0)
+        tb = np.clip((lb - b[i]) / db[i], 0.0, 1.0)
+        flat = y.ravel()
+        k = i * nx + j  # (row i, column j) of the grid, then its right and upper neighbours
+        right = 1 if nx > 1 else 0
+        up = nx if b.size > 1 else 0
+        y00, y01 = flat.take(k), flat.take(k + right)
+        y10, y11 = flat.take(k + up), flat.take(k + up + right)
+        lo = np.exp2(y00 + tw * (y01 - y00))
+        return lo + tb * (np.exp2(y10 + tw * (y11 - y10)) - lo)
+
+
+@dataclass(frozen=True)
+class AttentionSurface:
+    """Measured attention of one engine on one device and phase: the efficiency of a call
+    (its work over its latency, against the device's datasheet roof: memory bandwidth for
+    decode, the peak for prefill) by the call's batch B, its work per sequence and the query
+    heads × head dim N·H per GPU of the measured head layouts."""
+
+    system: str
+    framework: str
+    version: str
+    implementation: str
+    phase: str  # an `ATTENTION_PHASES` key
+    kv_dtype: str
+    layouts: tuple[AttentionLayout, ...]  # ascending N·H
+    roof_per_s: float  # the datasheet bandwidth (B/s) or peak (FLOP/s) the efficiencies are of
+    lengths: tuple[int, int]  # the measured L (KV tokens or prompt tokens per sequence)
+    batches: tuple[int, int]
+    origin: str = AIC_ORIGIN
+
+    def efficiency(self, B: ArrayLike, work_per_seq: ArrayLike, nh: float) -> np.ndarray:
+        """Efficiency of a call of B sequences doing `work_per_seq` each at N·H = `nh` per GPU:
+        in each layout (`AttentionLayout.efficiency`: log2 efficiency linear in log2 work per
+        sequence, so between two measured points a call of more work never takes less time,
+        then linear in log2 B), then linear in log2 N·H between the layouts; held at every
+        end. Capped at 1: nothing runs above its datasheet roof."""
+        # B ≥ 1 (`Step`); no work (log2 0 = -inf) reads the smallest measured point
+        with np.errstate(divide="ignore"):
+            lb = np.log2(np.asarray(B, dtype=float))
+            lw = np.log2(np.asarray(work_per_seq, dtype=float))
+        ln = float(np.log2(max(nh, 1.0)))
+        first, last = self.layouts[0], self.layouts[-1]
+        if ln <= first.log2_nh:
+            eff = first.efficiency(lb, lw)
+        elif ln >= last.log2_nh:
+            eff = last.efficiency(lb, lw)
+        else:
+            k = next(k for k, a in enumerate(self.layouts) if a.log2_nh > ln) - 1
+            a, b = self.layouts[k], self.layouts[k + 1]
+            t = (ln - a.log2_nh) / (b.log2_nh - a.log2_nh)
+            ea = a.efficiency(lb, lw)
+            eff = ea + t * (b.efficiency(lb, lw) - ea)
+        return np.minimum(eff, 1.0)
+
+    def time_s(self, work: ArrayLike, B: ArrayLike, nh: float) -> np.ndarray:
+        """Seconds of a call of B sequences doing `work` in all (bytes or FLOPs)."""
+        w = np.asarray(work, dtype=float)
+        b = np.asarray(B, dtype=float)
+        return w / (self.roof_per_s * self.efficiency(b, w / b, nh))
+
+    @property
+    def label(self) -> str:
+        unit = "KV tokens" if self.phase == "decode" else "prompt tokens"
+        nh = "/".join(f"{round(2**a.log2_nh)}" for a in self.layouts)
+        return (
+            f"{self.implementation} {self.kv_dtype} KV on {self.system} under {self.framework} "
+            f"{self.version}, B {self.batches[0]}-{self.batches[1]}, {self.lengths[0]}-"
+            f"{self.lengths[1]} {unit}, N*H {nh}, held outside ({self.origin})"
+        )
+
+
+@lru_cache(maxsize=8)
+def _attention_text(name: str) -> str:
+    """A bundled attention table as text (roofline/data/surfaces/NAME.csv)."""
+    return resources.files("roofline").joinpath(f"data/surfaces/{name}.csv").read_text()
+
+
+def _attention_lines(name: str, system: str, framework: str) -> list[str]:
+    """The header and the data lines of one system and engine of an attention table, unparsed:
+    the rows are sorted by system, then framework, so theirs are one block of the ~7,000."""
+    text = _attention_text(name)
+    body = text.index("\nsystem,") + 1  # the header, after the `#` lines
+    header = text[body : text.index("\n", body)]
+    key = f"\n{system},{framework},"
+    first = text.find(key)
+    if first < 0:
+        return [header]
+    end = text.find("\n", text.rfind(key) + 1)
+    return [header, *text[first + 1 : end if end >= 0 else len(text)].splitlines()]
+
+
+@lru_cache(maxsize=64)
+def attention_surface(
+    system: str | None, engine: str, phase: str, dtype: str, kv_dtype: str, roof_per_s: float
+) -> AttentionSurface | None:
+    """`engine`'s measured `phase` attention on `system`, computing in `dtype` over a `kv_dtype`
+    cache (keys of `ATTENTION_KV_DTYPES`), as efficiencies against `roof_per_s` (the datasheet
+    bandwidth for decode, the peak at `dtype` for prefill, of the device the system names);
+    None where the tables have none (another system, engine or dtype: the tables hold 16-bit
+    and, for some prefill kernels, fp8 attention, over bf16 and fp8 caches)."""
+    framework = FRAMEWORKS.get(engine)
+    want, at = ATTENTION_KV_DTYPES.get(kv_dtype), ATTENTION_KV_DTYPES.get(dtype)
+    if system is None or framework is None or want is None or at is None:
+        return None
+    if phase not in ATTENTION_PHASES:
+        return None
+    name, axis = ATTENTION_PHASES[phase]
+    rows = [
+        r
+        for r in csv.DictReader(_attention_lines(name, system, framework))
+        if r["kv_dtype"] == want and r["dtype"] == at
+    ]
+    if not rows:
+        return None
+    # one kernel per engine: where the tables measured two (SGLang on B200: trtllm_mha over
+    # both layouts, flashinfer over one), the one measured over more points
+    count: dict[str, int] = {}
+    for r in rows:
+        count[r["implementation"]] = count.get(r["implementation"], 0) + 1
+    impl = max(sorted(count), key=lambda k: count[k])
+    rows = [r for r in rows if r["implementation"] == impl]
+    kvb = 1.0 if want == "fp8" else 2.0
+    by_layout: dict[tuple[int, int, int], dict[int, list[tuple[float, float]]]] = {}
+    for r in rows:
+        N, K, H = int(r["num_heads"]), int(r["num_kv_heads"]), int(r["head_dim"])
+        B, L = int(r["batch"]), int(r[axis])
+        work = float(attention_work(phase, B, L, N, K, H, kvb))
+        eff = work / (float(r["latency_us"]) * 1e-6 * roof_per_s)
+        by_layout.setdefault((N, K, H), {}).setdefault(B, []).append((work / B, eff))
+    if len({k[0] * k[2] for k in by_layout}) != len(by_layout):
+        return None  # two layouts of one N·H: no single axis to read them on
+    layouts = []
+    for key in sorted(by_layout, key=lambda k: k[0] * k[2]):
+        bs = sorted(by_layout[key])
+        curves = []
+        for b in bs:
+            points = sorted(by_layout[key][b])
+            per_seq = np.asarray([w for w, _ in points])
+            measured = np.asarray([e for _, e in points])
+            # a call of more work never takes less time: the points of one B were measured
+            # one by one, so time per call (work / efficiency) takes its running maximum
+            time = np.maximum.accumulate(per_seq / measured)
+            curves.append((np.log2(per_seq), np.log2(per_seq / time)))
+        x = np.asarray(sorted({float(v) for c in curves for v in c[0]}))  # (no np.unique:
+        # it imports numpy.ma, 15 ms of an estimate's start)
+        y = np.stack([np.interp(x, cx, cy) for cx, cy in curves])
+        nh = float(np.log2(key[0] * key[2]))
+        layouts.append(AttentionLayout(nh, np.log2(np.asarray(bs, dtype=float)), x, y))
+    lengths = [int(r[axis]) for r in rows]
+    batches = [int(r["batch"]) for r in rows]
+    return AttentionSurface(
+        system,
+        framework,
+        rows[0]["framework_version"],
+        impl,
+        phase,
+        want,
+        tuple(layouts),
+        roof_per_s,
+        (min(lengths), max(lengths)),
+        (min(batches), max(batches)),
+    )
 
 
 # ---- fused MoE ---------------------------------------------------------------------------------
