@@ -67,8 +67,9 @@ def test_a_burst_with_spread_lengths_lasts_longer_than_one_of_equal_requests() -
     longest outputs on a thinning batch, so its output throughput is lower than that of equal
     requests (which the static estimate gives)."""
     row = Row(
-        "t1", "llama-3.1-8b", "h100-sxm", "bf16", "bf16", 1000, 215, 198, 1,
-        "throughput_tokens_per_s", 5000.0, "vllm 0.11.0", burst=True, lengths="sharegpt",
+        id="t1", model="llama-3.1-8b", hardware="h100-sxm", weights="bf16", kv="bf16",
+        batch=1000, prompt=215, gen=198, tp=1, metric="throughput_tokens_per_s", value=5000.0,
+        engine="vllm 0.11.0", burst=True, lengths="sharegpt",
     )  # fmt: skip
     served = predict(row).predicted
     fixed = predict(dataclasses.replace(row, lengths="fixed")).predicted

@@ -35,7 +35,15 @@ GRID = np.array([1.0, 2, 4, 8, 16, 32, 64])
 
 def group(name: str, usd: float, t_pf: float, t_dec, gpus: int = 1) -> GroupTable:
     t = np.broadcast_to(np.asarray(t_dec, dtype=float), GRID.shape).copy()
-    return GroupTable(name, "bf16", Parallel(tp=gpus), usd, t_pf, GRID, t)
+    return GroupTable(
+        hardware=name,
+        fmt="bf16",
+        parallel=Parallel(tp=gpus),
+        usd_per_gpu_hour=usd,
+        t_prefill_s=t_pf,
+        batch_grid=GRID,
+        tpot_grid_s=t,
+    )
 
 
 def test_concurrency_solves_littles_law_by_hand():

@@ -24,8 +24,8 @@ def test_disaggregated_floor_is_the_prefill_alone():
     ρ = 0.5, W = 0.5·0.1/(2·0.5) = 0.05 s, wait₉₅ = (0.05/0.5)·ln 10 = 0.230 s, TTFT₉₅ =
     0.330 s; the bound is t_pf = 0.1 s (the hand-off and the queue only add to it)."""
     g = GroupTable(
-        "d", "bf16", Parallel(tp=1), 1.0, 0.1, GRID, np.full(GRID.shape, 0.01),
-        link_bytes_per_s=1e11,
+        hardware="d", fmt="bf16", parallel=Parallel(tp=1), usd_per_gpu_hour=1.0, t_prefill_s=0.1,
+        batch_grid=GRID, tpot_grid_s=np.full(GRID.shape, 0.01), link_bytes_per_s=1e11,
     )  # fmt: skip
     req = Requirement(5, 100, 11, 0.2, 0.05)
     space = Space(("d",), max_gpus=3, max_batches=(64,), serving="disaggregated")

@@ -57,7 +57,9 @@ def workload(arrival, inp, out, prefix_id=None, prefix_tokens=None) -> Workload:
 
 
 def unified(timer, tokens=1000) -> Deployment:
-    return Deployment(Pool("serve", timer, tokens), kv_bytes_per_token=1.0)
+    return Deployment(
+        Pool(name="serve", timer=timer, kv_capacity_tokens=tokens), kv_bytes_per_token=1.0
+    )
 
 
 # ---- the mixed-batch evaluator against step_cost ------------------------------------------
@@ -210,7 +212,11 @@ def test_first_token_from_a_decode_step(name, first, finish):
     request takes one more step than in `test_hand_computed_schedules`; the tokens computed are
     the same, P - 1 + G."""
     p = POLICIES[name].with_overrides(max_seqs=4, token_budget=16)
-    d = Deployment(Pool("serve", OneSecond(), 1000), 1.0, first_token_from_decode=True)
+    d = Deployment(
+        Pool(name="serve", timer=OneSecond(), kv_capacity_tokens=1000),
+        1.0,
+        first_token_from_decode=True,
+    )
     r = simulate(THREE, p, d, max_seq_len=100)
     np.testing.assert_array_equal(r.first_token_s, first)
     np.testing.assert_array_equal(r.finish_s, finish)
@@ -247,9 +253,9 @@ def test_disaggregated_hand_off_waits_for_the_kv_transfer():
     # B: prefill [1,2] -> 2.75 (a step boundary of A's decodes), finishes 2.75 + 4 = 6.75.
     # C: prefill [3,4] -> 4.75, finishes 8.75.
     d = Deployment(
-        Pool("prefill", OneSecond(), 1000),
+        Pool(name="prefill", timer=OneSecond(), kv_capacity_tokens=1000),
         1.0,
-        Pool("decode", OneSecond(), 1000),
+        Pool(name="decode", timer=OneSecond(), kv_capacity_tokens=1000),
         kv_transfer_bytes_per_s=8.0,
         kv_transfer_latency_s=0.25,
     )
@@ -332,12 +338,17 @@ def test_invariants(n, seed, name, preemption, capacity, replicas, router, decod
         router=router,
         **({} if name == "static" else {"preemption": preemption}),
     )
-    pools = [Pool(x, PerToken(), capacity, replicas) for x in ("prefill", "decode")]
+    pools = [
+        Pool(name=x, timer=PerToken(), kv_capacity_tokens=capacity, replicas=replicas)
+        for x in ("prefill", "decode")
+    ]
     d = (
         Deployment(pools[0], 1.0, pools[1], 50.0, 0.01, first_token_from_decode=decode_first)
         if p.disaggregated
         else Deployment(
-            Pool("serve", PerToken(), capacity, replicas), 1.0, first_token_from_decode=decode_first
+            Pool(name="serve", timer=PerToken(), kv_capacity_tokens=capacity, replicas=replicas),
+            1.0,
+            first_token_from_decode=decode_first,
         )
     )
     r = simulate(w, p, d)
@@ -713,7 +724,10 @@ def test_clients_enough_for_everyone_is_the_open_loop():
 
 
 def test_closed_loop_refuses_disaggregated_serving():
-    pools = [Pool(x, PerToken(), 1000, 1) for x in ("prefill", "decode")]
+    pools = [
+        Pool(name=x, timer=PerToken(), kv_capacity_tokens=1000, replicas=1)
+        for x in ("prefill", "decode")
+    ]
     d = Deployment(pools[0], 1.0, pools[1], 50.0, 0.01)
     w = workload([0.0], [10], [3])
     with pytest.raises(InvalidInputError, match="aggregated"):

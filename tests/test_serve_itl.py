@@ -45,7 +45,9 @@ def test_a_prefill_chunk_shows_in_the_gaps():
     0.99 · 2 = 1.98 of the sorted three, 0.502 + 0.98 · 0.099 = 0.59902, mean 1.605 / 3.
     Each request's mean gap (TPOT) would have put the top at A's (1.607 − 0.504) / 2 = 0.5515."""
     p = POLICIES["chunked"].with_overrides(max_seqs=4, token_budget=200)
-    d = Deployment(Pool("serve", PerToken(), 1000), kv_bytes_per_token=1.0)
+    d = Deployment(
+        Pool(name="serve", timer=PerToken(), kv_capacity_tokens=1000), kv_bytes_per_token=1.0
+    )
     s = Summary(simulate(workload([0.0, 0.5], [4, 100], [3, 2]), p, d, 200), 1.0, 1.0)
     gaps, counts = s.itl_s
     np.testing.assert_allclose(np.repeat(gaps, counts.astype(int)).round(9), [0.601, 0.502, 0.502])
@@ -94,7 +96,11 @@ def test_preemptions_show_in_the_tail(llama):
     m, stack, w = llama
     p = POLICIES["continuous"]
     d = build_deployment(m, stack, p)
-    tight = Deployment(Pool("serve", d.pool.timer, 6000), d.kv_bytes_per_token, memory=d.memory)
+    tight = Deployment(
+        Pool(name="serve", timer=d.pool.timer, kv_capacity_tokens=6000),
+        d.kv_bytes_per_token,
+        memory=d.memory,
+    )
     r = simulate(w, p, tight)
     assert r.counters.preemptions > 0
     gaps, counts = r.gaps

@@ -99,7 +99,9 @@ THREE = workload([0.0, 0.5, 3.0], [4, 4, 4], [5, 5, 5])
 
 def speculating(alpha: float) -> Deployment:
     return Deployment(
-        Pool("serve", OneSecond(), 1000), 1.0, speculation=Speculation(3, alpha, HEADS)
+        Pool(name="serve", timer=OneSecond(), kv_capacity_tokens=1000),
+        1.0,
+        speculation=Speculation(3, alpha, HEADS),
     )
 
 

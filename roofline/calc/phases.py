@@ -49,7 +49,7 @@ INTERVAL_FIGURES = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Case:
     """One batch size's results. Totals are derived from the named terms."""
 
@@ -128,7 +128,7 @@ def _plain(v):
     return float(v)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Estimate:
     """An estimate for one model on one stack over several batch sizes."""
 
@@ -359,18 +359,18 @@ def estimate(
     w_bytes = np.broadcast_to(np.asarray(mem.weights_bytes, dtype=float), B.shape)
     cases = tuple(
         Case(
-            int(b),
-            prompt,
-            gen,
-            float(w_bytes[i]),
-            float(kv_bytes[i]),
-            float(act_bytes[i]),
-            fit.budget.usable_bytes,
-            float(ttft[i]),
-            float(tpot[i]),
-            parallel.gpus,
-            parallel.replicas,
-            float(kv_at_prompt[i]),
+            batch=int(b),
+            prompt_tokens=prompt,
+            gen_tokens=gen,
+            weights_bytes=float(w_bytes[i]),
+            kv_cache_bytes=float(kv_bytes[i]),
+            activation_bytes=float(act_bytes[i]),
+            usable_bytes=fit.budget.usable_bytes,
+            ttft_s=float(ttft[i]),
+            tpot_s=float(tpot[i]),
+            gpus=parallel.gpus,
+            replicas=parallel.replicas,
+            kv_cache_bytes_at_prompt=float(kv_at_prompt[i]),
         )
         for i, b in enumerate(runs)
     )
@@ -379,17 +379,17 @@ def estimate(
     first = runs[0]
     prefill, decode = cost(Step(first, prompt - split, 0)), cost(Step(first, 1, prompt))
     return Estimate(
-        model,
-        stack,
-        cases,
-        prefill.compute,
-        decode.compute,
-        fit,
-        float(prefill.comm_s),
-        float(decode.comm_s),
-        short,
-        memory.context_warning(model, context),
-        asked_max,
+        model=model,
+        stack=stack,
+        cases=cases,
+        prefill=prefill.compute,
+        decode=decode.compute,
+        fit=fit,
+        prefill_comm_s=float(prefill.comm_s),
+        decode_comm_s=float(decode.comm_s),
+        shortfall=short,
+        warnings=memory.context_warning(model, context),
+        asked_max=asked_max,
     )
 
 

@@ -94,7 +94,7 @@ class Row:
         return not self.gated or abs(self.error) <= self.band
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FamilySummary:
     family: str
     points: int
@@ -133,14 +133,14 @@ class Validation:
                 errs = np.abs(signed)
                 out.append(
                     FamilySummary(
-                        fam,
-                        len(rows),
-                        float(np.median(errs)),
-                        float(errs.max()),
-                        min(r.band for r in rows),
-                        sum(not r.passed for r in rows),
-                        float(np.median(signed)),
-                        bias.get(fam),
+                        family=fam,
+                        points=len(rows),
+                        median_abs_error=float(np.median(errs)),
+                        worst_abs_error=float(errs.max()),
+                        band=min(r.band for r in rows),
+                        failures=sum(not r.passed for r in rows),
+                        median_error=float(np.median(signed)),
+                        bias_band=bias.get(fam),
                     )
                 )
         return out

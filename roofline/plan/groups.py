@@ -30,7 +30,7 @@ BATCH_GRID_POINTS = 40
 
 
 # ---- stage 1: one table per (device, format, layout) ----------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GroupTable:
     """Everything the screening needs about one replica shape: a device, a format and a
     tp × pp × ep layout. Times in seconds, per replica."""

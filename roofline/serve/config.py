@@ -138,7 +138,7 @@ class ServeConfig:
         )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ServeRuns:
     """A config's specs and deployments, loaded once; `notes` collects what the workloads
     said (requests cut to fit the context)."""
@@ -264,11 +264,11 @@ def serve_runs(c: ServeConfig, notes: list[str] | None = None) -> ServeRuns:
         for p in policies
     ]
     return ServeRuns(
-        c,
-        m,
-        stack,
-        policies,
-        deployments,
-        [] if notes is None else notes,
-        tuple(d for d in (pre_hw, dec_hw) if d is not None),
+        config=c,
+        model=m,
+        stack=stack,
+        policies=policies,
+        deployments=deployments,
+        notes=[] if notes is None else notes,
+        pool_hardware=tuple(d for d in (pre_hw, dec_hw) if d is not None),
     )

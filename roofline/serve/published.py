@@ -98,7 +98,7 @@ MAX_BAND = 0.50
 OPEN_SLACK = 0.05
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Row:
     """One published number and the conditions it was measured under."""
 
@@ -547,7 +547,7 @@ def predict_all(
     return [predict(r, ceiling, engine, specs_dirs) for r in rows]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Summary:
     """Accuracy of one group of predictions: |error| median and p90 and signed median, now and
     at first sight (each row's error when it entered the set), and rows outside their band."""
@@ -585,18 +585,18 @@ def summarise(preds: Sequence[Prediction], group: str) -> Summary:
     med, p90, signed = _stats(errs)
     fmed, fp90, fsigned = _stats(first)
     return Summary(
-        group,
-        len(preds),
-        int(errs.size),
-        med,
-        p90,
-        signed,
-        sum(p.passed is False for p in preds),
-        int(first.size),
-        fmed,
-        fp90,
-        fsigned,
-        sum(p.open for p in preds),
+        group=group,
+        rows=len(preds),
+        predicted=int(errs.size),
+        median_abs_error=med,
+        p90_abs_error=p90,
+        median_signed_error=signed,
+        failed=sum(p.passed is False for p in preds),
+        first_sight_rows=int(first.size),
+        first_sight_median_abs=fmed,
+        first_sight_p90_abs=fp90,
+        first_sight_median_signed=fsigned,
+        open=sum(p.open for p in preds),
     )
 
 

@@ -42,7 +42,7 @@ PCIE4_X16_BYTES_PER_S = 31.5e9
 UNBOUNDED_KV_TOKENS = 1 << 60
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Pool:
     """Identical replicas (each a group of tp·pp·ep GPUs): their step-time function and the
     KV tokens each can hold; the model and stack the steps are costed on (the power model
@@ -207,7 +207,15 @@ def build_deployment(
             timer = speculative_timer(model, on, speculation)
             draft_weights, draft_kv = draft_memory(model, on, speculation)
         capacity = kv_capacity_tokens(model, on, policy, draft_weights, draft_kv)
-        return Pool(name, timer, capacity, n, device.name, model, on)
+        return Pool(
+            name=name,
+            timer=timer,
+            kv_capacity_tokens=capacity,
+            replicas=n,
+            hardware=device.name,
+            model=model,
+            stack=on,
+        )
 
     kv_model = pp_stage(tp_shard(model, par.tp), par.pp)
     kv_per_token = kv_growth_elems_per_token(kv_model) * precision.kv_bytes
@@ -257,7 +265,7 @@ class ReplicaUsage:
     timeline: Timeline
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServeResult:
     """Everything one simulation produced; `roofline.serve.metrics` summarises it."""
 
@@ -412,13 +420,13 @@ def simulate(
         for e in engines
     )
     return ServeResult(
-        policy,
-        d,
-        w,
-        reqs.first_token_s,
-        reqs.finish_s,
-        reqs.completions,
-        counters,
-        usage,
-        reqs.gaps.arrays(),
+        policy=policy,
+        deployment=d,
+        workload=w,
+        first_token_s=reqs.first_token_s,
+        finish_s=reqs.finish_s,
+        completions=reqs.completions,
+        counters=counters,
+        engines=usage,
+        gaps=reqs.gaps.arrays(),
     )

@@ -300,7 +300,7 @@ class CollectiveRow:
         return self.count * send_recv_s(m, self.link)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MixedStepCost:
     """Per-operator coefficients: time of op k = max(compute[k]·x, memory[k]·x), plus the
     step's fixed device times, for the feature vector x of the step; then the host
@@ -750,7 +750,14 @@ def mixed_step_cost(model: ModelSpec, stack: Stack) -> MixedStepCost | MlaPathsS
     stack, par, engine = stack.on(hw), stack.parallel, stack.engine
     W = model.attention.sliding_window if model.layers_with("local") else None
     moe = (model.moe.experts, model.moe.top_k) if model.moe is not None else None
-    shape = MixedStepCost(np.zeros((0, 0)), np.zeros((0, 0)), 0.0, W, moe, par.ep)
+    shape = MixedStepCost(
+        compute_coef=np.zeros((0, 0)),
+        memory_coef=np.zeros((0, 0)),
+        overhead_s=0.0,
+        window=W,
+        experts=moe,
+        ep=par.ep,
+    )
     B, T, S = np.array(
         _PROBES + _EP_PROBES * (par.ep > 1) + (_window_probes(W) if W else []), dtype=float
     ).T
@@ -780,21 +787,21 @@ def mixed_step_cost(model: ModelSpec, stack: Stack) -> MixedStepCost | MlaPathsS
     decode = parallel_step_cost(model, stack, one).compute
     decode_overhead = float(sum(o.overhead_s for o in decode.ops)) - overhead
     return MixedStepCost(
-        compute_coef,
-        memory_coef,
-        overhead,
-        W,
-        moe,
-        par.ep,
-        decode_overhead,
-        sc.host_launch_s,
-        engine is not None and engine.cuda_graphs,
-        sc.host_step_s,
-        tuple(names),
-        tuple(per_row),
-        collectives,
-        rows_delta,
-        attention,
+        compute_coef=compute_coef,
+        memory_coef=memory_coef,
+        overhead_s=overhead,
+        window=W,
+        experts=moe,
+        ep=par.ep,
+        decode_overhead_s=decode_overhead,
+        host_launch_s=sc.host_launch_s,
+        graphs=engine is not None and engine.cuda_graphs,
+        host_step_s=sc.host_step_s,
+        names=tuple(names),
+        op_overhead_s=tuple(per_row),
+        collectives=collectives,
+        rows_delta=rows_delta,
+        attention_decode=attention,
     )
 
 

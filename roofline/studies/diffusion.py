@@ -22,7 +22,7 @@ from ..spec.model import ModelSpec
 from ..spec.operators import Step
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DiffusionComparison:
     model: str
     hardware: str
@@ -144,5 +144,15 @@ def compare_diffusion(
         0
     ]
     return DiffusionComparison(
-        model.name, hw.name, batch, prompt, gen, steps, step_s, ar.ttft_s, ar.tpot_s, need, usable
+        model=model.name,
+        hardware=hw.name,
+        batch=batch,
+        prompt_tokens=prompt,
+        gen_tokens=gen,
+        steps=steps,
+        diffusion_step_s=step_s,
+        autoregressive_ttft_s=ar.ttft_s,
+        autoregressive_tpot_s=ar.tpot_s,
+        memory_bytes=need,
+        usable_bytes=usable,
     )
