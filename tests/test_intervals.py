@@ -16,7 +16,15 @@ from roofline.serve.published import bundled_csv, load_rows, predict_all, residu
 def res(e: float, source: str = "A", metric: str = "tpot_s", engine: str = "vllm", **kw):
     """A residual whose log error is `e`: a TPOT predicted 1 s and measured exp(e) s."""
     fields = dict(gpus=1, batch=1.0, vendor="nvidia") | kw
-    return iv.Residual("x", source, metric, engine, predicted=1.0, published=math.exp(e), **fields)
+    return iv.Residual(
+        id="x",
+        source=source,
+        metric=metric,
+        engine=engine,
+        predicted=1.0,
+        published=math.exp(e),
+        **fields,
+    )
 
 
 def test_ranks_of_the_split_conformal_interval() -> None:
@@ -30,10 +38,30 @@ def test_ranks_of_the_split_conformal_interval() -> None:
 
 def test_the_log_error_points_in_the_direction_of_time() -> None:
     # a TPOT predicted 10 ms and measured 12.5 ms: ln(1.25), the prediction optimistic
-    t = iv.Residual("1", "s", "tpot_s", "vllm", 1, 1.0, "nvidia", 0.010, 0.0125)
+    t = iv.Residual(
+        id="1",
+        source="s",
+        metric="tpot_s",
+        engine="vllm",
+        gpus=1,
+        batch=1.0,
+        vendor="nvidia",
+        predicted=0.010,
+        published=0.0125,
+    )
     assert t.log_error == pytest.approx(math.log(1.25))
     # a rate predicted 125 tok/s and measured 100: the same optimism, the same sign
-    r = iv.Residual("2", "s", "decode_tokens_per_s", "vllm", 1, 1.0, "nvidia", 125.0, 100.0)
+    r = iv.Residual(
+        id="2",
+        source="s",
+        metric="decode_tokens_per_s",
+        engine="vllm",
+        gpus=1,
+        batch=1.0,
+        vendor="nvidia",
+        predicted=125.0,
+        published=100.0,
+    )
     assert r.log_error == pytest.approx(math.log(1.25))
     # the band of a time is [t·low, t·high]; of a rate [r/high, r/low]
     b = iv.Band(0.9, 1.25, 0.8, "", 10)

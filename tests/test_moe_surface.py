@@ -59,13 +59,13 @@ def test_the_surface_reproduces_the_kept_source_points() -> None:
 
 def test_a_hand_built_surface_interpolates_in_log_m_then_log_w() -> None:
     s = MoeSurface(
-        "x", "vllm", "0", "k", "fp8_block",
-        np.array([20.0, 22.0]),
-        (
+        system="x", framework="vllm", version="0", implementation="k", dtype="fp8_block",
+        log2_w=np.array([20.0, 22.0]),
+        rows=(
             (np.array([0.0, 4.0]), np.array([0.2, 0.6])),
             (np.array([0.0, 4.0]), np.array([0.4, 0.8])),
         ),
-        1e12, 1e12, 1.0,
+        peak_flops_per_s=1e12, bytes_per_s=1e12, weight_bytes=1.0,
     )  # fmt: skip
     # m = 4 (log2 2): row 20 at 0.2 + 2/4 x 0.4 = 0.4, row 22 at 0.6; W = 2^21: halfway, 0.5
     assert s.efficiency(np.array(4.0), np.array(2.0**21)) == pytest.approx(0.5)

@@ -287,7 +287,7 @@ def moe_surface_applies(op: Op, c: Ceilings) -> bool:
     return c.moe_surface is not None and op.kind == "matmul" and op.group == "experts"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OpCost:
     """An operator with its bytes and times under one precision and ceiling. Device time is
     max(compute, memory) + the fixed per-kernel time; `host_s` is the host's launch time for
@@ -541,15 +541,24 @@ def op_cost(
         assert c.moe_surface is not None
         compute_s, memory_s = c.moe_surface.terms_s(op.flops, op.weight_elems, op.instances)
         host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
-        return OpCost(op, w, a, kv, compute_s, memory_s, fixed_s, host)
+        return OpCost(
+            op=op,
+            weight_bytes=w,
+            act_bytes=a,
+            kv_bytes=kv,
+            compute_s=compute_s,
+            memory_s=memory_s,
+            overhead_s=fixed_s,
+            host_s=host,
+        )
     elif surface_applies(op, p, c):  # the engine's measured GEMMs at this M (`surfaces`)
         assert c.gemm_surface is not None
         host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
         return OpCost(
-            op,
-            w,
-            a,
-            kv,
+            op=op,
+            weight_bytes=w,
+            act_bytes=a,
+            kv_bytes=kv,
             compute_s=op.flops / c.gemm_surface.at(np.asarray(gemm_rows(op))),
             memory_s=(w + a + kv) / c.bytes_per_s,
             overhead_s=fixed_s,  # the tables' latencies hold the GEMM's own ramp and tail
@@ -580,10 +589,10 @@ def op_cost(
         fixed_s += op.instances * max(t.gemm_overhead_us * 1e-6 - c.kernel_overhead_s, 0.0)
     host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
     return OpCost(
-        op,
-        w,
-        a,
-        kv,
+        op=op,
+        weight_bytes=w,
+        act_bytes=a,
+        kv_bytes=kv,
         compute_s=effective_flops(op, t)
         / ((c.attention_flops_per_s or c.flops_per_s) if op.kind == "attention" else c.flops_per_s)
         / flop_eff,
@@ -630,7 +639,16 @@ def measured_attention_cost(
         compute_s = op.instances * att.time_s(np.asarray(op.flops) / op.instances, B, nh)
         memory_s = (w + a + kv) / (c.bytes_per_s * mem_eff)
     host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
-    return OpCost(op, w, a, kv, compute_s, memory_s, n * c.kernel_overhead_s, host)
+    return OpCost(
+        op=op,
+        weight_bytes=w,
+        act_bytes=a,
+        kv_bytes=kv,
+        compute_s=compute_s,
+        memory_s=memory_s,
+        overhead_s=n * c.kernel_overhead_s,
+        host_s=host,
+    )
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,7 @@ def precision_class(weights: str) -> str:
     return "4-bit"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Residual:
     """One published row against its prediction (module docstring)."""
 
@@ -319,16 +319,16 @@ def read_residuals(path: str | Path) -> list[Residual]:
         rows = list(csv.DictReader(f))
     return [
         Residual(
-            r["id"],
-            r["source"],
-            r["metric"],
-            r["engine"],
-            int(r["gpus"]),
-            float(r["batch"]),
-            r["vendor"],
-            float(r["predicted"]),
-            float(r["published"]),
-            r.get("weights", ""),
+            id=r["id"],
+            source=r["source"],
+            metric=r["metric"],
+            engine=r["engine"],
+            gpus=int(r["gpus"]),
+            batch=float(r["batch"]),
+            vendor=r["vendor"],
+            predicted=float(r["predicted"]),
+            published=float(r["published"]),
+            weights=r.get("weights", ""),
         )
         for r in rows
     ]
@@ -341,7 +341,7 @@ def bundled() -> Evidence:
 
 
 # ---- honest coverage ------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Coverage:
     """Leave-one-source-out coverage: share of rows inside the band built without their
     source, overall, per quantity and per source."""
@@ -403,13 +403,13 @@ def loso_coverage(residuals: Sequence[Residual], coverage: float = DEFAULT_COVER
                     by_c.setdefault(name, []).append(inside)
     flat = [x for v in by_s.values() for x in v]
     return Coverage(
-        coverage,
-        float(np.mean(flat)) if flat else math.nan,
-        len(flat),
-        {k: (sum(v), len(v)) for k, v in sorted(by_q.items())},
-        {k: (sum(v), len(v)) for k, v in sorted(by_s.items())},
-        {k: (sum(v), len(v)) for k, v in sorted(by_g.items())},
-        {k: (sum(by_c[k]), len(by_c[k])) for k in CHECKED_CLASSES if k in by_c},
+        coverage=coverage,
+        overall=float(np.mean(flat)) if flat else math.nan,
+        rows=len(flat),
+        by_quantity={k: (sum(v), len(v)) for k, v in sorted(by_q.items())},
+        by_source={k: (sum(v), len(v)) for k, v in sorted(by_s.items())},
+        by_gpus={k: (sum(v), len(v)) for k, v in sorted(by_g.items())},
+        by_class={k: (sum(by_c[k]), len(by_c[k])) for k in CHECKED_CLASSES if k in by_c},
     )
 
 
@@ -665,12 +665,12 @@ def energy_loso_coverage(
             by_g.setdefault(gpu_class(r.gpus), []).append(inside)
     flat = [x for v in by_s.values() for x in v]
     return Coverage(
-        coverage,
-        float(np.mean(flat)) if flat else math.nan,
-        len(flat),
-        {k: (sum(v), len(v)) for k, v in sorted(by_q.items())},
-        {k: (sum(v), len(v)) for k, v in sorted(by_s.items())},
-        {k: (sum(v), len(v)) for k, v in sorted(by_g.items())},
+        coverage=coverage,
+        overall=float(np.mean(flat)) if flat else math.nan,
+        rows=len(flat),
+        by_quantity={k: (sum(v), len(v)) for k, v in sorted(by_q.items())},
+        by_source={k: (sum(v), len(v)) for k, v in sorted(by_s.items())},
+        by_gpus={k: (sum(v), len(v)) for k, v in sorted(by_g.items())},
     )
 
 

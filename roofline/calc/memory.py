@@ -114,7 +114,7 @@ def _largest(fits: Callable[[np.ndarray], np.ndarray], hi: np.ndarray) -> np.nda
     return lo
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BatchFit:
     """The largest batch of one replica that fits at `context` tokens per sequence, and what
     one GPU (the fullest) holds there. `binding` names the limit; `kv_room_bytes` is what the
@@ -211,16 +211,16 @@ def batch_fit(m: ModelSpec, stack: Stack, context: int, prompt: int | None = Non
     else:
         binding = "KV" if kv >= act else "activations"
     return BatchFit(
-        budget,
-        int(context),
-        int(P),
-        stack.memory.prefill_token_budget,
-        w,
-        kv,
-        act,
-        b * par.ep,
-        binding,
-        stack.memory.max_num_seqs,
+        budget=budget,
+        context=int(context),
+        prompt_tokens=int(P),
+        prefill_token_budget=stack.memory.prefill_token_budget,
+        weights_bytes=w,
+        kv_cache_bytes=kv,
+        activation_bytes=act,
+        max_batch=b * par.ep,
+        binding=binding,
+        max_num_seqs=stack.memory.max_num_seqs,
     )
 
 
@@ -266,7 +266,7 @@ def max_context(m: ModelSpec, stack: Stack, batch: int = 1) -> int:
     return context_fit(m, stack, batch).max_context
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Shortfall:
     """A batch that does not fit: what its fullest GPU would need, what the device offers,
     the largest batch that fits instead, and the smallest deployment that holds this batch
@@ -358,15 +358,15 @@ def shortfall(
         prefill_token_budget=stack.memory.prefill_token_budget,
     )
     return Shortfall(
-        batch,
-        context,
-        float(need.total_bytes),
-        fit.weights_bytes,
-        fit.budget,
-        fit.max_batch,
-        smallest,
-        int(np.max(need.stage)),
-        need.stages,
+        batch=batch,
+        context=context,
+        needs_bytes=float(need.total_bytes),
+        weights_bytes=fit.weights_bytes,
+        budget=fit.budget,
+        max_batch=fit.max_batch,
+        smallest=smallest,
+        stage=int(np.max(need.stage)),
+        stages=need.stages,
     )
 
 

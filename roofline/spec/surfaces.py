@@ -150,7 +150,7 @@ def measured_for(release: str, table_version: str) -> bool:
 MIN_WEIGHT_ELEMS = 4096 * 4096
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GemmSurface:
     """Median achieved FLOP/s of one engine's dense GEMMs on one device, by M."""
 
@@ -218,14 +218,14 @@ def gemm_surface(system: str | None, engine: str, dtype: str) -> GemmSurface | N
     # whose time grows keeps the time growing in between.
     time_per_m = np.maximum.accumulate(m / flops)
     return GemmSurface(
-        system,
-        framework,
-        rows[0]["framework_version"],
-        impls[0],
-        want,
-        m,
-        m / time_per_m,
-        AMD_ORIGIN if evidence else AIC_ORIGIN,
+        system=system,
+        framework=framework,
+        version=rows[0]["framework_version"],
+        implementation=impls[0],
+        dtype=want,
+        m=m,
+        flops_per_s=m / time_per_m,
+        origin=AMD_ORIGIN if evidence else AIC_ORIGIN,
     )
 
 
@@ -244,7 +244,7 @@ ALL_REDUCE_IMPLEMENTATIONS: dict[str, tuple[str, str]] = {
 RCCL_IMPLEMENTATIONS: tuple[str, str] = ("RCCL_graph", "RCCL_eager")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AllReduceSurface:
     """An engine's measured all-reduce on one system and GPU count: latency by message size."""
 
@@ -308,8 +308,24 @@ def all_reduce_surface(
     secs = np.maximum.accumulate(np.asarray([float(r["latency_us"]) * 1e-6 for r in rows]))
     version = rows[0]["framework_version"]
     if evidence:
-        return AllReduceSurface(system, name, f"RCCL {version}", gpus, size, secs, "0", AMD_ORIGIN)
-    return AllReduceSurface(system, name, version, gpus, size, secs)
+        return AllReduceSurface(
+            system=system,
+            implementation=name,
+            version=f"RCCL {version}",
+            gpus=gpus,
+            message_bytes=size,
+            seconds=secs,
+            engine_release="0",
+            origin=AMD_ORIGIN,
+        )
+    return AllReduceSurface(
+        system=system,
+        implementation=name,
+        version=version,
+        gpus=gpus,
+        message_bytes=size,
+        seconds=secs,
+    )
 
 
 # ---- attention ---------------------------------------------------------------------------------
@@ -536,7 +552,7 @@ MOE_DTYPES: dict[str, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MoeSurface:
     """Measured fused-MoE layers of one engine on one device: efficiency against the layer's
     own roofline by (log2 W, log2 m), W the weight elements read per GPU, m tokens per touched
@@ -676,16 +692,16 @@ def moe_surface(
     # stand for the release they were collected on (`MoeSurface.since`: the same version)
     own = evidence or bool(origin)
     return MoeSurface(
-        system,
-        framework,
-        r0["framework_version"],
-        r0["implementation"],
-        r0["dtype"],
-        np.asarray(ws, dtype=float),
-        curves,
-        float(r0["peak_tflops"]) * 1e12,
-        float(r0["bandwidth_tbs"]) * 1e12,
-        float(r0["weight_bytes"]),
-        r0["framework_version"] if own else "",
-        origin or (AMD_ORIGIN if evidence else AIC_ORIGIN),
+        system=system,
+        framework=framework,
+        version=r0["framework_version"],
+        implementation=r0["implementation"],
+        dtype=r0["dtype"],
+        log2_w=np.asarray(ws, dtype=float),
+        rows=curves,
+        peak_flops_per_s=float(r0["peak_tflops"]) * 1e12,
+        bytes_per_s=float(r0["bandwidth_tbs"]) * 1e12,
+        weight_bytes=float(r0["weight_bytes"]),
+        engine_release=r0["framework_version"] if own else "",
+        origin=origin or (AMD_ORIGIN if evidence else AIC_ORIGIN),
     )
