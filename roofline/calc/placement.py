@@ -48,6 +48,14 @@ class Parallel:
                 raise InvalidInputError(f"`{name}` must be at least 1, got {getattr(self, name)}")
 
     @property
+    def label(self) -> str:
+        """The one spelling of a replica's layout, in every message and table: its degrees
+        above 1 ("TP4 PP2", "TP2 EP8"); "TP1" for one GPU a replica. Replicas are not part of
+        it (each caller says them its own way: "2×", "× 2 replica(s)")."""
+        parts = [f"{k}{v}" for k, v in (("TP", self.tp), ("PP", self.pp), ("EP", self.ep)) if v > 1]
+        return " ".join(parts) or "TP1"
+
+    @property
     def gpus_per_replica(self) -> int:
         return self.tp * self.pp * self.ep
 

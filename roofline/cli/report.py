@@ -34,7 +34,7 @@ def estimate_table(
         ""
         if par.gpus == 1
         else (
-            f"; {par.gpus} GPUs = TP {par.tp} × PP {par.pp} × EP {par.ep} × {par.replicas} "
+            f"; {par.gpus} GPUs = {par.label} × {par.replicas} "
             f"replica(s) over {e.hardware.interconnect.kind}"
         )
     )

@@ -293,7 +293,8 @@ def serve(
         print_json({**head, **(rows[0] if not compare else {}), "runs": rows})
         return
     source = config.workload_label(rate)
-    group = "" if tp * pp * ep == 1 else f" × {tp * pp * ep} (TP {tp}, PP {pp}, EP {ep})"
+    par = config.parallel
+    group = "" if par.gpus_per_replica == 1 else f" × {par.gpus_per_replica} ({par.label})"
     formats = (
         prec.weights
         if prec.weights == prec.activations == prec.kv

@@ -49,7 +49,7 @@ def check_feasible(
             f"memory: {model.name} fits on none of {', '.join(space.hardware)} within "
             f"`max_gpus={space.max_gpus}` in {', '.join(space.formats)}; closest: "
             f"{best.weights_bytes_per_gpu / 1e9:.1f} GB of weights per GPU on {best.hardware} "
-            f"{best.fmt} TP{best.parallel.tp} PP{best.parallel.pp} EP{best.parallel.ep} "
+            f"{best.fmt} {best.parallel.label} "
             f"against {best.usable_bytes / 1e9:.1f} GB usable; raise `max_gpus` or use "
             "a narrower format"
         )
@@ -59,7 +59,7 @@ def check_feasible(
             f"TPOT SLO {req.slo_tpot_s * 1e3:g} ms is below the {roof} of "
             f"every deployment searched: the fastest decode step (batch 1) is "
             f"{floor_tpot.tpot_grid_s[0] * 1e3:.2f} ms on {floor_tpot.hardware} "
-            f"{floor_tpot.fmt} TP{floor_tpot.parallel.tp}; raise `slo_tpot_s` to at least that"
+            f"{floor_tpot.fmt} {floor_tpot.parallel.label}; raise `slo_tpot_s` to at least that"
         )
     floor_ttft = min(groups, key=lambda g: g.t_prefill_s)
     if req.slo_ttft_s < floor_ttft.t_prefill_s:
@@ -67,7 +67,7 @@ def check_feasible(
             f"TTFT SLO {req.slo_ttft_s * 1e3:g} ms is below the {roof} of "
             f"every deployment searched: the fastest prefill of {req.prompt_tokens} tokens is "
             f"{floor_ttft.t_prefill_s * 1e3:.2f} ms on {floor_ttft.hardware} {floor_ttft.fmt} "
-            f"TP{floor_ttft.parallel.tp}; raise `slo_ttft_s` to at least that"
+            f"{floor_ttft.parallel.label}; raise `slo_ttft_s` to at least that"
         )
 
 
@@ -106,7 +106,7 @@ def _capacity(groups: Sequence[GroupTable], hardware: str, req: Requirement, spa
     par = best.parallel
     return (
         f"a replica sustains at most {r:.3g} req/s, {r / best.gpus:.3g} per GPU "
-        f"({best.fmt} TP{par.tp} PP{par.pp} EP{par.ep}, B≤{_largest(best, space)}): "
+        f"({best.fmt} {par.label}, B≤{_largest(best, space)}): "
         f"{req.rate_per_s:g} req/s needs ≥ {math.ceil(req.rate_per_s / r) if r else '∞'} "
         "replicas (prefill share ρ ≥ 1 or the batch limit below)"
     )
@@ -132,8 +132,8 @@ def rejected_regions(
             if best.reason == "unsupported"
             else (
                 f"{best.weights_bytes_per_gpu / 1e9:.1f} GB weights/GPU vs "
-                f"{best.usable_bytes / 1e9:.1f} GB usable ({best.fmt} TP{best.parallel.tp} "
-                f"PP{best.parallel.pp})"
+                f"{best.usable_bytes / 1e9:.1f} GB usable ({best.fmt} "
+                f"{best.parallel.label})"
             )
         )
         out.append(RejectedRegion(hardware=r[0], reason=r[1], points=len(rs), closest=closest))

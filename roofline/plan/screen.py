@@ -290,10 +290,7 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        par = self.parallel
-        lay = "".join(
-            f" {k.upper()}{v}" for k, v in (("tp", par.tp), ("pp", par.pp), ("ep", par.ep)) if v > 1
-        )
+        lay = "" if self.parallel.gpus_per_replica == 1 else f" {self.parallel.label}"
         if self.kind == "aggregated":
             return f"{self.replicas}× {self.hardware}{lay} {self.fmt} B≤{self.max_batch}"
         return (
