@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 import typer
 
 from ..errors import InvalidInputError
+from ..render.shapes import header as header  # every command's JSON head
 from ..spec.precision import Precision
 
 if TYPE_CHECKING:
@@ -453,18 +454,6 @@ def kv_format(kv_format: str | None, kv: str | None) -> str | None:
     return kv_format or kv
 
 
-def header(model: str, stack: Stack) -> dict:
-    """The keys every prediction's JSON starts with, one shape everywhere (docs/json.md)."""
-    return {
-        "model": model,
-        "hardware": stack.hardware.name,
-        "ceiling": stack.ceiling,
-        "engine": stack.engine.flag if stack.engine is not None else None,
-        "precision": stack.precision.as_dict(),
-        "parallel": stack.parallel.as_dict(),
-    }
-
-
 def stack(
     model: Any,
     hw: Any,
@@ -508,39 +497,4 @@ def price_tier(tier: str) -> Tier:
 def check_price_names(prices: Any, devices: Iterable[str]) -> None:
     """Refuse a `--price NAME=USD` whose NAME is neither a catalog device (or alias) nor one
     of the run's `devices`: it would be ignored, the bundled price used."""
-    bad = prices.unknown_overrides(devices)
-    if bad:
-        raise InvalidInputError(
-            f"--price {bad[0]}=…: no device named '{bad[0][:60]}' in the catalog or in this "
-            "run; use a name from `roofline hardware list` (or the `name` of your YAML spec)"
-        )
-
-
-def serve_economics_dict(
-    summary: Any, devices: dict, gpus_per_replica: int, prices: Any
-) -> dict | None:
-    """The JSON of a serve run's cost and energy (`devices`: the loaded spec of each pool's
-    device, by name; `prices`: the price table of `--price`), None when a device has no price."""
-    from ..errors import RooflineError
-    from ..studies.economics import serve_economics
-
-    try:
-        return serve_economics(summary, devices, prices, gpus_per_replica).as_dict()
-    except RooflineError:
-        return None
-
-
-def cost_line(summary: Any, devices: dict, gpus_per_replica: int, prices: Any) -> str:
-    """One line of cost and energy for a serve run (on-demand prices of `prices`), or why not."""
-    from ..errors import RooflineError
-    from ..studies.economics import serve_economics
-
-    try:
-        e = serve_economics(summary, devices, prices, gpus_per_replica)
-    except RooflineError as err:
-        return f"cost: not shown ({with_flags(str(err))})"
-    return (
-        f"cost: ${e.usd_per_hour:.2f}/h, ${e.cost_per_million_tokens_usd:.3f} per million "
-        f"output tokens at the simulated throughput; energy {e.joules_per_token:.3f} J/token "
-        f"({e.power_w:.0f} W per GPU: each step at its busy share, idle at static power)"
-    )
+    prices.check_names(devices)

@@ -4,22 +4,34 @@ throughput, goodput, KV use; compare policies or sweep the arrival rate."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from ..calc.placement import Parallel
 from ..errors import InvalidInputError
-from ..serve.config import ServeConfig, serve_runs
-from ..serve.metrics import Summary
+from ..render import serve as render
+from ..serve.config import ServeConfig
 from ..serve.policy import ENGINE_POLICY, POLICIES
-from ..serve.sweep import sweep_rate
 from ..studies.speculative import MAX_DRAFT_TOKENS
 from . import app, common
-from .common import JsonFlag, SpecsDir, console, print_json
-from .serve_report import interval_line, summary_table, sweep_table, timeline_lines
+from .common import JsonFlag, SpecsDir
 
 Opt = typer.Option
+
+
+class _Out:
+    """`render.serve` prints here: JSON on stdout, tables and lines on the console (created
+    on first use: a `--json` run never imports rich's console)."""
+
+    def json(self, obj: dict) -> None:
+        common.print_json(obj)
+
+    def print(self, item: Any, *, highlight: bool | None = None) -> None:
+        common.console.print(item, highlight=highlight)
+
+    def flags(self, text: str) -> str:
+        return common.with_flags(text)
 
 
 @app.command()
@@ -250,69 +262,15 @@ def serve(
         eagle=eagle,
         heads=heads,
     )
-    runs = serve_runs(config, common.NOTES)
-    common.check_price_names(prices, runs.devices)
-    m, hw, policies = runs.model, runs.hardware, runs.policies
-    engine_name = runs.stack.engine_name
-    head = common.header(m.name, runs.stack) | {"workload": config.workload_dict(rate)}
-    if (trace is not None or from_file is not None) and sweep:
-        raise InvalidInputError(
-            "--sweep-rate scales synthetic arrivals; it cannot use --trace or --from"
-        )
-    if sweep:
-        if len(policies) > 1:
-            raise InvalidInputError("--sweep-rate runs one --policy; drop --compare")
-        result = sweep_rate(lambda r: runs.run(0, r), rate, slo_attainment)
-        if json_out:
-            best = result.best
-            print_json(
-                {
-                    **head,
-                    "best_rate_per_s": result.best_rate_per_s,
-                    "slo_attainment": slo_attainment,
-                    "points": [
-                        {"rate_per_s": r, **s.as_dict(timeline=False)} for r, s in result.points
-                    ],
-                    "at_best": best.as_dict() if best else None,
-                }
-            )
-        else:
-            console.print(sweep_table(result))
-        return
-    summaries = [runs.run(i, rate) for i in range(len(policies))]
-    if json_out:
-
-        def econ(s: Summary) -> dict:
-            return {"economics": common.serve_economics_dict(s, runs.devices, tp * pp * ep, prices)}
-
-        def bands(s: Summary) -> dict:
-            return {"intervals": s.intervals(runs.stack, interval)} if interval else {}
-
-        rows = [{**s.as_dict(), **econ(s), **bands(s)} for s in summaries]
-        # one shape: `runs` holds every policy's run; a single run also sits at the top level
-        print_json({**head, **(rows[0] if not compare else {}), "runs": rows})
-        return
-    source = config.workload_label(rate)
-    par = config.parallel
-    group = "" if par.gpus_per_replica == 1 else f" × {par.gpus_per_replica} ({par.label})"
-    formats = (
-        prec.weights
-        if prec.weights == prec.activations == prec.kv
-        else (f"weights {prec.weights}, activations {prec.activations}, KV {prec.kv}")
+    render.serve(
+        config,
+        prices,
+        _Out(),
+        rate=rate,
+        sweep=sweep,
+        slo_attainment=slo_attainment,
+        interval=interval,
+        compared=compare is not None,
+        json_out=json_out,
+        notes=common.NOTES,
     )
-    console.print(
-        summary_table(
-            f"{m.display_name} on {hw.display_name}{group} ({formats}, "
-            f"{ceiling}, engine {engine_name}) — "
-            f"{source}; SLO TTFT ≤ {slo_ttft:g} s, TPOT ≤ {slo_tpot:g} s",
-            summaries,
-        )
-    )
-    if interval:
-        for s in summaries:
-            if line := interval_line(s, runs.stack, interval, len(summaries) > 1):
-                console.print(line, highlight=False)
-    if len(summaries) == 1:
-        for line in timeline_lines(summaries[0]):
-            console.print(line)
-        console.print(common.cost_line(summaries[0], runs.devices, tp * pp * ep, prices))

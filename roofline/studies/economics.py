@@ -164,6 +164,17 @@ class PriceTable:
         mine = set(known)
         return [n for n in (self.overrides or {}) if n not in mine and hardware_name(n) is None]
 
+    def check_names(self, known: Iterable[str]) -> None:
+        """Refuse a `price=NAME=USD` override whose NAME is neither a catalog device (or
+        alias) nor one of the run's devices `known`: it would be ignored, the bundled price
+        used."""
+        bad = self.unknown_overrides(known)
+        if bad:
+            raise InvalidInputError(
+                f"`price={bad[0]}=…`: no device named '{bad[0][:60]}' in the catalog or in this "
+                "run; use a name from `roofline hardware list` (or the `name` of your YAML spec)"
+            )
+
 
 def _parse_price_file(text: str, where: str) -> PriceFile:
     try:
