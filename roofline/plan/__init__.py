@@ -57,7 +57,7 @@ from ..spec.engine import EngineSpec
 from ..spec.hardware import HardwareSpec
 from ..spec.model import ModelSpec
 from ..studies.economics import PriceTable
-from .confirm import candidate_intervals, confirm
+from .confirm import candidate_intervals, candidate_stack, confirm
 from .diagnose import RejectedRegion, check_feasible, no_point_meets, rejected_regions
 from .groups import BATCH_GRID_POINTS, GroupTable, Rejected, batch_grid, build_groups
 from .queueing import (
@@ -297,14 +297,11 @@ def at_confidence(
 ) -> str:
     """How the choice among the simulated candidates (cheapest first) would change if the SLO
     were checked against the upper end of the `confidence` interval (`robust_factors`)."""
-    from ..calc.stack import Stack
 
     def meets(c: Candidate) -> bool:
         if c.sim is None or not c.sim.meets_slo:
             return False
-        stack = Stack.resolve(
-            model, hardware[c.hardware], precision_of(c.fmt), space.ceiling, engine, c.parallel
-        )
+        stack = candidate_stack(model, c, hardware, space.ceiling, engine)
         f_ttft, f_tpot = robust_factors(stack, confidence)
         return (
             c.sim.ttft_p95_s * f_ttft <= req.slo_ttft_s

@@ -20,6 +20,22 @@ from .screen import Candidate, SimCheck
 from .space import Requirement, precision_of, robust_factors, scheduler_policy
 
 
+def candidate_stack(
+    model: ModelSpec,
+    c: Candidate,
+    hardware: Mapping[str, HardwareSpec],
+    ceiling: Ceiling,
+    engine: EngineSpec | None,
+) -> Stack:
+    """The stack `c` was screened on (`Candidate.stack`, resolved once when its group was
+    built); resolved here only for a candidate made by hand without one."""
+    if c.stack is not None:
+        return c.stack
+    return Stack.resolve(
+        model, hardware[c.hardware], precision_of(c.fmt), ceiling, engine, c.parallel
+    )
+
+
 def confirm(
     model: ModelSpec,
     c: Candidate,
@@ -34,7 +50,7 @@ def confirm(
     t0 = time.perf_counter()
     dis = c.kind == "disaggregated"
     hw = hardware[c.hardware]
-    stack = Stack.resolve(model, hw, precision_of(c.fmt), ceiling, engine, c.parallel)
+    stack = candidate_stack(model, c, hardware, ceiling, engine)
     pol = scheduler_policy(c.max_batch, dis, engine).on(stack.memory)
     d = build_deployment(
         model,
@@ -77,9 +93,7 @@ def candidate_intervals(
     saturation. Empty on the datasheet ceiling (a bound)."""
     if ceiling == "datasheet":
         return {}
-    stack = Stack.resolve(
-        model, hardware[c.hardware], precision_of(c.fmt), ceiling, engine, c.parallel
-    )
+    stack = candidate_stack(model, c, hardware, ceiling, engine)
     pre = hardware[c.prefill_hardware or c.hardware]
     args = (stack.engine_name, c.parallel.gpus_per_replica, max(c.concurrency, 1.0))
     bands = {

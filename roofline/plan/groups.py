@@ -62,6 +62,10 @@ class GroupTable:
     #: smaller of the estimate's (`t_prefill_s`) and the serving simulator's own step for it,
     #: which the simulator's TTFT never goes below (None: `t_prefill_s`)
     t_prefill_floor_s: float | None = None
+    #: the stack this table was built on (`Stack.resolve`, once per device, format and layout),
+    #: carried to its candidates so that confirming them resolves nothing again (None: a table
+    #: made by hand)
+    stack: Stack | None = field(default=None, compare=False, repr=False)
 
     @property
     def prefill_floor_s(self) -> float:
@@ -192,6 +196,7 @@ def build_groups(
                         hardware=hw.name,
                         fmt=fmt,
                         parallel=par,
+                        stack=stack,
                         usd_per_gpu_hour=price,
                         t_prefill_s=t_pf,
                         batch_grid=grid,

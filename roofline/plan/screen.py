@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..calc.placement import Parallel
+from ..calc.stack import Stack
 from ..studies.economics import cost_per_million_tokens, joules_per_token
 from .groups import GroupTable
 from .queueing import (
@@ -287,6 +288,8 @@ class Candidate:
     #: once confirmed: the 80% interval of its p95 TTFT and TPOT (analytic and simulated) and
     #: its cost (`roofline.calc.intervals`), each {low, high, coverage, basis}
     intervals: dict | None = None
+    #: its (decode) group's resolved stack (`GroupTable.stack`; None: a group made by hand)
+    stack: Stack | None = field(default=None, compare=False, repr=False)
 
     @property
     def label(self) -> str:
@@ -358,6 +361,7 @@ def candidate(points: Points, i: int, groups: Sequence[GroupTable]) -> Candidate
         tpot_p95_s=float(points.tpot_p95_s[i]),
         concurrency=float(points.concurrency[i]),
         status=REASONS[int(points.status[i])],
+        stack=g.stack,
     )
 
 
