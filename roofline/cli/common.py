@@ -36,7 +36,7 @@ MAX_SEED = 2**32 - 1
 def __getattr__(name: str) -> Any:
     """`console` is created on first use: `--json` runs never import rich's console."""
     if name == "console":
-        from .fit import FittingConsole
+        from ..render.fit import FittingConsole
 
         # Tables are wide: when output is not a terminal (and $COLUMNS does not say), do not
         # squeeze them into 80 columns.
