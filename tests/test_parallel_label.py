@@ -26,7 +26,7 @@ def test_label_names_the_degrees_above_one(par: Parallel, label: str) -> None:
 def test_estimate_title_spells_the_layout_with_the_label() -> None:
     from roofline.calc.phases import estimate
     from roofline.calc.stack import Stack
-    from roofline.cli.report import estimate_table
+    from roofline.render.report import estimate_table
     from roofline.spec.catalog import load_hardware, load_model
 
     m, hw = load_model("llama-3.1-70b"), load_hardware("h100-sxm")

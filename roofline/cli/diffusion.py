@@ -6,12 +6,12 @@ from typing import Annotated
 
 import typer
 
+from ..render.report import diffusion_table
 from ..spec.catalog import load_hardware, load_model
 from ..studies.diffusion import compare_diffusion
 from ..units import seconds
 from . import app, common
 from .common import JsonFlag, SpecsDir, console, print_json
-from .report import diffusion_table
 
 
 @app.command()

@@ -131,7 +131,7 @@ def estimate(
             out["breakdown"] = e.breakdown_dict()
         print_json(out)
     else:
-        from .report import breakdown_table, estimate_table, fit_lines, memory_table
+        from ..render.report import breakdown_table, estimate_table, fit_lines, memory_table
 
         common.console.print(estimate_table(e, econ, interval or None))
         if e.batch_max is not None:

@@ -8,6 +8,7 @@ import typer
 
 from ..calc.memory import cache_summary
 from ..calc.placement import Parallel
+from ..render.report import kv_table
 from ..spec.catalog import load_hardware, load_model
 from . import app, common
 from .common import (
@@ -20,7 +21,6 @@ from .common import (
     print_json,
     warn,
 )
-from .report import kv_table
 
 
 @app.command()

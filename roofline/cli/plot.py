@@ -22,6 +22,7 @@ from ..files import replace_from
 from ..measure.results import load_results
 from ..measure.validate import validation_of
 from ..render import plots
+from ..render.report import frontier_table
 from ..serve.config import ServeConfig, serve_runs
 from ..serve.sweep import sweep_rate
 from ..spec.catalog import load_hardware, load_model
@@ -29,7 +30,6 @@ from ..spec.precision import Precision
 from ..studies.sweeps import kv_curve
 from . import app, common
 from .common import DEFAULT_ENGINE, EngineOpt, SpecsDir, console, int_list, positive
-from .report import frontier_table
 
 plot_app = typer.Typer(
     help="Draw charts (PNG or SVG): roofline, latency-throughput frontier, "

@@ -30,7 +30,7 @@ def hardware_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> Non
             ]
         )
     else:
-        from .report import hardware_table
+        from ..render.report import hardware_table
 
         common.console.print(hardware_table(specs))
 
@@ -82,7 +82,7 @@ def models_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> None:
             ]
         )
     else:
-        from .report import models_table
+        from ..render.report import models_table
 
         common.console.print(models_table(specs))
 
@@ -162,7 +162,7 @@ def engines_list(json_out: JsonFlag = False, specs_dir: SpecsDir = None) -> None
             ]
         )
     else:
-        from .report import engines_table
+        from ..render.report import engines_table
 
         common.console.print(engines_table(specs, common.DEFAULT_ENGINE))
 
