@@ -24,7 +24,16 @@ Z80 = 1.2815515655446004  # the normal quantile of (1 + 0.8) / 2
 def power_row(e: float, source: str, weights: str = "bf16", batch: float = 1.0) -> iv.Residual:
     """A power row predicted 1 W and measured exp(e) W: log error e."""
     return iv.Residual(
-        "x", source, "power_w", "vllm", 1, batch, "nvidia", 1.0, math.exp(e), weights
+        id="x",
+        source=source,
+        metric="power_w",
+        engine="vllm",
+        gpus=1,
+        batch=batch,
+        vendor="nvidia",
+        predicted=1.0,
+        published=math.exp(e),
+        weights=weights,
     )
 
 
@@ -50,11 +59,31 @@ def test_the_energy_band_adds_the_time_band_in_quadrature() -> None:
     # [exp(-0.031834), exp(1.031834)] = [0.968667, 2.806208]
     time = iv.Evidence(
         [
-            iv.Residual("t", "T", "e2e_s", "vllm", 1, 1.0, "nvidia", 1.0, math.exp(k / 10))
+            iv.Residual(
+                id="t",
+                source="T",
+                metric="e2e_s",
+                engine="vllm",
+                gpus=1,
+                batch=1.0,
+                vendor="nvidia",
+                predicted=1.0,
+                published=math.exp(k / 10),
+            )
             for k in range(9)
         ]
     )
-    j = iv.Residual("j", "C", "joules_per_output_token", "vllm", 1, 1.0, "nvidia", 1.0, 2.0)
+    j = iv.Residual(
+        id="j",
+        source="C",
+        metric="joules_per_output_token",
+        engine="vllm",
+        gpus=1,
+        batch=1.0,
+        vendor="nvidia",
+        predicted=1.0,
+        published=2.0,
+    )
     b = iv.energy_row_band(j, iv.EnergyEvidence(ROWS), time, 0.8)
     assert (b.low, b.high) == pytest.approx((0.968667, 2.806208), rel=1e-5)
     assert "log centres added, half-widths in quadrature" in b.basis
