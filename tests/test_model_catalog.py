@@ -179,6 +179,13 @@ PUBLISHED = [
         "not counted",
         0,
     ),
+    (
+        "nemotron-3-nano-30b-a3b",
+        31_600_000_000,
+        "Nemotron 3 Nano technical report, arXiv:2512.20848, Table 1: 31.6B total (3.2B "
+        "active, 3.6B with embeddings)",
+        0,
+    ),
 ]
 
 # Counts published to two or three significant figures only, which a 0.5 % check cannot hold

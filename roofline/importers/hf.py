@@ -57,24 +57,26 @@ _POSITIVE = frozenset((
     "attention_chunk_size", "attn_layer_period", "expert_layer_period", "moe_layer_freq",
     "interleave_moe_layer_step", "no_rope_layer_interval", "sliding_window_pattern",
     "decoder_sparse_step", "time_step_rank", "bits", "w_bit", "q_group_size",
-    "index_topk", "index_n_heads", "index_head_dim",
+    "index_topk", "index_n_heads", "index_head_dim", "mamba_num_heads", "mamba_head_dim",
+    "ssm_state_size",
 ))  # fmt: skip
 #: counts and sizes that may be 0
 _NON_NEGATIVE = frozenset((
     "intermediate_size", "moe_intermediate_size", "intermediate_size_mlp", "n_inner",
     "ffn_hidden_size", "n_shared_experts", "first_k_dense_replace", "attn_layer_offset",
-    "expert_layer_offset", "num_nextn_predict_layers",
+    "expert_layer_offset", "num_nextn_predict_layers", "moe_shared_expert_intermediate_size",
+    "moe_latent_size",
 ))  # fmt: skip
 _BOOLEAN = frozenset((
     "tie_word_embeddings", "attention_bias", "use_sliding_window", "multi_query",
     "new_decoder_architecture", "parallel_attn", "use_parallel_residual", "mamba_conv_bias",
     "use_conv_bias", "bias", "alibi", "load_in_8bit", "load_in_4bit", "sym", "zero_point",
-    "bnb_4bit_use_double_quant",
+    "bnb_4bit_use_double_quant", "mlp_bias", "use_bias", "mamba_proj_bias",
 ))  # fmt: skip
 _TEXT = frozenset((
     "model_type", "hidden_act", "hidden_activation", "activation_function", "torch_dtype",
     "quant_method", "quant_algo", "activation_scheme", "bnb_4bit_quant_type", "name",
-    "_name_or_path", "fmt",
+    "_name_or_path", "fmt", "hybrid_override_pattern", "mlp_hidden_act", "mamba_ssm_cache_dtype",
 ))  # fmt: skip
 _TEXT_LISTS = frozenset(("architectures", "layer_types"))
 _INT_LISTS = frozenset(("mlp_only_layers",))
@@ -424,6 +426,71 @@ def _jamba(c: Config) -> dict:
     return s
 
 
+#: hybrid_override_pattern's letters (NemotronHConfig): the one block each layer holds
+_NEMOTRON_H_BLOCKS = {"M": "ssm", "*": "global", "-": "dense", "E": "moe"}
+
+
+def _nemotron_h(c: Config) -> dict:
+    """Nemotron-H (NemotronHForCausalLM): one block a layer, as hybrid_override_pattern lists
+    them, read as a single-block layer_pattern (M ssm, * global, - dense, E moe); one pre-norm a
+    block, no position encoding; plain squared-ReLU MLPs and experts; Mamba-2 of
+    mamba_num_heads·mamba_head_dim channels, its scan state at mamba_ssm_cache_dtype. Latent MoE
+    (moe_latent_size: Nemotron 3 Super, Ultra) and linear biases are refused."""
+    L, pattern = _get(c, "num_hidden_layers"), _get(c, "hybrid_override_pattern")
+    if len(pattern) != L or set(pattern) - _NEMOTRON_H_BLOCKS.keys():
+        raise SpecError(
+            f"config.json: hybrid_override_pattern must be {L} letters of M, *, -, E (one a "
+            "layer); fix the config"
+        )
+    if c.get("moe_latent_size"):
+        raise SpecError("config.json: latent MoE (moe_latent_size) is not modelled")
+    biases = [k for k in ("attention_bias", "mlp_bias", "use_bias", "mamba_proj_bias") if c.get(k)]
+    if biases:
+        raise SpecError(f"config.json: Nemotron-H biases ({', '.join(biases)}) are not modelled")
+    if (act := c.get("mlp_hidden_act", "relu2")) != "relu2":
+        raise SpecError(f"config.json: Nemotron-H mlp_hidden_act '{act}' is not modelled")
+    D, N = _get(c, "hidden_size"), _get(c, "num_attention_heads")
+    s: dict = dict(
+        layers=L,
+        d_model=D,
+        heads=N,
+        kv_heads=c.get("num_key_value_heads") or N,
+        head_dim=c.get("head_dim") or D // N,
+        d_ff=_get(c, "intermediate_size") if "-" in pattern else 0,
+        mlp="plain",
+        activation="relu2",
+        vocab_size=_get(c, "vocab_size"),
+        tied_embeddings=bool(c.get("tie_word_embeddings", False)),
+        position="none",
+        max_context=_get(c, "max_position_embeddings", 1 << 20),
+        norms_per_layer=1,
+        layer_pattern=[_NEMOTRON_H_BLOCKS[b] for b in pattern],
+    )
+    if "*" not in pattern:
+        s.update(heads=0, kv_heads=0, head_dim=0)
+    if "M" in pattern:
+        s["ssm"] = {
+            "kind": "mamba2",
+            "d_state": _get(c, "ssm_state_size"),
+            "d_conv": _get(c, "conv_kernel"),
+            "head_dim": _get(c, "mamba_head_dim"),
+            "num_heads": _get(c, "mamba_num_heads"),
+            "n_groups": c.get("n_groups", 1),
+            "conv_bias": bool(c.get("use_conv_bias", True)),
+            "state_dtype": "fp32" if c.get("mamba_ssm_cache_dtype") == "float32" else None,
+        }
+    if "E" in pattern:  # the shared experts are one MLP of moe_shared_expert_intermediate_size
+        shared = _get(c, "moe_shared_expert_intermediate_size", 0)
+        s["moe"] = {
+            "experts": _get(c, "n_routed_experts"),
+            "top_k": _get(c, "num_experts_per_tok"),
+            "expert_d_ff": _get(c, "moe_intermediate_size"),
+            "shared_experts": 1 if shared and c.get("n_shared_experts", 1) else 0,
+            "shared_d_ff": shared or None,
+        }
+    return s
+
+
 def _gptj(c: Config) -> dict:
     """GPT-J: parallel attention + MLP off one LayerNorm; biases on fc_in/fc_out and the LM
     head only; partial rotary (rotary_dim of each head)."""
@@ -592,6 +659,7 @@ SUPPORTED: dict[str, Callable[[Config], dict]] = {
     "MambaForCausalLM": _mamba,
     "Mamba2ForCausalLM": _mamba2,
     "JambaForCausalLM": _jamba,
+    "NemotronHForCausalLM": _nemotron_h,
     "GPTJForCausalLM": _gptj,
     "DbrxForCausalLM": _dbrx,
     "GptOssForCausalLM": _gpt_oss,

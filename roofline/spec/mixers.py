@@ -2,8 +2,9 @@
 operators. L layers, D model dim, N query heads, K kv heads, H head dim, B batch, T new tokens,
 S cached tokens. A `ModelSpec` has an `attention` block (`SoftmaxAttention`: MHA/GQA/MQA, or
 `MLAAttention`, by `kind`), optional `ssm` (`Mamba1`, `Mamba2`, by `kind`) and
-`linear_attention`; `layer_pattern` says which each layer runs. A new variant is one
-`MixerBlock` subclass and one line in its union."""
+`linear_attention`; `layer_pattern` says which each layer runs (`NO_MIXER` runs the FFN-only
+layers of a single-block pattern). A new variant is one `MixerBlock` subclass and one line in
+its union."""
 
 from __future__ import annotations
 
@@ -602,6 +603,24 @@ class GatedDeltaNet(MixerBlock):
         ]
 
 
+class NoMixer(MixerBlock):
+    """The token mixer of an FFN-only layer of a single-block layer_pattern (Nemotron-H's MoE
+    and MLP layers): no weights, no cache or state, no operators."""
+
+    def params(self, m: ModelSpec, kind: LayerKind) -> int:
+        return 0
+
+    def ops(self, m: ModelSpec, s: Step, kind: LayerKind) -> list[Op]:
+        return []
+
+    def gguf_matrices(self, m: ModelSpec, kind: LayerKind) -> list[tuple[str, int, int]]:
+        return []
+
+
+#: The one no-mixer block every FFN-only layer runs (`ModelSpec.mixer_block("none")`).
+NO_MIXER = NoMixer()
+
+
 LinearMixer = Annotated[
     Annotated[LinearAttention, Tag("lightning")] | Annotated[GatedDeltaNet, Tag("gated_deltanet")],
     Discriminator(lambda d: d.get("kind", "lightning") if isinstance(d, dict) else d.kind),
@@ -743,6 +762,17 @@ class Mamba2(_Mamba):
     kind: Literal["mamba2"]
     head_dim: int = Field(gt=0, description="channels per head")
     n_groups: int = Field(default=1, gt=0, description="B/C groups")
+    num_heads: int | None = Field(
+        default=None,
+        gt=0,
+        description="heads, when the checkpoint sets them apart from D (Nemotron-H's "
+        "mamba_num_heads: d_inner = num_heads·head_dim, and its `expand` goes unused); "
+        "None: d_inner = expand·D",
+    )
+
+    def d_inner(self, m: ModelSpec) -> int:
+        """Channels: num_heads·head_dim where the heads are given, else expand·D."""
+        return self.num_heads * self.head_dim if self.num_heads else super().d_inner(m)
 
     def heads(self, m: ModelSpec) -> int:  # d_inner / head_dim
         return self.d_inner(m) // self.head_dim

@@ -4,7 +4,9 @@ L layers, D model dim, N query heads, K kv heads, H head dim, F ffn dim, V vocab
 A dense transformer needs only those. Other families add validated blocks: `attention`
 (softmax or MLA, with window, chunks, KV sharing), `ssm` (Mamba-1/2), `linear_attention` (the
 token mixers of `roofline.spec.mixers`), `moe` (routed experts), `diffusion`, and a `layer_pattern`
-saying which mixer each layer runs (cycled over the L layers). Every layer is described by a
+saying which mixer each layer runs (cycled over the L layers). A pattern that also names FFN
+entries (`dense`, `moe`) is single-block: each layer holds one block, a mixer with no FFN or an
+FFN with no mixer (Nemotron-H's hybrid_override_pattern). Every layer is described by a
 `LayerKind`; `layer_groups` counts the distinct kinds, and parameter counts, KV sizes and
 operators are all computed from those groups, once, for every family.
 """
@@ -16,15 +18,30 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, get_args
 
 from pydantic import Field, model_validator
 
 from ..frozen import Frozen
-from .mixers import SOFTMAX_MIXERS, SSM, Attention, LinearMixer, MixerBlock, SoftmaxAttention
+from .mixers import (
+    NO_MIXER,
+    SOFTMAX_MIXERS,
+    SSM,
+    Attention,
+    LinearMixer,
+    MixerBlock,
+    SoftmaxAttention,
+)
 
 Mixer = Literal["global", "local", "chunked", "linear", "ssm"]
 Ffn = Literal["dense", "moe", "none"]
+#: layer_pattern entries naming an FFN alone: a layer with no token mixer (Nemotron-H's '-', 'E')
+FfnBlock = Literal["dense", "moe"]
+FFN_BLOCKS: tuple[FfnBlock, ...] = get_args(FfnBlock)
+#: One layer_pattern entry: a token mixer, or in a single-block pattern an FFN alone.
+Block = Mixer | FfnBlock
+#: A layer's token mixer; "none" on the FFN-only layers of a single-block pattern.
+LayerMixer = Mixer | Literal["none"]
 
 
 @dataclass(frozen=True)
@@ -92,11 +109,17 @@ class DiffusionSpec(Frozen):
         return self
 
 
+def _mixer_of(block: Block) -> LayerMixer:
+    """The token mixer of a layer_pattern entry: "none" for an FFN entry."""
+    return "none" if block == "dense" or block == "moe" else block
+
+
 @dataclass(frozen=True)
 class LayerKind:
-    """What one layer runs: its token mixer, its FFN, and whether it stores its own KV."""
+    """What one layer runs: its token mixer ("none": an FFN-only layer of a single-block
+    pattern), its FFN ("none": a mixer-only layer), and whether it stores its own KV."""
 
-    mixer: Mixer
+    mixer: LayerMixer
     ffn: Ffn
     owns_kv: bool = True
 
@@ -134,7 +157,9 @@ class ModelSpec(Frozen):
     head_dim: int = Field(default=0, ge=0, description="H")
     d_ff: int = Field(default=0, ge=0, description="F of the dense FFN (0: no dense FFN)")
     mlp: Literal["gated", "plain"] = "gated"
-    activation: Literal["silu", "gelu", "relu", "gelu_tanh"] = "silu"
+    activation: Literal["silu", "gelu", "relu", "relu2", "gelu_tanh"] = Field(
+        default="silu", description="the FFN activation (relu2: squared ReLU, Nemotron-H)"
+    )
     vocab_size: int = Field(gt=0, description="V")
     tied_embeddings: bool = False
     mtp_layers: int = Field(
@@ -176,12 +201,15 @@ class ModelSpec(Frozen):
     )
     norms_per_layer: int = Field(default=2, ge=1, le=4)
 
-    layer_pattern: tuple[Mixer, ...] = Field(
+    layer_pattern: tuple[Block, ...] = Field(
         default=("global",),
         min_length=1,
         description="mixer of each layer, cycled over L: "
         "global (full softmax attention), local (sliding window), chunked (attention within "
-        "fixed chunks of attention.attention_chunk_size tokens), linear, ssm",
+        "fixed chunks of attention.attention_chunk_size tokens), linear, ssm. A pattern that "
+        "also names FFNs, dense (an MLP of d_ff) or moe (the moe block), is single-block: "
+        "each layer holds that one block, a mixer layer no FFN and an FFN layer no mixer "
+        "(Nemotron-H's hybrid_override_pattern: M ssm, * global, - dense, E moe)",
     )
     attention: Attention = SoftmaxAttention()
     moe: MoESpec | None = None
@@ -205,6 +233,14 @@ class ModelSpec(Frozen):
             self.ssm.check(self, kinds)
         if any(k.ffn == "dense" for k in self.layer_kinds) and not self.d_ff:
             raise ValueError("layers with a dense FFN need d_ff > 0")
+        if "moe" in self.layer_pattern and self.moe is None:
+            raise ValueError("layer_pattern has 'moe' layers but no moe block")
+        e = self.moe
+        if self.single_block and e and (e.dense_first_layers, e.period, e.offset) != (0, 1, 0):
+            raise ValueError(
+                "a single-block layer_pattern places the MoE layers itself ('moe' entries); "
+                "drop moe.dense_first_layers, period and offset"
+            )
         if self.moe is not None and not any(k.ffn == "moe" for k in self.layer_kinds):
             raise ValueError(
                 "moe block given but no layer is a MoE layer (check "
@@ -228,21 +264,37 @@ class ModelSpec(Frozen):
         (`placement.stages_of`); dropped by `model_copy` with the other caches."""
         return {}
 
+    @property
+    def single_block(self) -> bool:
+        """Whether layer_pattern names FFN-only layers, so that every layer holds one block
+        (a mixer with no FFN, or an FFN with no mixer)."""
+        return any(b in FFN_BLOCKS for b in self.layer_pattern)
+
     @cached_property
-    def mixers(self) -> tuple[Mixer, ...]:
-        """Mixer of each of the L layers, the layer_pattern cycled."""
-        p = self.layer_pattern
+    def mixers(self) -> tuple[LayerMixer, ...]:
+        """Mixer of each of the L layers, the layer_pattern cycled ("none" for its FFN-only
+        entries)."""
+        p = [_mixer_of(b) for b in self.layer_pattern]
         return tuple(p[i % len(p)] for i in range(self.layers))
+
+    def _ffn(self, i: int, single_block: bool) -> Ffn:
+        """FFN of layer i: in a single-block pattern its own entry (none on a mixer layer),
+        else MoE where the moe block places it, dense where d_ff is set, none otherwise."""
+        if single_block:
+            block = self.layer_pattern[i % len(self.layer_pattern)]
+            return "dense" if block == "dense" else "moe" if block == "moe" else "none"
+        moe = self.moe is not None and self.moe.is_moe_layer(i)
+        return "moe" if moe else "dense" if self.d_ff else "none"
 
     @cached_property
     def layer_kinds(self) -> tuple[LayerKind, ...]:
-        """Per layer i: mixer from the cycled pattern, FFN from the MoE block, KV ownership
-        from cross-layer sharing (the first of each share group owns the cache)."""
+        """Per layer i: mixer from the cycled pattern, FFN from the pattern or the MoE block
+        (`_ffn`), KV ownership from cross-layer sharing (the first of each share group owns
+        the cache)."""
         seen: Counter[str] = Counter()
-        kinds = []
+        kinds, single = [], self.single_block
         for i, mixer in enumerate(self.mixers):
-            moe = self.moe is not None and self.moe.is_moe_layer(i)
-            ffn: Ffn = "moe" if moe else "dense" if self.d_ff else "none"
+            ffn = self._ffn(i, single)
             owns = mixer not in SOFTMAX_MIXERS or self.attention.owns_kv(i, seen[mixer])
             seen[mixer] += 1
             kinds.append(LayerKind(mixer, ffn, owns))
@@ -257,9 +309,14 @@ class ModelSpec(Frozen):
     def layers_with(self, mixer: Mixer) -> int:
         return sum(k.mixer == mixer for k in self.layer_kinds)
 
-    def mixer_block(self, mixer: Mixer) -> MixerBlock:
-        """The block that runs layers of this mixer: `ssm`, `linear_attention` or `attention`."""
-        blocks: dict[str, MixerBlock | None] = {"ssm": self.ssm, "linear": self.linear_attention}
+    def mixer_block(self, mixer: LayerMixer) -> MixerBlock:
+        """The block that runs layers of this mixer: `ssm`, `linear_attention` or `attention`
+        (`NO_MIXER`, no weights and no operators, for an FFN-only layer)."""
+        blocks: dict[str, MixerBlock | None] = {
+            "ssm": self.ssm,
+            "linear": self.linear_attention,
+            "none": NO_MIXER,
+        }
         block = blocks.get(mixer, self.attention)
         if block is None:
             raise ValueError(f"{self.name} has no block for '{mixer}' layers")
