@@ -1,6 +1,10 @@
 """A/B speed of `roofline estimate` against an earlier commit: cold start and the 100x100 grid.
 
-    python benchmarks/speed_ab.py 583b681 [--runs 12] [--grid-runs 6]
+    python benchmarks/speed_ab.py 583b681 [--runs 12] [--grid-runs 6] [--engine vllm]
+
+The grid is timed twice: on the device's own ceilings, and under an engine profile (`--engine`,
+default vllm: its GEMM and attention surfaces on the H100; "" for none), whose measured
+surfaces are read at each of the 10,000 points.
 
 The earlier commit is checked out with `git worktree` into a temporary folder; each figure
 alternates the two trees in fresh processes (PYTHONPATH points at the tree) so that the VM's
@@ -30,15 +34,18 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[1]
 ESTIMATE = ["-m", "roofline", "estimate", "llama-3.1-8b", "--hardware", "h100-sxm", "--json"]
 GRID = """
-import time, numpy as np
+import sys, time, numpy as np
 from roofline import decode_step_s, load_hardware, load_model
+from roofline.spec.catalog import load_engine
 m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+e = load_engine(sys.argv[1]) if sys.argv[1] else None
 B = np.arange(1, 101)[:, None]
 S = np.linspace(128, 128_000, 100).astype(int)[None, :]
-decode_step_s(m, hw, B, S)
+grid = lambda: decode_step_s(m, hw, B, S, engine=e)
+grid()
 t = []
 for _ in range(300):
-    t0 = time.perf_counter(); decode_step_s(m, hw, B, S); t.append(time.perf_counter() - t0)
+    t0 = time.perf_counter(); grid(); t.append(time.perf_counter() - t0)
 t.sort(); print(t[len(t) // 2])
 """
 
@@ -61,8 +68,11 @@ def timed(args: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - t0
 
 
-def grid_s(env: dict[str, str]) -> float:
-    out = subprocess.run([sys.executable, "-c", GRID], env=env, check=True, capture_output=True)
+def grid_s(env: dict[str, str], engine: str = "") -> float:
+    """Median seconds of one 100x100 decode grid (`engine`: a profile name, "" for none)."""
+    out = subprocess.run(
+        [sys.executable, "-c", GRID, engine], env=env, check=True, capture_output=True
+    )
     return float(out.stdout)
 
 
@@ -79,6 +89,8 @@ def main() -> None:
     ap.add_argument("ref", help="the earlier commit to compare against")
     ap.add_argument("--runs", type=int, default=12, help="cold starts per tree and mode")
     ap.add_argument("--grid-runs", type=int, default=6, help="grid processes per tree")
+    ap.add_argument("--engine", default="vllm", help='the engine grid\'s profile ("": none)')
+    ap.add_argument("--grid-only", action="store_true", help="skip the cold starts")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="rl-ab-") as tmp:
         base = Path(tmp) / "base"
@@ -92,18 +104,20 @@ def main() -> None:
             caches = {k: Path(tmp) / f"pyc-{k}" for k in trees}
             for k, t in trees.items():  # warm each tree's bytecode cache
                 timed(ESTIMATE, env_for(t, caches[k]))
-            for mode in ("bytecode", "source"):
+            for mode in () if a.grid_only else ("bytecode", "source"):
                 times: dict[str, list[float]] = {k: [] for k in trees}
                 for _ in range(a.runs):
                     for k, t in trees.items():
                         cache = caches[k] if mode == "bytecode" else None
                         times[k].append(timed(ESTIMATE, env_for(t, cache)))
                 report(f"cold start ({mode})", times["now"], times["base"], 1e3, "ms")
-            grid: dict[str, list[float]] = {k: [] for k in trees}
-            for _ in range(a.grid_runs):
-                for k, t in trees.items():
-                    grid[k].append(grid_s(env_for(t, caches[k])))
-            report("100x100 grid", grid["now"], grid["base"], 1e6, "us")
+            for engine in ("", a.engine) if a.engine else ("",):
+                grid: dict[str, list[float]] = {k: [] for k in trees}
+                for _ in range(a.grid_runs):
+                    for k, t in trees.items():
+                        grid[k].append(grid_s(env_for(t, caches[k]), engine))
+                label = f"100x100 grid, {engine}" if engine else "100x100 grid"
+                report(label, grid["now"], grid["base"], 1e6, "us")
         finally:
             subprocess.run(["git", "-C", str(HERE), "worktree", "remove", "--force", str(base)],
                            check=False, capture_output=True)  # fmt: skip
