@@ -102,7 +102,8 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
@@ -353,6 +354,30 @@ def attention_work(
     return B * 4 * (L * (L + 1) / 2) * N * H
 
 
+def _collapsed(a: np.ndarray, least: int = 1024) -> np.ndarray:
+    """`a` with each axis along which all its values are equal cut to length 1 (it
+    broadcasts back to `a`), when `a` has at least `least` values: a grid of batches ×
+    lengths has one work per sequence per length, so a function of it is computed once per
+    length, not once per point."""
+    if a.size < least:
+        return a
+    for axis, n in enumerate(a.shape):
+        if n > 1:
+            first = a[(slice(None),) * axis + (slice(0, 1),)]
+            if (a == first).all():
+                a = first
+    return a
+
+
+def _outer(a: tuple[int, ...], b: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """Whether broadcasting shapes `a` and `b` to `shape` is their outer product with `a`'s
+    axes first: then the broadcast, flattened, is the (a.size, b.size) table."""
+    n = len(shape)
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    first = next((k for k in range(n) if b[k] != 1), n)  # b's first axis longer than 1
+    return all(v == 1 for v in a[first:])
+
+
 @dataclass(frozen=True)
 class AttentionLayout:
     """One measured head layout of an attention surface: log2 efficiency on the grid of its
@@ -364,26 +389,60 @@ class AttentionLayout:
     log2_b: np.ndarray  # (rows,) ascending
     log2_work: np.ndarray  # (columns,) ascending
     log2_eff: np.ndarray  # (rows, columns)
+    # derived once (`__post_init__`), so that a read does the least work per point: the inner
+    # breakpoints of each axis (searchsorted on them is the clipped segment index), each
+    # segment's width, and each grid cell's rise to its right neighbour (0 past the last)
+    _inner_work: np.ndarray = field(init=False, repr=False, compare=False)
+    _inner_b: np.ndarray = field(init=False, repr=False, compare=False)
+    _dx: np.ndarray = field(init=False, repr=False, compare=False)
+    _db: np.ndarray = field(init=False, repr=False, compare=False)
+    _rise: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        x, b, y = self.log2_work, self.log2_b, self.log2_eff
+        rise = np.zeros_like(y)
+        rise[:, :-1] = np.diff(y, axis=1)  # y[:, j + 1] - y[:, j]
+        for name, value in (
+            ("_inner_work", x[1:-1]),
+            ("_inner_b", b[1:-1]),
+            ("_dx", np.diff(x) if x.size > 1 else np.ones(1)),
+            ("_db", np.diff(b) if b.size > 1 else np.ones(1)),
+            ("_rise", rise),
+        ):
+            object.__setattr__(self, name, value)
 
     def efficiency(self, lb: np.ndarray, lw: np.ndarray) -> np.ndarray:
         """Efficiency at log2 B `lb` and log2 work per sequence `lw` (broadcast): log2
         efficiency linear in log2 work along each measured B, then efficiency linear in
         log2 B between the measured B; held at every end."""
         x, b, y = self.log2_work, self.log2_b, self.log2_eff
+        # the segment of each point, clipped to the grid: searchsorted(x, v, right) - 1 held
+        # within [0, columns - 2], which is searchsorted over the inner breakpoints alone
+        j = np.searchsorted(self._inner_work, lw, side="right")
+        i = np.searchsorted(self._inner_b, lb, side="right")
+        tw = np.clip((lw - x[j]) / self._dx[j], 0.0, 1.0)
+        tb = np.clip((lb - b[i]) / self._db[i], 0.0, 1.0)
+        up = 1 if b.size > 1 else 0  # the measured B above (none: the one row twice)
+        rows, nb, nw = y.shape[0], np.size(lb), np.size(lw)
+        shape = np.broadcast_shapes(np.shape(lb), np.shape(lw))
+        if rows * nw <= math.prod(shape):
+            # fewer lengths than points (a grid of B × lengths): every measured row at each
+            # length once, then each point reads its row and the one above (the same
+            # arithmetic per point as below)
+            at = np.exp2(y[:, j] + tw * self._rise[:, j]).reshape(rows, nw)
+            rise = at[up:] - at[: rows - up] if up else np.zeros_like(at)
+            if _outer(np.shape(lb), np.shape(lw), shape):  # B's axes, then the lengths'
+                row, t = i.reshape(nb), tb.reshape(nb, 1)
+                return (at[row] + t * rise[row]).reshape(shape)
+            k = i * nw + np.arange(nw).reshape(np.shape(lw))
+            return at.take(k) + tb * rise.take(k)
         nx = x.size
-        j = np.clip(np.searchsorted(x, lw, side="right") - 1, 0, max(nx - 2, 0))
-        i = np.clip(np.searchsorted(b, lb, side="right") - 1, 0, max(b.size - 2, 0))
-        dx, db = (np.diff(v) if v.size > 1 else np.ones(1) for v in (x, b))
-        tw = np.clip((lw - x[j]) / dx[j], 0.0, 1.0)
-        tb = np.clip((lb - b[i]) / db[i], 0.0, 1.0)
-        flat = y.ravel()
-        k = i * nx + j  # (row i, column j) of the grid, then its right and upper neighbours
-        right = 1 if nx > 1 else 0
-        up = nx if b.size > 1 else 0
-        y00, y01 = flat.take(k), flat.take(k + right)
-        y10, y11 = flat.take(k + up), flat.take(k + up + right)
-        lo = np.exp2(y00 + tw * (y01 - y00))
-        return lo + tb * (np.exp2(y10 + tw * (y11 - y10)) - lo)
+        k = i * nx + j  # (row i, column j) of the grid, and the row above
+        flat, rise_flat = y.ravel(), self._rise.ravel()
+        k_up = k + up * nx
+        y0, y1 = flat.take(k), flat.take(k_up)
+        lo = np.exp2(y0 + tw * rise_flat.take(k))
+        return lo + tb * (np.exp2(y1 + tw * rise_flat.take(k_up)) - lo)
 
 
 @dataclass(frozen=True)
@@ -404,6 +463,14 @@ class AttentionSurface:
     lengths: tuple[int, int]  # the measured L (KV tokens or prompt tokens per sequence)
     batches: tuple[int, int]
     origin: str = AIC_ORIGIN
+    # whether the cap at 1 can bind (`efficiency`): a read interpolates between grid values
+    # (log2 linear, then linear), so it stays within a few ulps of the largest; a surface
+    # whose largest is below 1 - 1e-6 never reaches the cap
+    _reaches_one: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        top = max(float(np.exp2(a.log2_eff.max())) for a in self.layouts)
+        object.__setattr__(self, "_reaches_one", not top < 1 - 1e-6)  # NaN: keep the cap
 
     def efficiency(self, B: ArrayLike, work_per_seq: ArrayLike, nh: float) -> np.ndarray:
         """Efficiency of a call of B sequences doing `work_per_seq` each at N·H = `nh` per GPU:
@@ -412,9 +479,11 @@ class AttentionSurface:
         then linear in log2 B), then linear in log2 N·H between the layouts; held at every
         end. Capped at 1: nothing runs above its datasheet roof."""
         # B ≥ 1 (`Step`); no work (log2 0 = -inf) reads the smallest measured point
+        batch, work = np.asarray(B, dtype=float), np.asarray(work_per_seq, dtype=float)
+        shape = np.broadcast_shapes(batch.shape, work.shape)
         with np.errstate(divide="ignore"):
-            lb = np.log2(np.asarray(B, dtype=float))
-            lw = np.log2(np.asarray(work_per_seq, dtype=float))
+            lb = np.log2(batch)
+            lw = np.log2(_collapsed(work))  # each distinct work per sequence once
         ln = float(np.log2(max(nh, 1.0)))
         first, last = self.layouts[0], self.layouts[-1]
         if ln <= first.log2_nh:
@@ -427,7 +496,9 @@ class AttentionSurface:
             t = (ln - a.log2_nh) / (b.log2_nh - a.log2_nh)
             ea = a.efficiency(lb, lw)
             eff = ea + t * (b.efficiency(lb, lw) - ea)
-        return np.minimum(eff, 1.0)
+        if self._reaches_one:
+            eff = np.minimum(eff, 1.0)
+        return eff if np.shape(eff) == shape else np.broadcast_to(eff, shape)
 
     def time_s(self, work: ArrayLike, B: ArrayLike, nh: float) -> np.ndarray:
         """Seconds of a call of B sequences doing `work` in all (bytes or FLOPs)."""
