@@ -131,9 +131,32 @@ def register(argv: list[str]) -> None:
         importlib.import_module(f"{__name__}.{name}")
 
 
+def _registered(t: typer.Typer) -> tuple[Any, ...]:
+    """What is registered on `t` and its groups, counted: commands are only ever added (by
+    importing their modules, `register`), so equal counts mean the same command tree."""
+    return (
+        len(t.registered_commands),
+        tuple(_registered(g.typer_instance) for g in t.registered_groups if g.typer_instance),
+    )
+
+
+_built: dict[tuple[Any, ...], Any] = {}
+
+
+def _click_app() -> Any:
+    """The click command tree of `app`, built once for the commands registered so far: typer
+    builds it from every command's signature (tens of ms), and one run reads it up to three
+    times (the mode check, the run, an error's flag names)."""
+    key = _registered(app)
+    if key not in _built:
+        _built.clear()
+        _built[key] = typer.main.get_command(app)
+    return _built[key]
+
+
 def _command(argv: list[str]) -> tuple[Any, list[str]]:
     """The deepest command argv names, and its path: ['roofline', 'plot', 'kv']."""
-    cmd, words = typer.main.get_command(app), ["roofline"]
+    cmd, words = _click_app(), ["roofline"]
     for word in argv:
         sub = getattr(cmd, "commands", {}).get(word)
         if sub is None:
@@ -231,7 +254,7 @@ def _refuse_inapplicable(argv: list[str]) -> None:
     from .applies import refuse_inapplicable
 
     cmd, words = _command(argv)
-    refuse_inapplicable(cmd, words[1:], argv[len(words) - 1 :])
+    refuse_inapplicable(cmd, words[1:], argv[len(words) - 1 :], app.info.context_settings)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -248,7 +271,9 @@ def main(argv: list[str] | None = None) -> None:
             _refuse_empty_values(argv)
             register(argv)
             _refuse_inapplicable(argv)
-            rv = app(args=argv, prog_name="roofline", standalone_mode=False)
+            # what `app(...)` runs, on the tree already built (pretty exceptions are off, so
+            # typer's exception hook would hand every error to Python's own)
+            rv = _click_app()(args=argv, prog_name="roofline", standalone_mode=False)
             sys.stdout.flush()
     except RooflineError as e:
         print(f"error: {with_flags(str(e), _flags(argv))}", file=sys.stderr)

@@ -137,16 +137,19 @@ def refused(modes: Modes, params: Params, typed: list[str], flags: Mapping[str, 
     )
 
 
-def refuse_inapplicable(command: Any, path: list[str], args: list[str]) -> None:
+def refuse_inapplicable(
+    command: Any, path: list[str], args: list[str], settings: dict[str, Any] | None = None
+) -> None:
     """Parse `args` for `command` (named `path`, as typed after `roofline`) without running it
     and raise the first refusal of `MODES`. A command line that does not parse is left to the
-    command, which reports it."""
+    command, which reports it. `settings`: the root's context settings, which the run's
+    context inherits (click caches a command's help option by the first context's names)."""
     name = " ".join(path)
     axes = [m for m in MODES if m.command == name]
     if not axes:
         return
     try:
-        ctx = command.make_context(path[-1], list(args), resilient_parsing=True)
+        ctx = command.make_context(path[-1], list(args), resilient_parsing=True, **(settings or {}))
     except Exception:  # noqa: BLE001  # its own parse says what is wrong
         return
     # by name: typer may run its own copy of click, whose ParameterSource is another enum
