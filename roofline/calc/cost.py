@@ -504,6 +504,12 @@ def attention_dtype_of(p: Precision, ceiling: Ceiling, engine: EngineSpec | None
     return "fp8" if eng is None or eng.attention.fp8_compute else str(base)
 
 
+def host_launch_s(e: EngineSpec | None, graphs: bool, launches: int) -> float:
+    """The host's time to launch an operator's kernels, s: none under a CUDA graph or without
+    an engine profile, else the engine's per-launch cost (`host_launch_us`) each."""
+    return 0.0 if e is None or graphs else launches * e.host_launch_us * 1e-6
+
+
 def op_cost(
     op: Op,
     p: Precision,
@@ -540,7 +546,7 @@ def op_cost(
     elif moe_surface_applies(op, c):  # the engine's measured fused MoE (`surfaces`)
         assert c.moe_surface is not None
         compute_s, memory_s = c.moe_surface.terms_s(op.flops, op.weight_elems, op.instances)
-        host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
+        host = host_launch_s(e, graphs, n)
         return OpCost(
             op=op,
             weight_bytes=w,
@@ -553,7 +559,7 @@ def op_cost(
         )
     elif surface_applies(op, p, c):  # the engine's measured GEMMs at this M (`surfaces`)
         assert c.gemm_surface is not None
-        host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
+        host = host_launch_s(e, graphs, n)
         return OpCost(
             op=op,
             weight_bytes=w,
@@ -587,7 +593,7 @@ def op_cost(
             )
         # one GEMM kernel per instance pays the GEMM overhead, the rest (RoPE...) the floor
         fixed_s += op.instances * max(t.gemm_overhead_us * 1e-6 - c.kernel_overhead_s, 0.0)
-    host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
+    host = host_launch_s(e, graphs, n)
     return OpCost(
         op=op,
         weight_bytes=w,
@@ -638,7 +644,7 @@ def measured_attention_cost(
     else:
         compute_s = op.instances * att.time_s(np.asarray(op.flops) / op.instances, B, nh)
         memory_s = (w + a + kv) / (c.bytes_per_s * mem_eff)
-    host = 0.0 if e is None or graphs else n * e.host_launch_us * 1e-6
+    host = host_launch_s(e, graphs, n)
     return OpCost(
         op=op,
         weight_bytes=w,

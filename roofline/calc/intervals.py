@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -382,25 +382,26 @@ CHECKED_CLASSES = {
 }
 
 
-def loso_coverage(residuals: Sequence[Residual], coverage: float = DEFAULT_COVERAGE) -> Coverage:
-    """Coverage of the `coverage` band, each source's rows against the others' evidence."""
-    check_coverage(coverage)
+def tally_coverage(
+    coverage: float,
+    checked: Iterable[tuple[str, Residual, Band]],
+    classes: dict[str, Callable[[Residual], bool]] | None = None,
+) -> Coverage:
+    """The coverage of (source, row, the band it was given) triples: how many rows lie inside
+    their band, overall and by quantity, source, GPU class and each of `classes`."""
     by_q: dict[str, list[int]] = {}
     by_s: dict[str, list[int]] = {}
     by_g: dict[str, list[int]] = {}
     by_c: dict[str, list[int]] = {}
-    for source in sorted({r.source_name for r in residuals}):
-        held = [r for r in residuals if r.source_name == source]
-        evidence = Evidence([r for r in residuals if r.source_name != source])
-        for r in held:
-            b = evidence.band(r.key, coverage)
-            inside = int(math.log(b.low) <= r.log_error <= math.log(b.high)) if b.low > 0 else 1
-            by_q.setdefault(r.quantity, []).append(inside)
-            by_s.setdefault(source, []).append(inside)
-            by_g.setdefault(gpu_class(r.gpus), []).append(inside)
-            for name, member in CHECKED_CLASSES.items():
-                if member(r):
-                    by_c.setdefault(name, []).append(inside)
+    classes = classes or {}
+    for source, r, b in checked:
+        inside = int(math.log(b.low) <= r.log_error <= math.log(b.high)) if b.low > 0 else 1
+        by_q.setdefault(r.quantity, []).append(inside)
+        by_s.setdefault(source, []).append(inside)
+        by_g.setdefault(gpu_class(r.gpus), []).append(inside)
+        for name, member in classes.items():
+            if member(r):
+                by_c.setdefault(name, []).append(inside)
     flat = [x for v in by_s.values() for x in v]
     return Coverage(
         coverage=coverage,
@@ -409,8 +410,21 @@ def loso_coverage(residuals: Sequence[Residual], coverage: float = DEFAULT_COVER
         by_quantity={k: (sum(v), len(v)) for k, v in sorted(by_q.items())},
         by_source={k: (sum(v), len(v)) for k, v in sorted(by_s.items())},
         by_gpus={k: (sum(v), len(v)) for k, v in sorted(by_g.items())},
-        by_class={k: (sum(by_c[k]), len(by_c[k])) for k in CHECKED_CLASSES if k in by_c},
+        by_class={k: (sum(by_c[k]), len(by_c[k])) for k in classes if k in by_c},
     )
+
+
+def loso_coverage(residuals: Sequence[Residual], coverage: float = DEFAULT_COVERAGE) -> Coverage:
+    """Coverage of the `coverage` band, each source's rows against the others' evidence."""
+    check_coverage(coverage)
+
+    def checked() -> Iterator[tuple[str, Residual, Band]]:
+        for source in sorted({r.source_name for r in residuals}):
+            evidence = Evidence([r for r in residuals if r.source_name != source])
+            for r in (r for r in residuals if r.source_name == source):
+                yield source, r, evidence.band(r.key, coverage)
+
+    return tally_coverage(coverage, checked(), CHECKED_CLASSES)
 
 
 # ---- a prediction's intervals ---------------------------------------------------------------
@@ -652,26 +666,14 @@ def energy_loso_coverage(
     """Coverage of the `coverage` power and energy bands, each source's rows against the
     other sources' power rows (`time` holds no measured-power source, so it stays whole)."""
     check_coverage(coverage)
-    by_q: dict[str, list[int]] = {}
-    by_s: dict[str, list[int]] = {}
-    by_g: dict[str, list[int]] = {}
-    for source in sorted({energy_source(r) for r in residuals}):
-        evidence = EnergyEvidence([r for r in residuals if energy_source(r) != source])
-        for r in (r for r in residuals if energy_source(r) == source):
-            b = energy_row_band(r, evidence, time, coverage)
-            inside = int(math.log(b.low) <= r.log_error <= math.log(b.high)) if b.low > 0 else 1
-            by_q.setdefault(r.quantity, []).append(inside)
-            by_s.setdefault(source, []).append(inside)
-            by_g.setdefault(gpu_class(r.gpus), []).append(inside)
-    flat = [x for v in by_s.values() for x in v]
-    return Coverage(
-        coverage=coverage,
-        overall=float(np.mean(flat)) if flat else math.nan,
-        rows=len(flat),
-        by_quantity={k: (sum(v), len(v)) for k, v in sorted(by_q.items())},
-        by_source={k: (sum(v), len(v)) for k, v in sorted(by_s.items())},
-        by_gpus={k: (sum(v), len(v)) for k, v in sorted(by_g.items())},
-    )
+
+    def checked() -> Iterator[tuple[str, Residual, Band]]:
+        for source in sorted({energy_source(r) for r in residuals}):
+            evidence = EnergyEvidence([r for r in residuals if energy_source(r) != source])
+            for r in (r for r in residuals if energy_source(r) == source):
+                yield source, r, energy_row_band(r, evidence, time, coverage)
+
+    return tally_coverage(coverage, checked())
 
 
 def energy_half_width(
